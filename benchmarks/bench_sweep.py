@@ -1,0 +1,110 @@
+"""Sweep speed: in-memory rows/s, peak memory of a streamed 100M-row sweep, and a scalar loop.
+
+Prints:
+  1. rows/s of ``sweep`` over >= 10 million configurations in memory (one process, one core);
+  2. peak RSS of a >= 100-million-row sweep streamed to Parquet chunk by chunk (child process);
+  3. rows/s of a plain per-configuration Python loop over the same scalar formulas on a
+     10,000-row grid, and the ratio of (1) to it.
+
+Usage: python benchmarks/bench_sweep.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+GPUS = ["h100-sxm", "h200", "a100-80gb-sxm", "l40s", "b200", "mi300x", "l4", "gh200"]
+MODELS = ["llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "qwen2.5-72b", "qwen3-30b-a3b"]
+
+
+def in_memory(n_contexts: int) -> tuple[int, float]:
+    from fleetplan.sweeps import sweep
+
+    axes = {"quants": ["bf16", "fp8"], "tps": [1, 8], "contexts": list(range(256, 256 * (n_contexts + 1), 256)),
+            "batches": list(range(1, 257))}
+    sweep(GPUS[:1], MODELS[:1], **{**axes, "contexts": [256]})  # warm caches and imports
+    start = time.perf_counter()
+    frame = sweep(GPUS, MODELS, **axes)
+    return len(frame), time.perf_counter() - start
+
+
+def streamed_child(path: str, n_contexts: int) -> None:
+    from fleetplan.catalogs import load_catalogs
+    from fleetplan.sweeps.engine import iter_sweep, make_grid
+    from fleetplan.sweeps.stream import write_stream
+
+    grid = make_grid(GPUS, MODELS, ["bf16", "fp8"], tps=[1, 8], contexts=list(range(64, 64 * (n_contexts + 1), 64)),
+                     batches=list(range(1, 1025)))
+    start = time.perf_counter()
+    write_stream(iter_sweep(None, None, None, grid=grid, chunk_rows=2_000_000), grid.n_rows, path,
+                 params={"benchmark": "bench_sweep"}, catalogs=load_catalogs())
+    seconds = time.perf_counter() - start
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{grid.n_rows} {seconds} {peak_mb}")
+
+
+def streamed(n_contexts: int) -> tuple[int, float, float, float]:
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "sweep.parquet")
+        done = subprocess.run([sys.executable, __file__, "--child", path, str(n_contexts)], check=True,
+                              capture_output=True, text=True)
+        rows, seconds, peak_mb = done.stdout.split()
+        size_mb = os.path.getsize(path) / 1e6
+    return int(rows), float(seconds), float(peak_mb), size_mb
+
+
+def scalar_loop(n_rows: int = 10_000) -> float:
+    """A per-configuration Python loop over the scalar formulas, as per-config estimators run."""
+    from fleetplan.catalogs import load_catalogs
+    from fleetplan.sweeps import latency, memory, throughput
+
+    catalogs = load_catalogs()
+    gpu, model = catalogs.gpus.loc["h100-sxm"], catalogs.models.loc["llama-3.1-8b"]
+    grid = [(context, batch) for context in range(256, 256 * 41, 256) for batch in range(1, 251)][:n_rows]
+    start = time.perf_counter()
+    for context, batch in grid:
+        weights = memory.weight_gb(model["params_total_b"], 2.0)
+        kv_token = memory.kv_bytes_per_token(model["n_layers"], model["n_kv_heads"], model["head_dim"], 2.0)
+        kv = memory.kv_gb(batch, context, kv_token)
+        mem_ms = latency.memory_time_ms(weights + kv, gpu["memory_bw_tb_s"], 0.7)
+        flop = batch * latency.decode_flop_per_token(model["params_active_b"], model["n_layers"], model["n_heads"],
+                                                     model["head_dim"], context)
+        comp_ms = latency.compute_time_ms(flop, gpu["tflops_bf16"], 0.5)
+        tpot = latency.step_time_ms(mem_ms, comp_ms, 0.0, 0.0)
+        prefill = latency.compute_time_ms(latency.prefill_flop(model["params_active_b"], model["n_layers"],
+                                                               model["n_heads"], model["head_dim"], context),
+                                          gpu["tflops_bf16"], 0.5)
+        rate = throughput.request_rate_req_s(batch, tpot, 256, prefill)
+        throughput.usd_per_m_tokens(2.0, rate * 256)
+    return len(grid) / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="smaller grids, for a smoke run")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        streamed_child(args.child[0], int(args.child[1]))
+        return
+    rows, seconds = in_memory(10 if args.quick else 245)
+    vector_rate = rows / seconds
+    print(f"in-memory sweep: {rows:,} rows in {seconds:.2f} s = {vector_rate / 1e6:.2f} M rows/s")
+    rows, seconds, peak_mb, size_mb = streamed(10 if args.quick else 611)
+    print(f"streamed to Parquet: {rows:,} rows in {seconds:.1f} s ({rows / seconds / 1e6:.2f} M rows/s), "
+          f"peak RSS {peak_mb:,.0f} MB, file {size_mb:,.0f} MB")
+    loop_rate = scalar_loop()
+    print(f"scalar Python loop: {loop_rate:,.0f} rows/s on a 10,000-row grid; "
+          f"vectorized / loop = {vector_rate / loop_rate:,.0f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""The ``fleetplan`` command line: a thin shell over the library.
+
+Each area registers its own commands (``fleetplan/<area>/commands.py`` has ``register(app)``);
+this module only assembles them and turns input errors into one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+
+import typer
+
+from fleetplan.errors import FleetplanError
+
+app = typer.Typer(
+    name="fleetplan",
+    help="How many of which GPUs an LLM service needs, and what it costs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+_COMMAND_MODULES = (
+    "fleetplan.catalogs.commands",
+    "fleetplan.sweeps.commands",
+    "fleetplan.optimizer.commands",
+    "fleetplan.exports.commands",
+)
+
+
+def _register_all() -> None:
+    for module_name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as missing:
+            if missing.name != module_name:
+                raise
+            continue
+        module.register(app)
+
+
+_register_all()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; input errors print one line and return exit code 2."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        app(args=argv, standalone_mode=False)
+    except FleetplanError as error:
+        typer.echo(f"error: {error}", err=True)
+        return 2
+    except typer.Exit as done:
+        return done.exit_code
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        return 1
+    except Exception as click_error:  # click's usage errors carry their own exit code
+        exit_code = getattr(click_error, "exit_code", None)
+        if exit_code is None:
+            raise
+        show = getattr(click_error, "show", None)
+        if show is not None:
+            show()
+        return exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

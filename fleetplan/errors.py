@@ -1,0 +1,76 @@
+"""Errors fleetplan raises for bad input.
+
+Validation lives apart from the maths: formulas mark infeasible points with NaN or a reason,
+and only bad options, names or files raise. Every error here is a ``ValueError`` whose message is
+one line that names the field (or file, row and column) and what would be accepted; the CLI
+prints it and exits with code 2.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class FleetplanError(ValueError):
+    """Base class of every user-facing input error."""
+
+
+class UnknownNameError(FleetplanError, KeyError):
+    """An id that no catalog holds."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidValueError(FleetplanError):
+    """A value outside its allowed range, or of the wrong kind."""
+
+
+class CatalogError(FleetplanError):
+    """A catalog file that does not satisfy its schema."""
+
+
+class ScenarioError(FleetplanError):
+    """A scenario file that does not validate."""
+
+
+def did_you_mean(name: str, valid: Iterable[str], *, kind: str) -> UnknownNameError:
+    """Build (not raise) the error for an unknown ``name`` among ``valid`` names.
+
+    >>> str(did_you_mean("h100", ["h100-sxm", "h100-pcie", "a10g"], kind="gpu"))
+    "unknown gpu 'h100'; did you mean 'h100-pcie' or 'h100-sxm'? (valid: a10g, h100-pcie, h100-sxm)"
+    """
+    valid = sorted(set(valid))
+    key = name.strip().lower()
+    close = [v for v in valid if v.startswith(key)] + [v for v in valid if key in v and not v.startswith(key)]
+    close += [v for v in difflib.get_close_matches(key, valid, n=3, cutoff=0.6) if v not in close]
+    close = close[:3]
+    hint = f"; did you mean {_either(close)}?" if close else ""
+    shown = ", ".join(valid) if len(valid) <= 40 else ", ".join(valid[:40]) + ", ..."
+    return UnknownNameError(f"unknown {kind} '{name}'{hint} (valid: {shown})")
+
+
+def _either(names: list[str]) -> str:
+    quoted = [f"'{n}'" for n in names]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+def check_range(field: str, value: float, low: float | None = None, high: float | None = None,
+                *, low_inclusive: bool = True, integer: bool = False) -> None:
+    """Raise ``InvalidValueError`` unless ``low <= value <= high`` (and finite, and integral)."""
+    import math
+
+    bad_type = not isinstance(value, (int, float)) or isinstance(value, bool)
+    if bad_type or math.isnan(value) or math.isinf(value) or (integer and value != int(value)):
+        kind = "a whole number" if integer else "a finite number"
+        message = f"{field} must be {kind}, got {value!r}"
+        raise InvalidValueError(message)
+    too_low = low is not None and (value < low if low_inclusive else value <= low)
+    too_high = high is not None and value > high
+    if too_low or too_high:
+        lo = "" if low is None else (f">= {low:g}" if low_inclusive else f"> {low:g}")
+        hi = "" if high is None else f"<= {high:g}"
+        allowed = " and ".join(p for p in (lo, hi) if p)
+        message = f"{field} must be {allowed}, got {value:g}"
+        raise InvalidValueError(message)

@@ -1,0 +1,107 @@
+"""Named assumption sets of the performance model, and how per-call overrides apply.
+
+Efficiency factors (MBU, MFU, step overhead) come from the ``efficiency`` catalog (fitted to
+published measurements by ``scripts/fit_efficiency.py``), looked up by (GPU, compute precision)
+with ``*`` rows as fallbacks. The other assumptions are module constants documented here, never
+numbers buried in a formula. Every one can be overridden per call (``sweep(..., mbu=0.7)``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.errors import InvalidValueError, check_range
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """Per-call model assumptions; ``None`` means "take it from the efficiency catalog".
+
+    Attributes
+    ----------
+    mbu : memory-bandwidth utilization of a decode step [fraction]
+    mfu : model FLOPs utilization of matmuls [fraction]
+    step_overhead_ms : fixed time added to every forward step [ms]
+    reserve_fraction : share of GPU memory kept for activations and fragmentation [fraction];
+        0.10 matches vLLM's default ``gpu_memory_utilization=0.9``
+    allreduce_latency_us : fixed latency of one tensor-parallel all-reduce [us]; NCCL's small
+        message all-reduce over NVLink takes roughly 5-10 us
+    activation_bytes : bytes per activation element exchanged by all-reduce [bytes]
+    max_num_seqs : the serving engine's cap on concurrent sequences [sequences]; TensorRT-LLM's
+        default max_batch_size is 2048, vLLM's max_num_seqs 256 to 1024
+    usd_per_gpu_hour : price of one GPU-hour [USD]; ``None`` = the median on-demand price of that
+        GPU in the prices catalog
+    """
+
+    mbu: float | None = None
+    mfu: float | None = None
+    step_overhead_ms: float | None = None
+    reserve_fraction: float = 0.10
+    allreduce_latency_us: float = 8.0
+    activation_bytes: float = 2.0
+    max_num_seqs: int = 2048
+    usd_per_gpu_hour: float | None = None
+
+    def validated(self) -> Assumptions:
+        """Check every value is in its allowed range; return self."""
+        ranges = {"mbu": (0.0, 1.0), "mfu": (0.0, 1.0), "step_overhead_ms": (0.0, 1000.0),
+                  "reserve_fraction": (0.0, 0.95), "allreduce_latency_us": (0.0, 1e4),
+                  "activation_bytes": (0.5, 8.0), "max_num_seqs": (1, 1e7),
+                  "usd_per_gpu_hour": (0.0, 1e4)}
+        for name, (low, high) in ranges.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            exclusive_low = name in ("mbu", "mfu", "usd_per_gpu_hour")
+            check_range(name, value, low, high, low_inclusive=not exclusive_low,
+                        integer=name == "max_num_seqs")
+        return self
+
+
+ASSUMPTION_NAMES = tuple(f.name for f in fields(Assumptions))
+
+
+def assumptions_from(overrides: dict) -> Assumptions:
+    """Build validated ``Assumptions`` from keyword overrides, rejecting unknown names."""
+    unknown = sorted(set(overrides) - set(ASSUMPTION_NAMES))
+    if unknown:
+        from fleetplan.errors import did_you_mean
+
+        raise did_you_mean(unknown[0], ASSUMPTION_NAMES, kind="model assumption")
+    given = {k: v for k, v in overrides.items() if v is not None}
+    return replace(Assumptions(), **given).validated()
+
+
+def efficiency_for(efficiency: pd.DataFrame, gpu: pd.Series, precision: pd.Series) -> pd.DataFrame:
+    """MBU, MFU and step overhead for each (gpu, precision) pair, most specific row first.
+
+    Lookup order: exact (gpu, precision), then (gpu, *), (*, precision), (*, *).
+    """
+    wanted = pd.DataFrame({"gpu": np.asarray(gpu, dtype=object), "precision": np.asarray(precision, dtype=object)})
+    result = pd.DataFrame(index=wanted.index, columns=["mbu", "mfu", "step_overhead_ms"], dtype=float)
+    table = efficiency.set_index(["gpu", "precision"])[["mbu", "mfu", "step_overhead_ms"]]
+    for gpu_key, precision_key in (("gpu", "precision"), ("gpu", "*"), ("*", "precision"), ("*", "*")):
+        keys = pd.MultiIndex.from_arrays([
+            wanted[gpu_key] if gpu_key != "*" else np.full(len(wanted), "*", dtype=object),
+            wanted[precision_key] if precision_key != "*" else np.full(len(wanted), "*", dtype=object),
+        ])
+        found = table.reindex(keys).set_axis(wanted.index)
+        result = result.fillna(found)
+    if result.isna().any().any():
+        message = "efficiency catalog has no '*,*' default row and no row for some GPUs"
+        raise InvalidValueError(message)
+    return result
+
+
+def median_price_usd_per_gpu_hour(prices: pd.DataFrame, gpus: pd.Index, pricing_type: str = "on_demand") -> pd.Series:
+    """Median price of each GPU over the catalog's rows of one pricing type [USD/GPU-hour]; NaN if none."""
+    rows = prices[prices["pricing_type"] == pricing_type]
+    return rows.groupby("gpu")["usd_per_gpu_hour"].median().reindex(gpus)
+
+
+def is_missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))

@@ -1,0 +1,96 @@
+"""Published measurements and the model's prediction of each, for calibration and validation.
+
+The measurement format is the one of ``fleetplan/sweeps/data/measured.csv`` (see
+``measured.README.md`` beside it): one published figure per row with its source. Names as the
+sources wrote them (``H100 80GB HBM3 (SXM)``, ``Llama-3.1-8B``, ``FP8``) are mapped to catalog ids.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.errors import InvalidValueError
+
+GPU_ALIASES = {
+    "h100 80gb hbm3 (sxm)": "h100-sxm", "h100-sxm": "h100-sxm", "h100 sxm": "h100-sxm",
+    "a100-sxm4-80gb": "a100-80gb-sxm", "a100 80gb sxm": "a100-80gb-sxm", "l40s": "l40s",
+    "h200": "h200", "gh200": "gh200", "h100 pcie": "h100-pcie", "l4": "l4", "a10g": "a10g",
+}
+PRECISION_ALIASES = {"fp8": "fp8", "fp16": "fp16", "bf16": "bf16", "int8": "int8", "int4": "int4-awq",
+                     "fp4": "fp4", "nvfp4": "fp4"}
+# TensorRT-LLM's benchmark defaults: kv_cache_free_gpu_mem_fraction 0.95, max batch 2048.
+TRTLLM_ASSUMPTIONS = {"reserve_fraction": 0.05, "max_num_seqs": 2048}
+REQUIRED = ("gpu", "tp", "model", "precision_weights", "input_len", "output_len", "scenario", "metric", "value")
+
+
+def shipped_measurements_path() -> Path:
+    """The published measurements that ship with fleetplan."""
+    return Path(str(resources.files("fleetplan.sweeps") / "data" / "measured.csv"))
+
+
+def _canonical(name: str, aliases: dict[str, str]) -> str:
+    key = str(name).strip().lower()
+    return aliases.get(key, re.sub(r"[^a-z0-9.]+", "-", key).strip("-"))
+
+
+def load_measurements(path: str | Path | None = None) -> pd.DataFrame:
+    """Measurements with catalog ids (gpu, model, quant, kv_quant) and numeric ``qps`` added."""
+    path = Path(path) if path is not None else shipped_measurements_path()
+    if not path.is_file():
+        message = f"measurements file {path} does not exist"
+        raise InvalidValueError(message)
+    frame = pd.read_csv(path)
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        message = f"{path.name}: missing column {missing[0]} (required: {', '.join(REQUIRED)})"
+        raise InvalidValueError(message)
+    frame["gpu_name"], frame["model_name"] = frame["gpu"], frame["model"]
+    frame["gpu"] = frame["gpu_name"].map(lambda n: _canonical(n, GPU_ALIASES))
+    frame["model"] = frame["model_name"].map(lambda n: _canonical(n, {}))
+    frame["quant"] = frame["precision_weights"].map(lambda n: _canonical(n, PRECISION_ALIASES))
+    kv = frame["precision_kv"] if "precision_kv" in frame else frame["precision_weights"]
+    frame["kv_quant"] = kv.map(lambda n: _canonical(n, PRECISION_ALIASES))
+    frame["tp"] = frame["tp"].astype(int)
+    frame["qps"] = _qps(frame.get("concurrency_or_batch", pd.Series("", index=frame.index)))
+    return frame
+
+
+def _qps(text: pd.Series) -> np.ndarray:
+    found = text.astype(str).str.extract(r"QPS\s*=?\s*([0-9.]+|INF)", flags=re.IGNORECASE)[0]
+    return pd.to_numeric(found.str.upper().replace("INF", "inf"), errors="coerce").to_numpy(dtype=float)
+
+
+def offline_throughput_rows(measurements: pd.DataFrame) -> pd.DataFrame:
+    """The rows the offline model predicts: maximum-load output tokens/s of one TP group."""
+    chosen = (measurements["scenario"] == "offline") & (measurements["metric"] == "output_tok_s")
+    return measurements[chosen].reset_index(drop=True)
+
+
+def predict_offline(rows: pd.DataFrame, catalogs=None, factors: pd.DataFrame | None = None,
+                    **assumptions) -> np.ndarray:
+    """Predicted output tokens/s for offline rows [tokens/s], one vectorized call for all rows.
+
+    ``factors`` may hold per-row columns mbu, mfu, step_overhead_ms (NaN = catalog default).
+    """
+    from fleetplan.sweeps.estimate import estimate_cases
+
+    cases = rows[["gpu", "model", "quant", "kv_quant", "tp", "input_len", "output_len"]].copy()
+    cases["mode"] = "offline"
+    if factors is not None:
+        for column in ("mbu", "mfu", "step_overhead_ms"):
+            cases[column] = factors[column].to_numpy(dtype=float)
+    merged = {**TRTLLM_ASSUMPTIONS, **assumptions}
+    return estimate_cases(cases, catalogs, **merged)["output_tok_s"].to_numpy(dtype=float)
+
+
+def ape_summary(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Median and 90th-percentile absolute percentage error of ``predicted`` vs ``value`` [%]."""
+    ape = (frame["predicted"] / frame["value"] - 1.0).abs() * 100.0
+    grouped = ape.groupby([frame[b] for b in by]) if by else ape.groupby(np.zeros(len(ape)))
+    return pd.DataFrame({"rows": grouped.size(), "median_ape_pct": grouped.median(),
+                         "p90_ape_pct": grouped.quantile(0.9)})

@@ -1,0 +1,48 @@
+"""The sweep table's columns: name, dtype, unit and meaning, in output order.
+
+One registry serves the sweep engine (column order and dtypes), the exports (Parquet field
+metadata, workbook headers) and the README's column reference. A unit of ``""`` means the column
+is a label or a count without unit.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Column(NamedTuple):
+    dtype: str
+    unit: str
+    description: str
+
+
+SWEEP_COLUMNS: dict[str, Column] = {
+    "gpu": Column("category", "", "GPU id (gpus catalog)"),
+    "model": Column("category", "", "Model id (models catalog)"),
+    "quant": Column("category", "", "Weight quantization id (quants catalog)"),
+    "kv_quant": Column("category", "", "KV-cache quantization id (quants catalog)"),
+    "tp": Column("int16", "GPUs", "Tensor-parallel degree: GPUs in one replica"),
+    "context_len": Column("int32", "tokens", "Tokens held in each sequence's KV cache during decode"),
+    "input_len": Column("int32", "tokens", "Prompt tokens per request (prefill)"),
+    "output_len": Column("int32", "tokens", "Generated tokens per request"),
+    "batch": Column("int32", "sequences", "Concurrent sequences decoded per step"),
+    "weight_gb": Column("float64", "GB", "Weight memory per GPU"),
+    "kv_gb": Column("float64", "GB", "KV-cache memory per GPU for the whole batch"),
+    "memory_gb": Column("float64", "GB", "Weights + KV + runtime reserve per GPU"),
+    "max_batch": Column("int32", "sequences", "Largest batch whose KV cache fits at this context"),
+    "fits": Column("bool", "", "Weights, KV cache and reserve fit in GPU memory"),
+    "valid": Column("bool", "", "The combination can run at all (see reason)"),
+    "reason": Column("category", "", "Why a row is invalid or does not fit; empty when fine"),
+    "bound": Column("category", "", "What limits the decode step: memory or compute"),
+    "tpot_ms": Column("float64", "ms", "Time per output token (one decode step)"),
+    "ttft_ms": Column("float64", "ms", "Time to first token: prompt prefill plus the step it waits behind"),
+    "decode_tok_s": Column("float64", "tokens/s", "Decode throughput of one replica = batch / TPOT"),
+    "decode_tok_s_per_gpu": Column("float64", "tokens/s/GPU", "Decode throughput per GPU"),
+    "prefill_tok_s": Column("float64", "tokens/s", "Prompt tokens one replica ingests per second (compute roof)"),
+    "output_tok_s": Column("float64", "tokens/s", "Output tokens/s per replica when prefill and decode share the GPUs"),
+    "req_s": Column("float64", "requests/s", "Requests/s one replica completes = output_tok_s / output_len"),
+    "usd_per_hour": Column("float64", "USD/hour", "Price of one replica (tp GPUs) per hour"),
+    "usd_per_m_output_tokens": Column("float64", "USD/1M tokens", "Cost of one million output tokens"),
+    "usd_per_m_total_tokens": Column("float64", "USD/1M tokens", "Cost of one million prompt + output tokens"),
+    "usd_per_k_requests": Column("float64", "USD/1k requests", "Cost of one thousand requests"),
+}

@@ -1,0 +1,173 @@
+"""CLI commands of the performance model: ``fleetplan sweep`` and ``fleetplan estimate``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+
+from fleetplan.errors import InvalidValueError
+from fleetplan.sweeps.validate import parse_axis
+
+_AXIS = "Comma-separated whole numbers or ranges: 1,2,8 | 1-512 (powers of two) | 128-4096:128 (step)"
+CatalogOption = Annotated[list[Path] | None, typer.Option("--catalog", help="Catalog override file (CSV/XLSX); repeatable")]
+
+
+def _ids(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _catalogs(paths):
+    from fleetplan.catalogs import load_catalogs
+
+    return load_catalogs(overrides=list(paths or ()))
+
+
+def _factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs) -> dict:
+    given = {"mbu": mbu, "mfu": mfu, "step_overhead_ms": step_overhead_ms, "usd_per_gpu_hour": price,
+             "reserve_fraction": reserve_fraction, "max_num_seqs": max_num_seqs}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+MbuOption = Annotated[float | None, typer.Option(help="Memory-bandwidth utilization (0-1]; default: efficiency catalog")]
+MfuOption = Annotated[float | None, typer.Option(help="Model FLOPs utilization (0-1]; default: efficiency catalog")]
+OverheadOption = Annotated[float | None, typer.Option(help="Fixed time per forward step [ms]")]
+PriceOption = Annotated[float | None, typer.Option("--price", help="USD per GPU-hour; default: median on-demand price")]
+ReserveOption = Annotated[float | None, typer.Option(help="Share of GPU memory kept back [0-0.95]; default 0.10")]
+MaxSeqsOption = Annotated[int | None, typer.Option(help="Serving engine's cap on concurrent sequences; default 2048")]
+
+
+def sweep_command(
+    gpu: Annotated[str, typer.Option(help="GPU ids, comma-separated")],
+    model: Annotated[str, typer.Option(help="Model ids, comma-separated")],
+    quant: Annotated[str, typer.Option(help="Quantization ids, comma-separated")] = "bf16",
+    kv_quant: Annotated[str | None, typer.Option(help="KV-cache quantization ids; default: each quant's own")] = None,
+    tp: Annotated[str, typer.Option(help=_AXIS)] = "1",
+    context: Annotated[str, typer.Option(help="Context lengths [tokens]. " + _AXIS)] = "2048",
+    input_len: Annotated[str | None, typer.Option(help="Prompt lengths [tokens]; default: = context")] = None,
+    output_len: Annotated[str, typer.Option(help="Output lengths [tokens]. " + _AXIS)] = "256",
+    batch: Annotated[str, typer.Option(help="Batch sizes [sequences]. " + _AXIS)] = "1-512",
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write .csv, .parquet or .xlsx; default: print")] = None,
+    drop_invalid: Annotated[bool, typer.Option(help="Drop rows that cannot run or do not fit")] = False,
+    chunk_rows: Annotated[int, typer.Option(help="Rows evaluated per chunk when streaming")] = 1_000_000,
+    catalog: CatalogOption = None,
+    mbu: MbuOption = None, mfu: MfuOption = None, step_overhead_ms: OverheadOption = None,
+    price: PriceOption = None, reserve_fraction: ReserveOption = None, max_num_seqs: MaxSeqsOption = None,
+) -> None:
+    """Evaluate every combination of the axes: memory, TPOT, TTFT, throughput and cost."""
+    from fleetplan.sweeps.engine import iter_sweep, make_grid
+    from fleetplan.sweeps.stream import write_stream
+
+    if chunk_rows < 1:
+        message = f"chunk-rows must be >= 1, got {chunk_rows}"
+        raise InvalidValueError(message)
+    grid = make_grid(_ids(gpu), _ids(model), _ids(quant), kv_quants=_ids(kv_quant) if kv_quant else None,
+                     tps=parse_axis(tp), contexts=parse_axis(context),
+                     input_lens=parse_axis(input_len) if input_len else None,
+                     output_lens=parse_axis(output_len), batches=parse_axis(batch), catalogs=_catalogs(catalog),
+                     **_factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs))
+    chunks = iter_sweep(None, None, None, grid=grid, chunk_rows=chunk_rows, drop_invalid=drop_invalid)
+    if output is None:
+        frame = pd.concat(list(chunks), ignore_index=True)
+        typer.echo(frame.to_csv(index=False), nl=False)
+        return
+    params = {"gpus": gpu, "models": model, "quants": quant, "kv_quants": kv_quant, "tps": tp, "contexts": context,
+              "input_lens": input_len, "output_lens": output_len, "batches": batch, "drop_invalid": drop_invalid}
+    write_stream(chunks, grid.n_rows, output, params=params, catalogs=_catalogs(catalog))
+    typer.echo(f"wrote {output}", err=True)
+
+
+def estimate_command(
+    gpu: Annotated[str | None, typer.Option(help="GPU id")] = None,
+    model: Annotated[str | None, typer.Option(help="Model id")] = None,
+    quant: Annotated[str, typer.Option(help="Weight quantization id")] = "bf16",
+    kv_quant: Annotated[str | None, typer.Option(help="KV-cache quantization id; default: the quant's own")] = None,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree [GPUs]")] = 1,
+    input_len: Annotated[int, typer.Option(help="Prompt tokens per request")] = 1024,
+    output_len: Annotated[int, typer.Option(help="Output tokens per request")] = 256,
+    batch: Annotated[int | None, typer.Option(help="Evaluate at this batch [sequences]")] = None,
+    tpot_slo_ms: Annotated[float | None, typer.Option(help="Report the knee: largest batch with TPOT <= this [ms]")] = None,
+    ttft_slo_ms: Annotated[float | None, typer.Option(help="... and TTFT <= this [ms]")] = None,
+    offline: Annotated[bool, typer.Option(help="Memory-limited maximum throughput (no SLO)")] = False,
+    cases: Annotated[Path | None, typer.Option(help="Bulk form: a CSV of cases (columns = flag names)")] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Bulk form: write results (.csv/.parquet/.xlsx)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")] = False,
+    catalog: CatalogOption = None,
+    mbu: MbuOption = None, mfu: MfuOption = None, step_overhead_ms: OverheadOption = None,
+    price: PriceOption = None, reserve_fraction: ReserveOption = None, max_num_seqs: MaxSeqsOption = None,
+) -> None:
+    """Memory, latency, throughput and cost of one configuration (or of every row of --cases)."""
+    from fleetplan.sweeps.estimate import estimate_cases
+
+    factors = _factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs)
+    if cases is not None:
+        frame = _read_cases(cases)
+    else:
+        frame = _single_case(gpu, model, quant, kv_quant, tp, input_len, output_len, batch,
+                             tpot_slo_ms, ttft_slo_ms, offline)
+    result = estimate_cases(frame, _catalogs(catalog), **factors)
+    if output is not None:
+        from fleetplan.sweeps.stream import write_stream
+
+        write_stream(iter([result]), len(result), output, params={"cases": str(cases or "")},
+                     catalogs=_catalogs(catalog))
+        typer.echo(f"wrote {output}", err=True)
+    elif as_json:
+        typer.echo(result.to_json(orient="records", indent=2))
+    else:
+        _print_estimate(result)
+
+
+def _single_case(gpu, model, quant, kv_quant, tp, input_len, output_len, batch, tpot_slo_ms, ttft_slo_ms, offline):
+    if gpu is None or model is None:
+        message = "estimate needs --gpu and --model (or --cases FILE)"
+        raise InvalidValueError(message)
+    chosen = [name for name, on in (("--batch", batch is not None), ("--offline", offline),
+                                    ("an SLO", tpot_slo_ms is not None or ttft_slo_ms is not None)) if on]
+    if len(chosen) > 1:
+        message = f"give one of --batch, --tpot-slo-ms/--ttft-slo-ms or --offline, not {' and '.join(chosen)}"
+        raise InvalidValueError(message)
+    mode = "batch" if batch is not None else "offline" if offline or not chosen else "slo"
+    return pd.DataFrame([{"gpu": gpu, "model": model, "quant": quant, "kv_quant": kv_quant, "tp": tp,
+                          "input_len": input_len, "output_len": output_len, "batch": batch,
+                          "tpot_slo_ms": tpot_slo_ms, "ttft_slo_ms": ttft_slo_ms, "mode": mode}])
+
+
+def _read_cases(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        message = f"cases file {path} does not exist"
+        raise InvalidValueError(message)
+    try:
+        return pd.read_csv(path, dtype={"gpu": str, "model": str, "quant": str, "kv_quant": str, "mode": str})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
+        message = f"cases file {path} is not a readable CSV: {str(error).splitlines()[0]}"
+        raise InvalidValueError(message) from None
+
+
+def _print_estimate(result: pd.DataFrame) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from fleetplan.sweeps.columns import SWEEP_COLUMNS
+
+    row = result.iloc[0]
+    table = Table(title=f"{row['model']} on {int(row['tp'])} x {row['gpu']} ({row['quant']}, KV {row['kv_quant']}, {row['mode']})")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("unit")
+    for name, column in SWEEP_COLUMNS.items():
+        if name in ("gpu", "model", "quant", "kv_quant", "tp"):
+            continue
+        value = row[name]
+        text = f"{value:,.4g}" if isinstance(value, float) else str(value)
+        table.add_row(name, text, column.unit)
+    Console(file=sys.stdout, width=110).print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep_command)
+    app.command("estimate")(estimate_command)
+

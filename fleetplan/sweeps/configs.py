@@ -1,0 +1,118 @@
+"""Serving configurations: one row per (gpu, model, quant, kv_quant, tp) with every constant the
+row kernel needs, gathered from the catalogs once so that the grid itself is pure array work.
+
+A configuration that cannot run (precision not native, TP not dividing the heads, a KV format
+that cannot hold a cache, TP wider than a node) keeps its row with a ``config_reason``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.sweeps import memory
+from fleetplan.sweeps.assumptions import Assumptions, efficiency_for, median_price_usd_per_gpu_hour
+
+CONFIG_KEYS = ["gpu", "model", "quant", "kv_quant", "tp"]
+
+
+def config_frame(catalogs, keys: pd.DataFrame, assumptions: Assumptions,
+                 per_config: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Configuration constants for each row of ``keys`` (columns ``CONFIG_KEYS``).
+
+    ``per_config`` may carry per-row overrides (mbu, mfu, step_overhead_ms, usd_per_gpu_hour);
+    NaN cells fall back to ``assumptions`` and then to the catalogs.
+    """
+    gpus = catalogs.gpus.reindex(keys["gpu"]).reset_index(drop=True)
+    models = catalogs.models.reindex(keys["model"]).reset_index(drop=True)
+    quants = catalogs.quants.reindex(keys["quant"]).reset_index(drop=True)
+    kv_quants = catalogs.quants.reindex(keys["kv_quant"]).reset_index(drop=True)
+    frame = keys.reset_index(drop=True).copy()
+    frame["tp"] = frame["tp"].astype(np.int64)
+    precision = quants["compute_precision"]
+    frame["precision"] = precision
+    frame["peak_tflops"] = _peak_tflops(gpus, precision)
+    for column in ("memory_gb", "memory_bw_tb_s", "interconnect_gb_s", "gpus_per_node"):
+        frame[column] = gpus[column].to_numpy(dtype=float)
+    for column in ("params_total_b", "params_active_b", "n_layers", "hidden_size", "n_heads",
+                   "head_dim", "n_experts", "n_experts_active", "max_context"):
+        frame[column] = models[column].to_numpy(dtype=float)
+    frame["bytes_per_weight"] = quants["bytes_per_weight"].to_numpy(dtype=float)
+    frame["kv_bytes_per_token"] = _kv_bytes_per_token_per_gpu(models, kv_quants, frame["tp"])
+    frame["weight_gb"] = memory.weight_gb(frame["params_total_b"], frame["bytes_per_weight"]) / frame["tp"]
+    _add_factors(frame, catalogs, assumptions, per_config)
+    frame["config_reason"] = _config_reasons(frame, gpus, models, quants, kv_quants)
+    return frame
+
+
+def _peak_tflops(gpus: pd.DataFrame, precision: pd.Series) -> np.ndarray:
+    peak = np.full(len(gpus), np.nan)
+    for name in pd.unique(precision.dropna()):
+        column = f"tflops_{name}"
+        if column in gpus:
+            rows = (precision == name).to_numpy()
+            peak[rows] = gpus.loc[rows, column].to_numpy(dtype=float)
+    return peak
+
+
+def _kv_bytes_per_token_per_gpu(models: pd.DataFrame, kv_quants: pd.DataFrame, tp: pd.Series) -> np.ndarray:
+    is_mla = (models["attention"] == "mla").to_numpy()
+    element = kv_quants["kv_bytes_per_element"].to_numpy(dtype=float)
+    layers = models["n_layers"].to_numpy(dtype=float)
+    kv_heads = models["n_kv_heads"].to_numpy(dtype=float)
+    dense = memory.kv_bytes_per_token(layers, kv_heads, models["head_dim"].to_numpy(dtype=float), element)
+    latent = memory.kv_bytes_per_token_mla(layers, models["kv_lora_rank"].to_numpy(dtype=float),
+                                           models["qk_rope_head_dim"].to_numpy(dtype=float), element)
+    whole = np.where(is_mla, latent, dense)
+    return whole * memory.kv_shard_fraction(kv_heads, tp.to_numpy(dtype=float), is_mla)
+
+
+def _add_factors(frame: pd.DataFrame, catalogs, assumptions: Assumptions, per_config) -> None:
+    factors = efficiency_for(catalogs.efficiency, frame["gpu"], frame["precision"].fillna("*"))
+    prices = median_price_usd_per_gpu_hour(catalogs.prices, pd.Index(frame["gpu"]))
+    defaults = {"mbu": factors["mbu"], "mfu": factors["mfu"],
+                "step_overhead_ms": factors["step_overhead_ms"], "usd_per_gpu_hour": prices}
+    for name, catalog_value in defaults.items():
+        value = pd.Series(np.asarray(catalog_value, dtype=float), index=frame.index)
+        if getattr(assumptions, name) is not None:
+            value[:] = getattr(assumptions, name)
+        if per_config is not None and name in per_config:
+            override = pd.to_numeric(per_config[name], errors="coerce").reset_index(drop=True)
+            value = override.where(override.notna(), value)
+        frame[name] = value.to_numpy(dtype=float)
+    for name in ("reserve_fraction", "allreduce_latency_us", "activation_bytes", "max_num_seqs"):
+        frame[name] = float(getattr(assumptions, name))
+
+
+def _config_reasons(frame, gpus, models, quants, kv_quants) -> np.ndarray:
+    """One reason string per configuration ('' when it can run), first problem wins."""
+    tp = frame["tp"].to_numpy()
+    heads = frame["n_heads"].to_numpy()
+    reserve = memory.runtime_reserve_gb(frame["memory_gb"].to_numpy(), frame["reserve_fraction"].to_numpy())
+    checks = [
+        (np.isnan(frame["peak_tflops"].to_numpy()),
+         frame["gpu"] + " has no native " + frame["precision"].astype(str)),
+        (kv_quants["kv_bytes_per_element"].isna().to_numpy(),
+         frame["kv_quant"] + " cannot store the KV cache"),
+        ((kv_quants["compute_precision"] == "fp4").to_numpy() & gpus["tflops_fp4"].isna().to_numpy(),
+         frame["gpu"] + " has no native fp4 for an fp4 KV cache"),
+        (heads % tp != 0,
+         "tp " + frame["tp"].astype(str) + " does not divide " + models["n_heads"].astype(int).astype(str)
+         + " attention heads"),
+        (tp > frame["gpus_per_node"].to_numpy(),
+         "tp " + frame["tp"].astype(str) + " exceeds " + gpus["gpus_per_node"].astype(int).astype(str)
+         + " GPUs per node"),
+        (frame["weight_gb"].to_numpy() + reserve > frame["memory_gb"].to_numpy(),
+         "weights " + frame["weight_gb"].round(1).astype(str) + " GB per GPU plus a "
+         + pd.Series(reserve).round(1).astype(str) + " GB reserve exceed " + frame["memory_gb"].astype(str) + " GB"),
+    ]
+    reason = np.full(len(frame), "", dtype=object)
+    for failed, message in reversed(checks):
+        reason = np.where(failed, message.to_numpy(dtype=object), reason)
+    return reason
+
+
+def as_arrays(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Numeric configuration columns as float arrays, the kernel's input."""
+    numeric = frame.select_dtypes(include="number")
+    return {name: numeric[name].to_numpy(dtype=float) for name in numeric.columns}

@@ -1,0 +1,119 @@
+"""The sweep engine: a cartesian grid of configurations x contexts x lengths x batches, evaluated
+chunk by chunk with the vectorized row kernel.
+
+The grid is never materialized as Python objects: a chunk is a range of flat row numbers,
+unravelled into axis indexes with ``numpy.unravel_index``; configuration constants are gathered
+onto the rows by index. Memory is bounded by the chunk size, so ``iter_sweep`` streams grids far
+larger than memory.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.sweeps import kernel
+from fleetplan.sweeps.assumptions import assumptions_from
+from fleetplan.sweeps.configs import CONFIG_KEYS, as_arrays, config_frame
+from fleetplan.sweeps.table import build_table
+from fleetplan.sweeps.validate import axis_values, catalog_or_default, resolve_ids
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CHUNK_ROWS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A resolved sweep grid: configurations and the numeric axes, in row-major order."""
+
+    configs: pd.DataFrame
+    context_len: np.ndarray
+    input_len: np.ndarray | None
+    output_len: np.ndarray
+    batch: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        inputs = 1 if self.input_len is None else len(self.input_len)
+        return (len(self.configs), len(self.context_len), inputs, len(self.output_len), len(self.batch))
+
+    @property
+    def n_rows(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def rows(self, start: int, stop: int) -> kernel.Rows:
+        """Axis values of flat rows ``start`` to ``stop``."""
+        config, ctx, inp, out, batch = np.unravel_index(np.arange(start, stop, dtype=np.int64), self.shape)
+        context_len = self.context_len.take(ctx)
+        input_len = context_len if self.input_len is None else self.input_len.take(inp)
+        return kernel.Rows(config, context_len, input_len, self.output_len.take(out), self.batch.take(batch))
+
+
+def make_grid(gpus, models, quants, tps=(1,), contexts=(2048,), batches=(1,), kv_quants=None,
+              input_lens=None, output_lens=(256,), catalogs=None, **overrides) -> Grid:
+    """Validate the axes and build the configuration table of a sweep."""
+    catalogs = catalog_or_default(catalogs)
+    assumptions = assumptions_from(overrides)
+    ids = {kind: resolve_ids(catalogs, kind, names) for kind, names in
+           (("gpu", gpus), ("model", models), ("quant", quants))}
+    kv = None if kv_quants is None else resolve_ids(catalogs, "quant", kv_quants, field="kv_quants")
+    keys = _config_keys(catalogs, ids, kv, axis_values("tps", tps, high=1024))
+    return Grid(
+        configs=config_frame(catalogs, keys, assumptions),
+        context_len=axis_values("contexts", contexts, high=100_000_000),
+        input_len=None if input_lens is None else axis_values("input_lens", input_lens, high=100_000_000),
+        output_len=axis_values("output_lens", output_lens, high=10_000_000),
+        batch=axis_values("batches", batches, high=10_000_000),
+    )
+
+
+def _config_keys(catalogs, ids: dict, kv_quants, tps) -> pd.DataFrame:
+    axes = [pd.DataFrame({"gpu": ids["gpu"]}), pd.DataFrame({"model": ids["model"]}),
+            pd.DataFrame({"quant": ids["quant"]})]
+    if kv_quants is not None:
+        axes.append(pd.DataFrame({"kv_quant": kv_quants}))
+    axes.append(pd.DataFrame({"tp": tps}))
+    keys = axes[0]
+    for axis in axes[1:]:
+        keys = keys.merge(axis, how="cross")
+    if kv_quants is None:
+        keys["kv_quant"] = catalogs.quants["default_kv_quant"].reindex(keys["quant"]).to_numpy()
+    return keys[CONFIG_KEYS]
+
+
+def iter_sweep(gpus, models, quants, *, chunk_rows: int = DEFAULT_CHUNK_ROWS, drop_invalid: bool = False,
+               grid: Grid | None = None, **axes) -> Iterator[pd.DataFrame]:
+    """Yield the sweep table in chunks of at most ``chunk_rows`` rows (same columns as ``sweep``)."""
+    grid = grid or make_grid(gpus, models, quants, **axes)
+    arrays = as_arrays(grid.configs)
+    log.info("sweeping %d rows (%d configurations)", grid.n_rows, len(grid.configs))
+    for start in range(0, grid.n_rows, chunk_rows):
+        rows = grid.rows(start, min(start + chunk_rows, grid.n_rows))
+        table = build_table(grid.configs, rows, kernel.evaluate(kernel.gather(arrays, rows.config), rows))
+        yield table[table["valid"] & table["fits"]].reset_index(drop=True) if drop_invalid else table
+
+
+def sweep(gpus: Sequence[str], models: Sequence[str], quants: Sequence[str] = ("bf16",), *,
+          tps=(1,), contexts=(2048,), batches=(1,), kv_quants=None, input_lens=None,
+          output_lens=(256,), catalogs=None, drop_invalid: bool = False, **overrides) -> pd.DataFrame:
+    """Evaluate every combination of the axes; one row per configuration.
+
+    Columns and units are ``fleetplan.sweeps.columns.SWEEP_COLUMNS``. Rows that cannot run or do
+    not fit are kept and flagged (``valid``, ``fits``, ``reason``) unless ``drop_invalid``.
+    ``overrides`` are model assumptions (``mbu``, ``mfu``, ``step_overhead_ms``,
+    ``reserve_fraction``, ``usd_per_gpu_hour``, ...; see ``Assumptions``).
+
+    >>> df = sweep(["h100-sxm"], ["llama-3.1-8b"], batches=[1, 64])
+    >>> df[["gpu", "batch", "fits"]].to_dict("records")[1]
+    {'gpu': 'h100-sxm', 'batch': 64, 'fits': True}
+    """
+    grid = make_grid(gpus, models, quants, tps=tps, contexts=contexts, batches=batches, kv_quants=kv_quants,
+                     input_lens=input_lens, output_lens=output_lens, catalogs=catalogs, **overrides)
+    chunks = list(iter_sweep(None, None, None, grid=grid, drop_invalid=drop_invalid,
+                             chunk_rows=max(grid.n_rows, 1)))
+    return chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)

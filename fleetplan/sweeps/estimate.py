@@ -1,0 +1,154 @@
+"""``estimate_cases``: one operating point per case (a fixed batch, the knee under SLOs, or the
+offline memory-limited ceiling), for single estimates and bulk procurement comparisons alike.
+
+Each case becomes its own configuration, so per-case overrides (mbu, mfu, price) apply naturally;
+all cases are evaluated together by the same vectorized kernel as the sweep.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.errors import InvalidValueError
+from fleetplan.sweeps import kernel, operating_points
+from fleetplan.sweeps.assumptions import assumptions_from
+from fleetplan.sweeps.columns import SWEEP_COLUMNS
+from fleetplan.sweeps.configs import CONFIG_KEYS, as_arrays, config_frame
+from fleetplan.sweeps.table import build_table
+from fleetplan.sweeps.validate import catalog_or_default
+
+REQUIRED = ("gpu", "model", "quant", "tp", "input_len", "output_len")
+OPTIONAL_NUMBERS = {  # column -> (low, low inclusive, high)
+    "batch": (1, True, 10_000_000), "tpot_slo_ms": (0, False, 1e7), "ttft_slo_ms": (0, False, 1e8),
+    "mbu": (0, False, 1), "mfu": (0, False, 1), "step_overhead_ms": (0, True, 1000),
+    "usd_per_gpu_hour": (0, False, 1e4),
+}
+POSITIVE_INTEGERS = {"tp": 1024, "input_len": 100_000_000, "output_len": 10_000_000}
+MODES = ("batch", "slo", "offline")
+
+
+def mean_context_len(input_len, output_len):
+    """Mean tokens in a sequence's KV cache over its decode: ``S + G / 2`` [tokens].
+
+    Under continuous batching requests are at every stage of their decode, so the cache holds on
+    average the prompt plus half the output.
+
+    >>> int(mean_context_len(1000, 2000))
+    2000
+    """
+    return np.ceil(np.asarray(input_len, dtype=float) + np.asarray(output_len, dtype=float) / 2.0)
+
+
+def estimate_cases(cases: pd.DataFrame, catalogs=None, **overrides) -> pd.DataFrame:
+    """Evaluate each case at its operating point; inputs are repeated, metrics appended.
+
+    Columns: gpu, model, quant, tp, input_len, output_len (required); kv_quant, batch, tpot_slo_ms,
+    ttft_slo_ms, mode, mbu, mfu, step_overhead_ms, usd_per_gpu_hour (optional; empty = default).
+    The mode defaults to "batch" when a batch is given, "slo" when an SLO is, else "offline".
+    """
+    catalogs = catalog_or_default(catalogs)
+    cases = _checked(cases, catalogs)
+    configs = config_frame(catalogs, cases[CONFIG_KEYS], assumptions_from(overrides), per_config=cases)
+    c = as_arrays(configs)
+    n = len(cases)
+    context_len = mean_context_len(cases["input_len"], cases["output_len"]).astype(np.int64)
+    rows = kernel.Rows(np.arange(n), context_len, cases["input_len"].to_numpy(np.int64),
+                       cases["output_len"].to_numpy(np.int64), np.zeros(n))
+    batch, slo_reason = _operating_batch(c, rows, cases)
+    rows = rows._replace(batch=batch.astype(np.int64))
+    metrics = kernel.evaluate(c, rows._replace(batch=np.maximum(batch, 1)))
+    table = build_table(configs, rows, metrics, extra_reason=slo_reason)
+    stopped = batch == 0
+    for column in ("decode_tok_s", "decode_tok_s_per_gpu", "output_tok_s", "req_s"):
+        table.loc[stopped, column] = 0.0
+    for column in ("usd_per_m_output_tokens", "usd_per_m_total_tokens", "usd_per_k_requests"):
+        table.loc[stopped, column] = np.nan
+    table["valid"] &= slo_reason == ""
+    extra = [name for name in SWEEP_COLUMNS if name not in cases.columns or name in ("batch", "kv_quant")]
+    return pd.concat([cases.drop(columns=["batch", "kv_quant"], errors="ignore").reset_index(drop=True),
+                      table[extra]], axis=1)
+
+
+def _operating_batch(c, rows, cases):
+    mode = cases["mode"].to_numpy()
+    tpot_slo = cases["tpot_slo_ms"].to_numpy(dtype=float)
+    ttft_slo = cases["ttft_slo_ms"].to_numpy(dtype=float)
+    knee = operating_points.knee_batch(c, rows, tpot_slo, ttft_slo)
+    offline = operating_points.offline_batch(c, rows.context_len)
+    given = np.nan_to_num(cases["batch"].to_numpy(dtype=float)).astype(np.int64)
+    batch = np.select([mode == "batch", mode == "slo"], [given, knee], offline)
+    reason = np.full(len(cases), "", dtype=object)
+    in_slo = mode == "slo"
+    reason[in_slo] = operating_points.slo_reason(c, rows, knee, tpot_slo, ttft_slo)[in_slo]
+    return batch, reason
+
+
+def _checked(cases: pd.DataFrame, catalogs) -> pd.DataFrame:
+    """Validated copy of ``cases`` with ids canonical and optional columns filled."""
+    if not isinstance(cases, pd.DataFrame) or cases.empty:
+        message = "cases must be a non-empty table with columns " + ", ".join(REQUIRED)
+        raise InvalidValueError(message)
+    missing = [c for c in REQUIRED if c not in cases.columns]
+    if missing:
+        message = f"cases lack the required column {missing[0]} (required: {', '.join(REQUIRED)})"
+        raise InvalidValueError(message)
+    cases = cases.copy()
+    for kind in ("gpu", "model", "quant"):
+        cases[kind] = catalogs.require(kind, cases[kind].astype(str).tolist())
+    _check_numbers(cases)
+    if "kv_quant" not in cases or cases["kv_quant"].isna().all():
+        cases["kv_quant"] = np.nan
+    default_kv = catalogs.quants["default_kv_quant"].reindex(cases["quant"]).to_numpy()
+    given_kv = cases["kv_quant"].where(cases["kv_quant"].notna() & (cases["kv_quant"].astype(str) != ""))
+    cases["kv_quant"] = np.where(given_kv.isna(), default_kv, given_kv.astype(str))
+    cases["kv_quant"] = catalogs.require("quant", cases["kv_quant"].tolist())
+    cases["mode"] = _modes(cases)
+    return cases
+
+
+def _check_numbers(cases: pd.DataFrame) -> None:
+    for column, high in POSITIVE_INTEGERS.items():
+        _check_column(cases, column, 1, True, high, integer=True, required=True)
+    for column, (low, inclusive, high) in OPTIONAL_NUMBERS.items():
+        if column not in cases:
+            cases[column] = np.nan
+        _check_column(cases, column, low, inclusive, high, integer=column == "batch", required=False)
+
+
+def _check_column(cases, column, low, inclusive, high, *, integer, required) -> None:
+    raw = cases[column]
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    blank = raw.isna().to_numpy() | (raw.astype(str).str.strip() == "").to_numpy()
+    too_low = values < low if inclusive else values <= low
+    bad = (np.isnan(values) & (required | ~blank)) | too_low | (values > high) | ~np.isfinite(values) & ~blank
+    if integer:
+        bad |= ~np.isnan(values) & (values != np.round(values))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        kind = "a whole number" if integer else "a number"
+        bound = f"{'>=' if inclusive else '>'} {low:g} and <= {high:g}"
+        message = f"cases row {row + 1}, column {column}: must be {kind} {bound}, got {raw.iloc[row]!r}"
+        raise InvalidValueError(message)
+    cases[column] = values.astype(np.int64) if required and integer else np.where(blank, np.nan, values)
+
+
+def _modes(cases: pd.DataFrame) -> np.ndarray:
+    has_batch = cases["batch"].notna().to_numpy()
+    has_slo = (cases["tpot_slo_ms"].notna() | cases["ttft_slo_ms"].notna()).to_numpy()
+    inferred = np.where(has_batch, "batch", np.where(has_slo, "slo", "offline"))
+    if "mode" not in cases:
+        return inferred
+    given = cases["mode"].astype(object).where(cases["mode"].notna(), "").astype(str).str.strip().str.lower()
+    unknown = ~given.isin(MODES + ("",))
+    if unknown.any():
+        row = int(np.flatnonzero(unknown.to_numpy())[0])
+        message = f"cases row {row + 1}, column mode: must be one of {', '.join(MODES)}, got {cases['mode'].iloc[row]!r}"
+        raise InvalidValueError(message)
+    mode = np.where(given == "", inferred, given)
+    needs_batch = (mode == "batch") & ~has_batch
+    if needs_batch.any():
+        row = int(np.flatnonzero(needs_batch)[0])
+        message = f"cases row {row + 1}, column batch: mode 'batch' needs a batch"
+        raise InvalidValueError(message)
+    return mode

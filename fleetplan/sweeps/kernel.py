@@ -1,0 +1,113 @@
+"""The row kernel: every metric of every grid row from gathered configuration constants.
+
+Rows point at their configuration through an index array; constants are gathered with one
+``take`` each and every formula runs once over whole arrays. The same kernel serves ``sweep``,
+``estimate_cases`` and the knee search.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from fleetplan.sweeps import latency, memory, throughput
+
+
+class Rows(NamedTuple):
+    """Row coordinates: configuration index and the four numeric axes (equal-length arrays)."""
+
+    config: np.ndarray
+    context_len: np.ndarray
+    input_len: np.ndarray
+    output_len: np.ndarray
+    batch: np.ndarray
+
+
+def gather(config: dict[str, np.ndarray], index: np.ndarray) -> dict[str, np.ndarray]:
+    """Configuration constants repeated onto rows; lazily, one ``take`` per constant used."""
+    return _Gathered(config, index)
+
+
+class _Gathered(dict):
+    def __init__(self, config, index):
+        super().__init__()
+        self._config, self._index = config, index
+
+    def __missing__(self, name):
+        value = self[name] = self._config[name].take(self._index)
+        return value
+
+
+def decode_step_ms(c, batch, context_len):
+    """TPOT and its memory and compute parts for ``batch`` sequences at ``context_len`` [ms]."""
+    touched_b = latency.moe_params_touched_b(c["params_total_b"], c["params_active_b"],
+                                             c["n_experts"], c["n_experts_active"], batch)
+    weights_gb = memory.weight_gb(touched_b, c["bytes_per_weight"]) / c["tp"]
+    kv = memory.kv_gb(batch, context_len, c["kv_bytes_per_token"])
+    memory_ms = latency.memory_time_ms(weights_gb + kv, c["memory_bw_tb_s"], c["mbu"])
+    flop = batch * latency.decode_flop_per_token(c["params_active_b"], c["n_layers"], c["n_heads"],
+                                                 c["head_dim"], context_len)
+    compute_ms = latency.compute_time_ms(flop, c["peak_tflops"], c["mfu"], c["tp"])
+    comm_ms = _allreduce_ms(c, batch)
+    tpot = latency.step_time_ms(memory_ms, compute_ms, comm_ms, c["step_overhead_ms"])
+    return tpot, memory_ms, compute_ms
+
+
+def prefill_ms(c, input_len):
+    """Prefill time of one prompt, and its compute-only part [ms]."""
+    compute_ms = latency.compute_time_ms(
+        latency.prefill_flop(c["params_active_b"], c["n_layers"], c["n_heads"], c["head_dim"], input_len),
+        c["peak_tflops"], c["mfu"], c["tp"])
+    touched_b = latency.moe_params_touched_b(c["params_total_b"], c["params_active_b"],
+                                             c["n_experts"], c["n_experts_active"], input_len)
+    weights_ms = latency.memory_time_ms(memory.weight_gb(touched_b, c["bytes_per_weight"]) / c["tp"],
+                                        c["memory_bw_tb_s"], c["mbu"])
+    total = latency.step_time_ms(weights_ms, compute_ms, _allreduce_ms(c, input_len), c["step_overhead_ms"])
+    return total, compute_ms
+
+
+def _allreduce_ms(c, tokens):
+    message_gb = np.asarray(tokens, dtype=float) * c["hidden_size"] * c["activation_bytes"] / 1e9
+    return latency.allreduce_time_ms(message_gb, c["tp"], c["interconnect_gb_s"], 2.0 * c["n_layers"],
+                                     c["allreduce_latency_us"])
+
+
+def memory_limits(c, context_len):
+    """Memory-limited batch at ``context_len`` [sequences] and the runtime reserve [GB]."""
+    reserve = memory.runtime_reserve_gb(c["memory_gb"], c["reserve_fraction"])
+    budget = memory.kv_budget_gb(c["memory_gb"], c["weight_gb"], reserve)
+    return memory.max_batch_fits(budget, context_len, c["kv_bytes_per_token"]), reserve
+
+
+def latencies_ms(c, rows: Rows):
+    """(TPOT, TTFT) at each row's batch; TTFT waits for one in-flight step behind its prefill."""
+    tpot, _, _ = decode_step_ms(c, rows.batch, rows.context_len)
+    prefill_total, _ = prefill_ms(c, rows.input_len)
+    return tpot, prefill_total + tpot
+
+
+def evaluate(c, rows: Rows) -> dict[str, np.ndarray]:
+    """Every metric column of the sweep table for ``rows`` (see ``columns.SWEEP_COLUMNS``)."""
+    batch = rows.batch.astype(float)
+    tpot, memory_ms, compute_ms = decode_step_ms(c, batch, rows.context_len)
+    prefill_total, prefill_compute = prefill_ms(c, rows.input_len)
+    max_batch, reserve = memory_limits(c, rows.context_len)
+    kv = memory.kv_gb(batch, rows.context_len, c["kv_bytes_per_token"])
+    req_s = throughput.request_rate_req_s(batch, tpot, rows.output_len, prefill_compute)
+    output_tok_s = req_s * rows.output_len
+    usd_per_hour = c["usd_per_gpu_hour"] * c["tp"]
+    decode = throughput.decode_tok_s(batch, tpot)
+    return {
+        "weight_gb": c["weight_gb"], "kv_gb": kv, "memory_gb": c["weight_gb"] + kv + reserve,
+        "max_batch": max_batch, "fits": (rows.batch <= max_batch) & (max_batch > 0),
+        "bound_is_compute": compute_ms > memory_ms,
+        "tpot_ms": tpot, "ttft_ms": prefill_total + tpot,
+        "decode_tok_s": decode, "decode_tok_s_per_gpu": decode / c["tp"],
+        "prefill_tok_s": throughput.prefill_tok_s(rows.input_len, prefill_compute),
+        "output_tok_s": output_tok_s, "req_s": req_s, "usd_per_hour": usd_per_hour,
+        "usd_per_m_output_tokens": throughput.usd_per_m_tokens(usd_per_hour, output_tok_s),
+        "usd_per_m_total_tokens": throughput.usd_per_m_tokens(
+            usd_per_hour, req_s * (rows.input_len + rows.output_len)),
+        "usd_per_k_requests": throughput.usd_per_k_requests(usd_per_hour, req_s),
+    }

@@ -1,0 +1,87 @@
+"""``fleetplan sweep`` and ``fleetplan estimate`` on the command line."""
+
+import io
+import json
+
+import pandas as pd
+import pytest
+
+from fleetplan.cli import main
+
+
+def run(capsys, *args):
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_sweep_prints_csv_with_ranges(capsys):
+    code, out, _ = run(capsys, "sweep", "--gpu", "h100-sxm,l40s", "--model", "llama-3.1-8b", "--batch", "1-16",
+                       "--context", "1024,2048")
+    assert code == 0
+    df = pd.read_csv(io.StringIO(out))
+    assert len(df) == 2 * 2 * 5
+    assert sorted(df["batch"].unique()) == [1, 2, 4, 8, 16]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_sweep_writes_files(tmp_path, capsys, suffix):
+    path = tmp_path / f"grid{suffix}"
+    code, _, err = run(capsys, "sweep", "--gpu", "h100-sxm", "--model", "llama-3.1-8b,mistral-7b",
+                       "--quant", "bf16,fp8", "--batch", "1-64:8", "--chunk-rows", "5", "-o", str(path))
+    assert code == 0, err
+    df = pd.read_csv(path) if suffix == ".csv" else pd.read_parquet(path)
+    assert len(df) == 2 * 2 * 8
+
+
+def test_estimate_json_knee(capsys):
+    code, out, _ = run(capsys, "estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--input-len", "2000",
+                       "--output-len", "2", "--tpot-slo-ms", "25", "--mbu", "0.7", "--mfu", "0.5",
+                       "--step-overhead-ms", "0", "--reserve-fraction", "0", "--json")
+    assert code == 0
+    record = json.loads(out)[0]
+    assert record["batch"] == 162 and record["mode"] == "slo"
+
+
+def test_estimate_table_offline(capsys):
+    code, out, _ = run(capsys, "estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-70b", "--tp", "4",
+                       "--quant", "fp8", "--offline")
+    assert code == 0
+    assert "llama-3.1-70b on 4 x h100-sxm" in out and "decode_tok_s" in out
+
+
+def test_estimate_bulk_cases_keeps_inputs(tmp_path, capsys):
+    cases = tmp_path / "cases.csv"
+    pd.DataFrame({"id": ["x1", "x2"], "gpu": ["h100-sxm", "a100-80gb-sxm"], "model": "llama-3.1-8b",
+                  "quant": "bf16", "tp": 1, "input_len": 512, "output_len": 128, "tpot_slo_ms": 30}).to_csv(cases, index=False)
+    out_path = tmp_path / "out.csv"
+    code, _, err = run(capsys, "estimate", "--cases", str(cases), "-o", str(out_path))
+    assert code == 0, err
+    out = pd.read_csv(out_path)
+    assert list(out["id"]) == ["x1", "x2"]
+    assert {"gpu", "tpot_slo_ms", "batch", "req_s", "usd_per_m_output_tokens"} <= set(out.columns)
+
+
+@pytest.mark.parametrize(("args", "match"), [
+    (["sweep", "--gpu", "h100", "--model", "llama-3.1-8b"], "unknown gpu 'h100'; did you mean"),
+    (["sweep", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--batch", "0"], "batches must be whole numbers"),
+    (["sweep", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--chunk-rows", "0"], "chunk-rows must be >= 1"),
+    (["estimate", "--model", "llama-3.1-8b"], "estimate needs --gpu and --model"),
+    (["estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--batch", "4", "--offline"],
+     "give one of --batch, --tpot-slo-ms/--ttft-slo-ms or --offline, not --batch and --offline"),
+    (["estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--tpot-slo-ms", "-3"],
+     "column tpot_slo_ms: must be a number > 0"),
+    (["estimate", "--cases", "no-such-file.csv"], "cases file no-such-file.csv does not exist"),
+])
+def test_bad_input_exits_2_with_one_line(capsys, args, match):
+    code, _, err = run(capsys, *args)
+    assert code == 2
+    assert match in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
+
+
+def test_usage_error_exits_2(capsys):
+    code, _, err = run(capsys, "estimate", "--tp", "two")
+    assert code == 2
+    assert "Traceback" not in err
