@@ -62,29 +62,23 @@ def streamed(n_contexts: int) -> tuple[int, float, float, float]:
 
 
 def scalar_loop(n_rows: int = 10_000) -> float:
-    """A per-configuration Python loop over the scalar formulas, as per-config estimators run."""
-    from fleetplan.catalogs import load_catalogs
-    from fleetplan.sweeps import latency, memory, throughput
+    """The same kernel called once per configuration from a Python loop, as per-config estimators run."""
+    import numpy as np
 
-    catalogs = load_catalogs()
-    gpu, model = catalogs.gpus.loc["h100-sxm"], catalogs.models.loc["llama-3.1-8b"]
-    grid = [(context, batch) for context in range(256, 256 * 41, 256) for batch in range(1, 251)][:n_rows]
+    from fleetplan.sweeps import kernel
+    from fleetplan.sweeps.configs import as_arrays
+    from fleetplan.sweeps.engine import make_grid
+
+    grid = make_grid(["h100-sxm"], ["llama-3.1-8b"], ["bf16"], contexts=range(256, 256 * 41, 256),
+                     batches=range(1, 251))
+    constants = {name: values[0] for name, values in as_arrays(grid.configs).items()}
+    rows = grid.rows(0, n_rows)
     start = time.perf_counter()
-    for context, batch in grid:
-        weights = memory.weight_gb(model["params_total_b"], 2.0)
-        kv_token = memory.kv_bytes_per_token(model["n_layers"], model["n_kv_heads"], model["head_dim"], 2.0)
-        kv = memory.kv_gb(batch, context, kv_token)
-        mem_ms = latency.memory_time_ms(weights + kv, gpu["memory_bw_tb_s"], 0.7)
-        flop = batch * latency.decode_flop_per_token(model["params_active_b"], model["n_layers"], model["n_heads"],
-                                                     model["head_dim"], context)
-        comp_ms = latency.compute_time_ms(flop, gpu["tflops_bf16"], 0.5)
-        tpot = latency.step_time_ms(mem_ms, comp_ms, 0.0, 0.0)
-        prefill = latency.compute_time_ms(latency.prefill_flop(model["params_active_b"], model["n_layers"],
-                                                               model["n_heads"], model["head_dim"], context),
-                                          gpu["tflops_bf16"], 0.5)
-        rate = throughput.request_rate_req_s(batch, tpot, 256, prefill)
-        throughput.usd_per_m_tokens(2.0, rate * 256)
-    return len(grid) / (time.perf_counter() - start)
+    for context, prompt, output, batch in zip(rows.context_len, rows.input_len, rows.output_len, rows.batch):
+        one = kernel.Rows(np.zeros(1, dtype=np.int64), np.array([context]), np.array([prompt]),
+                          np.array([output]), np.array([batch]))
+        kernel.evaluate(constants, one)
+    return n_rows / (time.perf_counter() - start)
 
 
 def main() -> None:

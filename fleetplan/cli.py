@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; input errors print one line and return exit code 2."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        app(args=argv, standalone_mode=False)
+        returned = app(args=argv, standalone_mode=False)
     except FleetplanError as error:
         typer.echo(f"error: {error}", err=True)
         return 2
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         if show is not None:
             show()
         return exit_code
-    return 0
+    return returned if isinstance(returned, int) else 0
 
 
 if __name__ == "__main__":

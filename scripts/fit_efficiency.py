@@ -22,27 +22,26 @@ from scipy.optimize import least_squares
 from fleetplan.catalogs import load_catalogs
 from fleetplan.sweeps.calibration import ape_summary, load_measurements, offline_throughput_rows, predict_offline
 
-PRIOR = {"mbu": 0.7, "mfu": 0.5, "step_overhead_ms": 0.5}
+PRIOR = {"mbu": 0.7, "mfu": 0.5, "step_overhead_ms": 0.5, "tp_scaling": 0.9}
 # Prior spread in log space for the fractions, and in ms for the overhead: wide enough that data
 # dominates where there is any, tight enough to keep thin groups near the seed's values.
-PRIOR_SIGMA = {"mbu": 0.5, "mfu": 0.5, "step_overhead_ms": 2.0}
-BOUNDS = ([0.2, 0.1, 0.0], [0.95, 0.95, 10.0])
+PRIOR_SIGMA = {"mbu": 0.5, "mfu": 0.5, "step_overhead_ms": 2.0, "tp_scaling": 0.2}
+BOUNDS = ([0.2, 0.1, 0.0, 0.5], [0.95, 0.95, 10.0, 1.0])
+FACTORS = list(PRIOR)
 EFFICIENCY_CSV = Path(__file__).resolve().parents[1] / "fleetplan" / "catalogs" / "data" / "efficiency.csv"
 log = logging.getLogger("fit_efficiency")
 
 
 def residuals(theta, rows, catalogs) -> np.ndarray:
-    mbu, mfu, overhead = theta
-    factors = pd.DataFrame({"mbu": mbu, "mfu": mfu, "step_overhead_ms": overhead}, index=rows.index)
-    predicted = predict_offline(rows, catalogs, factors)
+    predicted = predict_offline(rows, catalogs, constant_factors(rows, theta))
     data = np.log(predicted / rows["value"].to_numpy())
-    prior = [np.log(mbu / PRIOR["mbu"]) / PRIOR_SIGMA["mbu"], np.log(mfu / PRIOR["mfu"]) / PRIOR_SIGMA["mfu"],
-             (overhead - PRIOR["step_overhead_ms"]) / PRIOR_SIGMA["step_overhead_ms"]]
+    prior = [np.log(theta[i] / PRIOR[name]) / PRIOR_SIGMA[name] if name in ("mbu", "mfu")
+             else (theta[i] - PRIOR[name]) / PRIOR_SIGMA[name] for i, name in enumerate(FACTORS)]
     return np.concatenate([data, prior])
 
 
 def fit(rows: pd.DataFrame, catalogs) -> np.ndarray:
-    start = [PRIOR["mbu"], PRIOR["mfu"], PRIOR["step_overhead_ms"]]
+    start = [PRIOR[name] for name in FACTORS]
     return least_squares(residuals, start, bounds=BOUNDS, args=(rows, catalogs), diff_step=1e-3).x
 
 
@@ -53,7 +52,7 @@ def with_prediction(rows, catalogs, theta_by_row: pd.DataFrame) -> pd.DataFrame:
 
 
 def constant_factors(rows, theta) -> pd.DataFrame:
-    return pd.DataFrame({"mbu": theta[0], "mfu": theta[1], "step_overhead_ms": theta[2]}, index=rows.index)
+    return pd.DataFrame({name: theta[i] for i, name in enumerate(FACTORS)}, index=rows.index)
 
 
 def fit_groups(rows, catalogs) -> pd.DataFrame:
@@ -61,7 +60,7 @@ def fit_groups(rows, catalogs) -> pd.DataFrame:
     for (gpu, quant), group in rows.groupby(["gpu", "quant"]):
         theta = fit(group, catalogs)
         fitted.append({"gpu": gpu, "precision": catalogs.quants.loc[quant, "compute_precision"],
-                       "mbu": theta[0], "mfu": theta[1], "step_overhead_ms": theta[2], "n_points": len(group)})
+                       **dict(zip(FACTORS, theta)), "n_points": len(group)})
     return pd.DataFrame(fitted)
 
 
@@ -75,10 +74,10 @@ def leave_one_gpu_out(rows, catalogs) -> pd.DataFrame:
 
 def efficiency_table(groups: pd.DataFrame, pooled: np.ndarray, n_rows: int, source: str) -> pd.DataFrame:
     per_gpu = groups.assign(precision="*")  # a fitted GPU's factors also serve its other precisions
-    default = pd.DataFrame([{"gpu": "*", "precision": "*", "mbu": pooled[0], "mfu": pooled[1],
-                             "step_overhead_ms": pooled[2], "n_points": n_rows}])
+    default = pd.DataFrame([{"gpu": "*", "precision": "*", **dict(zip(FACTORS, pooled)), "n_points": n_rows}])
     table = pd.concat([groups, per_gpu, default], ignore_index=True)
-    table[["mbu", "mfu"]] = table[["mbu", "mfu"]].round(3)
+    table = table[["gpu", "precision", *FACTORS, "n_points"]]
+    table[["mbu", "mfu", "tp_scaling"]] = table[["mbu", "mfu", "tp_scaling"]].round(3)
     table["step_overhead_ms"] = table["step_overhead_ms"].round(2)
     table["source"] = source
     table["as_of"] = date.today().isoformat()
@@ -105,8 +104,8 @@ def main() -> None:
     prior = with_prediction(rows, catalogs, constant_factors(rows, list(PRIOR.values())))
     groups = fit_groups(rows, catalogs)
     per_row = rows.merge(groups.rename(columns={"precision": "fit_precision"}), on="gpu", how="left")
-    fitted = with_prediction(rows, catalogs, per_row[["mbu", "mfu", "step_overhead_ms"]])
-    report("before fitting (priors MBU 0.7, MFU 0.5, overhead 0.5 ms)", prior)
+    fitted = with_prediction(rows, catalogs, per_row[FACTORS])
+    report("before fitting (priors MBU 0.7, MFU 0.5, overhead 0.5 ms, TP scaling 0.9)", prior)
     report("fitted per GPU and precision (in sample)", fitted)
     report("leave-one-GPU-out (pooled fit on the other GPUs)", leave_one_gpu_out(rows, catalogs))
     print("\nfitted factors:\n" + groups.round(3).to_string(index=False))

@@ -26,6 +26,7 @@ class Assumptions:
     mbu : memory-bandwidth utilization of a decode step [fraction]
     mfu : model FLOPs utilization of matmuls [fraction]
     step_overhead_ms : fixed time added to every forward step [ms]
+    tp_scaling : share of MBU and MFU kept per doubling of the tensor-parallel degree [fraction]
     reserve_fraction : share of GPU memory kept for activations and fragmentation [fraction];
         0.10 matches vLLM's default ``gpu_memory_utilization=0.9``
     allreduce_latency_us : fixed latency of one tensor-parallel all-reduce [us]; NCCL's small
@@ -40,6 +41,7 @@ class Assumptions:
     mbu: float | None = None
     mfu: float | None = None
     step_overhead_ms: float | None = None
+    tp_scaling: float | None = None
     reserve_fraction: float = 0.10
     allreduce_latency_us: float = 8.0
     activation_bytes: float = 2.0
@@ -48,7 +50,7 @@ class Assumptions:
 
     def validated(self) -> Assumptions:
         """Check every value is in its allowed range; return self."""
-        ranges = {"mbu": (0.0, 1.0), "mfu": (0.0, 1.0), "step_overhead_ms": (0.0, 1000.0),
+        ranges = {"mbu": (0.0, 1.0), "mfu": (0.0, 1.0), "step_overhead_ms": (0.0, 1000.0), "tp_scaling": (0.5, 1.0),
                   "reserve_fraction": (0.0, 0.95), "allreduce_latency_us": (0.0, 1e4),
                   "activation_bytes": (0.5, 8.0), "max_num_seqs": (1, 1e7),
                   "usd_per_gpu_hour": (0.0, 1e4)}
@@ -77,13 +79,14 @@ def assumptions_from(overrides: dict) -> Assumptions:
 
 
 def efficiency_for(efficiency: pd.DataFrame, gpu: pd.Series, precision: pd.Series) -> pd.DataFrame:
-    """MBU, MFU and step overhead for each (gpu, precision) pair, most specific row first.
+    """MBU, MFU, step overhead and TP scaling for each (gpu, precision) pair, most specific row first.
 
     Lookup order: exact (gpu, precision), then (gpu, *), (*, precision), (*, *).
     """
     wanted = pd.DataFrame({"gpu": np.asarray(gpu, dtype=object), "precision": np.asarray(precision, dtype=object)})
-    result = pd.DataFrame(index=wanted.index, columns=["mbu", "mfu", "step_overhead_ms"], dtype=float)
-    table = efficiency.set_index(["gpu", "precision"])[["mbu", "mfu", "step_overhead_ms"]]
+    factors = ["mbu", "mfu", "step_overhead_ms", "tp_scaling"]
+    result = pd.DataFrame(index=wanted.index, columns=factors, dtype=float)
+    table = efficiency.set_index(["gpu", "precision"]).reindex(columns=factors)
     for gpu_key, precision_key in (("gpu", "precision"), ("gpu", "*"), ("*", "precision"), ("*", "*")):
         keys = pd.MultiIndex.from_arrays([
             wanted[gpu_key] if gpu_key != "*" else np.full(len(wanted), "*", dtype=object),
@@ -91,6 +94,7 @@ def efficiency_for(efficiency: pd.DataFrame, gpu: pd.Series, precision: pd.Serie
         ])
         found = table.reindex(keys).set_axis(wanted.index)
         result = result.fillna(found)
+    result["tp_scaling"] = result["tp_scaling"].fillna(1.0)
     if result.isna().any().any():
         message = "efficiency catalog has no '*,*' default row and no row for some GPUs"
         raise InvalidValueError(message)

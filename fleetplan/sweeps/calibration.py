@@ -75,14 +75,14 @@ def predict_offline(rows: pd.DataFrame, catalogs=None, factors: pd.DataFrame | N
                     **assumptions) -> np.ndarray:
     """Predicted output tokens/s for offline rows [tokens/s], one vectorized call for all rows.
 
-    ``factors`` may hold per-row columns mbu, mfu, step_overhead_ms (NaN = catalog default).
+    ``factors`` may hold per-row columns mbu, mfu, step_overhead_ms, tp_scaling (NaN = catalog default).
     """
     from fleetplan.sweeps.estimate import estimate_cases
 
     cases = rows[["gpu", "model", "quant", "kv_quant", "tp", "input_len", "output_len"]].copy()
     cases["mode"] = "offline"
     if factors is not None:
-        for column in ("mbu", "mfu", "step_overhead_ms"):
+        for column in ("mbu", "mfu", "step_overhead_ms", "tp_scaling"):
             cases[column] = factors[column].to_numpy(dtype=float)
     merged = {**TRTLLM_ASSUMPTIONS, **assumptions}
     return estimate_cases(cases, catalogs, **merged)["output_tok_s"].to_numpy(dtype=float)

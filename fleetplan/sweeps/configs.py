@@ -70,8 +70,8 @@ def _kv_bytes_per_token_per_gpu(models: pd.DataFrame, kv_quants: pd.DataFrame, t
 def _add_factors(frame: pd.DataFrame, catalogs, assumptions: Assumptions, per_config) -> None:
     factors = efficiency_for(catalogs.efficiency, frame["gpu"], frame["precision"].fillna("*"))
     prices = median_price_usd_per_gpu_hour(catalogs.prices, pd.Index(frame["gpu"]))
-    defaults = {"mbu": factors["mbu"], "mfu": factors["mfu"],
-                "step_overhead_ms": factors["step_overhead_ms"], "usd_per_gpu_hour": prices}
+    defaults = {"mbu": factors["mbu"], "mfu": factors["mfu"], "step_overhead_ms": factors["step_overhead_ms"],
+                "tp_scaling": factors["tp_scaling"], "usd_per_gpu_hour": prices}
     for name, catalog_value in defaults.items():
         value = pd.Series(np.asarray(catalog_value, dtype=float), index=frame.index)
         if getattr(assumptions, name) is not None:
@@ -80,6 +80,9 @@ def _add_factors(frame: pd.DataFrame, catalogs, assumptions: Assumptions, per_co
             override = pd.to_numeric(per_config[name], errors="coerce").reset_index(drop=True)
             value = override.where(override.notna(), value)
         frame[name] = value.to_numpy(dtype=float)
+    tp_loss = frame["tp_scaling"] ** np.log2(frame["tp"])  # efficiency lost to sharding, per doubling
+    frame["mbu"] *= tp_loss
+    frame["mfu"] *= tp_loss
     for name in ("reserve_fraction", "allreduce_latency_us", "activation_bytes", "max_num_seqs"):
         frame[name] = float(getattr(assumptions, name))
 

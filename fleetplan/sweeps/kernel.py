@@ -40,22 +40,36 @@ class _Gathered(dict):
 
 
 def decode_step_ms(c, batch, context_len):
-    """TPOT and its memory and compute parts for ``batch`` sequences at ``context_len`` [ms]."""
+    """TPOT, and its memory-bound and compute-bound parts, for ``batch`` sequences [ms].
+
+    A per-operator roofline: the weight matmuls and the attention over the KV cache run as
+    separate kernels, each limited by the slower of its memory traffic and its FLOPs, and their
+    times add (LLM-Viewer, Yuan et al. 2024). While both are memory-bound this is seed 000's
+    ``(W + B L kv) / (BW MBU)``.
+    """
     touched_b = latency.moe_params_touched_b(c["params_total_b"], c["params_active_b"],
                                              c["n_experts"], c["n_experts_active"], batch)
-    weights_gb = memory.weight_gb(touched_b, c["bytes_per_weight"]) / c["tp"]
-    kv = memory.kv_gb(batch, context_len, c["kv_bytes_per_token"])
-    memory_ms = latency.memory_time_ms(weights_gb + kv, c["memory_bw_tb_s"], c["mbu"])
-    flop = batch * latency.decode_flop_per_token(c["params_active_b"], c["n_layers"], c["n_heads"],
-                                                 c["head_dim"], context_len)
-    compute_ms = latency.compute_time_ms(flop, c["peak_tflops"], c["mfu"], c["tp"])
-    comm_ms = _allreduce_ms(c, batch)
-    tpot = latency.step_time_ms(memory_ms, compute_ms, comm_ms, c["step_overhead_ms"])
-    return tpot, memory_ms, compute_ms
+    weights_ms = latency.memory_time_ms(memory.weight_gb(touched_b, c["bytes_per_weight"]) / c["tp"],
+                                        c["memory_bw_tb_s"], c["mbu"])
+    matmul_ms = latency.compute_time_ms(batch * latency.linear_flop_per_token(c["params_active_b"]),
+                                        c["peak_tflops"], c["mfu"], c["tp"])
+    kv_ms = latency.memory_time_ms(memory.kv_gb(batch, context_len, c["kv_bytes_per_token"]),
+                                   c["memory_bw_tb_s"], c["mbu"])
+    attention_ms = latency.compute_time_ms(
+        batch * latency.attention_flop_per_token(c["n_layers"], c["n_heads"], c["head_dim"], context_len),
+        c["peak_tflops"], c["mfu"], c["tp"])
+    tpot = (latency.step_time_ms(weights_ms, matmul_ms, _allreduce_ms(c, batch), c["step_overhead_ms"])
+            + np.maximum(kv_ms, attention_ms))
+    return tpot, weights_ms + kv_ms, matmul_ms + attention_ms
 
 
 def prefill_ms(c, input_len):
-    """Prefill time of one prompt, and its compute-only part [ms]."""
+    """Prefill of one prompt: its latency, and the GPU time it takes from a shared replica [ms].
+
+    The latency is a roofline step over the prompt. The time taken from a replica that
+    interleaves prompts with decode steps (chunked prefill) is the prompt's FLOPs plus its
+    all-reduces: its weight reads ride on the decode steps it joins.
+    """
     compute_ms = latency.compute_time_ms(
         latency.prefill_flop(c["params_active_b"], c["n_layers"], c["n_heads"], c["head_dim"], input_len),
         c["peak_tflops"], c["mfu"], c["tp"])
@@ -63,8 +77,9 @@ def prefill_ms(c, input_len):
                                              c["n_experts"], c["n_experts_active"], input_len)
     weights_ms = latency.memory_time_ms(memory.weight_gb(touched_b, c["bytes_per_weight"]) / c["tp"],
                                         c["memory_bw_tb_s"], c["mbu"])
-    total = latency.step_time_ms(weights_ms, compute_ms, _allreduce_ms(c, input_len), c["step_overhead_ms"])
-    return total, compute_ms
+    comm_ms = _allreduce_ms(c, input_len)
+    total = latency.step_time_ms(weights_ms, compute_ms, comm_ms, c["step_overhead_ms"])
+    return total, compute_ms + comm_ms
 
 
 def _allreduce_ms(c, tokens):
@@ -91,10 +106,10 @@ def evaluate(c, rows: Rows) -> dict[str, np.ndarray]:
     """Every metric column of the sweep table for ``rows`` (see ``columns.SWEEP_COLUMNS``)."""
     batch = rows.batch.astype(float)
     tpot, memory_ms, compute_ms = decode_step_ms(c, batch, rows.context_len)
-    prefill_total, prefill_compute = prefill_ms(c, rows.input_len)
+    prefill_total, prefill_work = prefill_ms(c, rows.input_len)
     max_batch, reserve = memory_limits(c, rows.context_len)
     kv = memory.kv_gb(batch, rows.context_len, c["kv_bytes_per_token"])
-    req_s = throughput.request_rate_req_s(batch, tpot, rows.output_len, prefill_compute)
+    req_s = throughput.request_rate_req_s(batch, tpot, rows.output_len, prefill_work)
     output_tok_s = req_s * rows.output_len
     usd_per_hour = c["usd_per_gpu_hour"] * c["tp"]
     decode = throughput.decode_tok_s(batch, tpot)
@@ -104,7 +119,7 @@ def evaluate(c, rows: Rows) -> dict[str, np.ndarray]:
         "bound_is_compute": compute_ms > memory_ms,
         "tpot_ms": tpot, "ttft_ms": prefill_total + tpot,
         "decode_tok_s": decode, "decode_tok_s_per_gpu": decode / c["tp"],
-        "prefill_tok_s": throughput.prefill_tok_s(rows.input_len, prefill_compute),
+        "prefill_tok_s": throughput.prefill_tok_s(rows.input_len, prefill_work),
         "output_tok_s": output_tok_s, "req_s": req_s, "usd_per_hour": usd_per_hour,
         "usd_per_m_output_tokens": throughput.usd_per_m_tokens(usd_per_hour, output_tok_s),
         "usd_per_m_total_tokens": throughput.usd_per_m_tokens(

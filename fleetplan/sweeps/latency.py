@@ -31,17 +31,24 @@ def compute_time_ms(flop, tflops, mfu, tp=1):
     return np.asarray(flop, dtype=float) / (np.asarray(tflops) * 1e12 * mfu * tp) * 1e3
 
 
-def decode_flop_per_token(params_active_b, n_layers, n_heads, head_dim, context_len):
-    """FLOPs to decode one token at ``context_len`` [FLOP].
+def linear_flop_per_token(params_active_b):
+    """FLOPs of the weight matmuls for one token: ``2 * N_active`` [FLOP] (Kaplan et al. 2020).
 
-    ``2 * N_active`` for the matmuls plus ``4 * layers * heads * head_dim * L`` for attention
-    (QK^T and AV over L cached tokens) (Kaplan et al. 2020, table 1).
-
-    >>> float(decode_flop_per_token(8.0, 32, 32, 128, 0)) == 16e9
+    >>> float(linear_flop_per_token(8.0)) == 16e9
     True
     """
-    attention = 4.0 * np.asarray(n_layers, dtype=float) * n_heads * head_dim * context_len
-    return 2.0 * np.asarray(params_active_b, dtype=float) * 1e9 + attention
+    return 2.0 * np.asarray(params_active_b, dtype=float) * 1e9
+
+
+def attention_flop_per_token(n_layers, n_heads, head_dim, context_len):
+    """FLOPs of attention for one decoded token over ``context_len`` cached tokens [FLOP].
+
+    ``4 * layers * heads * head_dim * L``: QK^T and AV, two FLOPs per multiply-add.
+
+    >>> float(attention_flop_per_token(32, 32, 128, 1000))
+    524288000.0
+    """
+    return 4.0 * np.asarray(n_layers, dtype=float) * n_heads * head_dim * np.asarray(context_len, dtype=float)
 
 
 def prefill_flop(params_active_b, n_layers, n_heads, head_dim, input_len):

@@ -36,7 +36,7 @@ def decode_ceiling_tok_s(memory_bw_tb_s, mbu, context_len, kv_bytes_per_token):
                         np.asarray(context_len, dtype=float) * kv_bytes_per_token)
 
 
-def prefill_tok_s(input_len, prefill_compute_ms):
+def prefill_tok_s(input_len, prefill_work_ms):
     """Prompt tokens one replica ingests per second on the compute roof [tokens/s].
 
     ``S / t_prefill``; for a short prompt ``peak * MFU / 2N`` (seed 000: 4.95e14 / 16e9 = 30,900).
@@ -44,10 +44,10 @@ def prefill_tok_s(input_len, prefill_compute_ms):
     >>> round(float(prefill_tok_s(128, 4.139)))
     30925
     """
-    return _safe_divide(np.asarray(input_len, dtype=float) * 1e3, prefill_compute_ms)
+    return _safe_divide(np.asarray(input_len, dtype=float) * 1e3, prefill_work_ms)
 
 
-def request_rate_req_s(batch, tpot_ms, output_len, prefill_compute_ms):
+def request_rate_req_s(batch, tpot_ms, output_len, prefill_work_ms):
     """Requests/s one replica completes when prefill and decode share its time [requests/s].
 
     In steady state of continuous batching each request costs its prompt's compute time plus its
@@ -56,7 +56,7 @@ def request_rate_req_s(batch, tpot_ms, output_len, prefill_compute_ms):
     >>> round(float(request_rate_req_s(162, 24.96, 256, 4.1)), 2)
     22.97
     """
-    per_request_ms = np.asarray(prefill_compute_ms, dtype=float) + _safe_divide(
+    per_request_ms = np.asarray(prefill_work_ms, dtype=float) + _safe_divide(
         np.asarray(output_len, dtype=float) * tpot_ms, batch)
     return _safe_divide(1e3, per_request_ms)
 

@@ -1,0 +1,29 @@
+"""Catalogs of GPUs, models, quantization schemes, prices and efficiency factors.
+
+Each catalog is a CSV file in ``fleetplan/catalogs/data`` described by a schema CSV beside it;
+every row says where it came from (``source``) and when (``as_of``). Users extend or override
+rows with their own CSV or XLSX files::
+
+    from fleetplan.catalogs import load_catalogs
+    catalogs = load_catalogs(overrides=["my_prices.csv"])
+    catalogs.require("gpu", ["h100-sxm"])
+    catalogs.prices.head()
+"""
+
+from fleetplan.catalogs.loader import check_files, clear_cache, load_catalogs
+from fleetplan.catalogs.registry import Catalogs
+from fleetplan.catalogs.schema import CATALOG_NAMES, KEYS, Column, Schema, load_schema
+from fleetplan.catalogs.validate import CatalogErrors
+
+__all__ = [
+    "CATALOG_NAMES",
+    "KEYS",
+    "CatalogErrors",
+    "Catalogs",
+    "Column",
+    "Schema",
+    "check_files",
+    "clear_cache",
+    "load_catalogs",
+    "load_schema",
+]

@@ -1,0 +1,158 @@
+"""The loaded catalogs and their lookups: ids with "did you mean", versions and sources.
+
+``Catalogs`` holds five validated DataFrames: ``gpus``, ``models`` and ``quants`` indexed by
+``id``; ``prices`` and ``efficiency`` with a RangeIndex and their key columns as columns.
+Build it with ``fleetplan.catalogs.load_catalogs``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from fleetplan.catalogs.schema import (
+    CATALOG_NAMES,
+    INDEXED_CATALOGS,
+    KEYS,
+    TFLOPS_PREFIX,
+    WILDCARD,
+    catalog_name,
+)
+from fleetplan.errors import did_you_mean
+
+_ID_KINDS = {"gpu": "gpus", "model": "models", "quant": "quants"}
+SOURCE_COLUMNS = ("catalog", "key", "source", "as_of")
+
+
+@dataclass(frozen=True, eq=False)
+class Catalogs:
+    """GPUs, models, quantization schemes, prices and efficiency factors (see module doc)."""
+
+    gpus: pd.DataFrame
+    models: pd.DataFrame
+    quants: pd.DataFrame
+    prices: pd.DataFrame
+    efficiency: pd.DataFrame
+    override_files: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def copy(self) -> Catalogs:
+        """Deep copies of every table, so edits to them stay private to the caller."""
+        tables = {name: self.table(name).copy(deep=True) for name in CATALOG_NAMES}
+        return Catalogs(**tables, override_files=dict(self.override_files))
+
+    def table(self, name: str) -> pd.DataFrame:
+        """The table of catalog ``name`` (``gpus`` or ``gpu``, ...; did-you-mean if unknown)."""
+        return getattr(self, catalog_name(name))
+
+    # --- ids
+
+    def require(self, kind: str, names: str | Iterable[str]) -> list[str]:
+        """Canonical (lower-cased, trimmed) ids of ``kind`` gpu|model|quant, in the given order.
+
+        ``require("gpu", " H100-SXM ")`` returns ``["h100-sxm"]``; an unknown id raises
+        ``UnknownNameError`` naming the closest ids.
+        """
+        table = self._id_table(kind)
+        wanted = [names] if isinstance(names, str) else list(names)
+        ids = [str(name).strip().lower() for name in wanted]
+        for name, canonical in zip(wanted, ids):
+            if canonical not in table.index:
+                raise did_you_mean(str(name), table.index, kind=_kind(kind))
+        return ids
+
+    def gpu(self, gpu_id: str) -> pd.Series:
+        """The gpus row of ``gpu_id`` (a copy)."""
+        return self._row("gpu", gpu_id)
+
+    def model(self, model_id: str) -> pd.Series:
+        """The models row of ``model_id`` (a copy)."""
+        return self._row("model", model_id)
+
+    def quant(self, quant_id: str) -> pd.Series:
+        """The quants row of ``quant_id`` (a copy)."""
+        return self._row("quant", quant_id)
+
+    def _row(self, kind: str, name: str) -> pd.Series:
+        (canonical,) = self.require(kind, [name])
+        return self._id_table(kind).loc[canonical].copy()
+
+    def _id_table(self, kind: str) -> pd.DataFrame:
+        return self.table(_ID_KINDS.get(_kind(kind), "") or _unknown_kind(kind))
+
+    # --- derived views
+
+    def native_gpus(self) -> pd.DataFrame:
+        """Boolean table, quants by gpus: True where the GPU has a peak-throughput figure for
+        the quant's compute precision (``tflops_<compute_precision>``), i.e. runs it natively."""
+        columns = TFLOPS_PREFIX + self.quants["compute_precision"]
+        has_peak = self.gpus.reindex(columns=columns.unique()).notna()
+        native = has_peak.loc[:, columns].T
+        native.index = self.quants.index
+        native.columns.name = "gpu"
+        return native.astype(bool)
+
+    def native_gpu_lists(self, separator: str = ", ") -> pd.Series:
+        """Per quant id, the GPUs that run it natively joined by ``separator``."""
+        native = self.native_gpus()
+        names = native.columns.to_numpy()
+        return pd.Series([separator.join(names[row]) for row in native.to_numpy()],
+                         index=native.index, name="native_gpus", dtype="str")
+
+    # --- provenance
+
+    def versions(self) -> dict[str, dict]:
+        """Per catalog: sha256 of the table's CSV, rows, as_of range and merged override files."""
+        return {name: self._version(name) for name in CATALOG_NAMES}
+
+    def _version(self, name: str) -> dict:
+        table = self.table(name)
+        as_of = table["as_of"]
+        csv_bytes = table.to_csv(lineterminator="\n").encode("utf-8")
+        return {
+            "sha256": hashlib.sha256(csv_bytes).hexdigest(),
+            "rows": len(table),
+            "as_of_min": None if table.empty else str(as_of.min()),
+            "as_of_max": None if table.empty else str(as_of.max()),
+            "overrides": list(self.override_files.get(name, ())),
+        }
+
+    def sources(self, kind: str, ids: str | Iterable[str] | None = None) -> pd.DataFrame:
+        """Rows used, with columns catalog, key, source and as_of.
+
+        ``kind`` is a catalog name (singular or plural). ``ids`` selects rows: model/gpu/quant
+        ids for those catalogs, GPU ids for prices and efficiency (whose ``*`` rows always
+        apply); ``None`` selects every row.
+        """
+        name = catalog_name(kind)
+        rows = self._rows_for(name, ids)
+        keys = _key_strings(rows, name)
+        return pd.DataFrame({"catalog": name, "key": keys,
+                             "source": rows["source"].to_numpy(),
+                             "as_of": rows["as_of"].to_numpy()},
+                            columns=list(SOURCE_COLUMNS))
+
+    def _rows_for(self, name: str, ids: str | Iterable[str] | None) -> pd.DataFrame:
+        table = self.table(name)
+        if ids is None:
+            return table
+        if name in INDEXED_CATALOGS:
+            return table.loc[self.require(name.removesuffix("s"), ids)]
+        gpus = self.require("gpu", ids)
+        return table[table["gpu"].isin([*gpus, WILDCARD])]
+
+
+def _kind(kind: str) -> str:
+    return str(kind).strip().lower().removesuffix("s")
+
+
+def _unknown_kind(kind: str) -> str:
+    raise did_you_mean(str(kind), list(_ID_KINDS), kind="catalog kind")
+
+
+def _key_strings(rows: pd.DataFrame, name: str) -> list[str]:
+    if name in INDEXED_CATALOGS:
+        return [str(i) for i in rows.index]
+    return ["/".join(map(str, values)) for values in rows[list(KEYS[name])].to_numpy()]
