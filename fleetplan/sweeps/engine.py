@@ -1,10 +1,12 @@
 """The sweep engine: a cartesian grid of configurations x contexts x lengths x batches, evaluated
 chunk by chunk with the vectorized row kernel.
 
-The grid is never materialized as Python objects: a chunk is a range of flat row numbers,
-unravelled into axis indexes with ``numpy.unravel_index``; configuration constants are gathered
-onto the rows by index. Memory is bounded by the chunk size, so ``iter_sweep`` streams grids far
-larger than memory.
+The grid is never materialized as Python objects: a chunk is a rectangular block of the axes
+(whole configurations, or a range of contexts of one), and each formula is evaluated on numpy
+broadcast shapes, so a per-configuration quantity is computed once per configuration and a
+(configuration, batch) quantity once per pair; only the output columns are expanded to full
+length. Memory is bounded by the chunk size, so ``iter_sweep`` streams grids far larger than
+memory.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pandas as pd
 from fleetplan.sweeps import kernel
 from fleetplan.sweeps.assumptions import assumptions_from
 from fleetplan.sweeps.configs import CONFIG_KEYS, as_arrays, config_frame
-from fleetplan.sweeps.table import build_table
+from fleetplan.sweeps.table import as_frame, build_table, column_arrays, empty_arrays
 from fleetplan.sweeps.validate import axis_values, catalog_or_default, resolve_ids
 
 log = logging.getLogger(__name__)
@@ -46,12 +48,29 @@ class Grid:
     def n_rows(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
 
-    def rows(self, start: int, stop: int) -> kernel.Rows:
-        """Axis values of flat rows ``start`` to ``stop``."""
-        config, ctx, inp, out, batch = np.unravel_index(np.arange(start, stop, dtype=np.int64), self.shape)
-        context_len = self.context_len.take(ctx)
-        input_len = context_len if self.input_len is None else self.input_len.take(inp)
-        return kernel.Rows(config, context_len, input_len, self.output_len.take(out), self.batch.take(batch))
+    def block(self, configs: slice, contexts: slice) -> kernel.Rows:
+        """Axis values of a rectangular block, shaped to broadcast (config, context, input, output, batch)."""
+        config = np.arange(configs.start, configs.stop, dtype=np.int64).reshape(-1, 1, 1, 1, 1)
+        context_len = self.context_len[contexts].reshape(1, -1, 1, 1, 1)
+        input_len = context_len if self.input_len is None else self.input_len.reshape(1, 1, -1, 1, 1)
+        return kernel.Rows(config, context_len, input_len, self.output_len.reshape(1, 1, 1, -1, 1),
+                           self.batch.reshape(1, 1, 1, 1, -1))
+
+    def blocks(self, chunk_rows: int):
+        """Row-major blocks of about ``chunk_rows`` rows: whole configurations when they fit, else
+        context ranges of one configuration (at least one context per block)."""
+        n_configs, n_contexts = self.shape[0], self.shape[1]
+        per_context = int(np.prod(self.shape[2:]))
+        per_config = n_contexts * per_context
+        if per_config <= chunk_rows:
+            step = max(chunk_rows // max(per_config, 1), 1)
+            for first in range(0, n_configs, step):
+                yield self.block(slice(first, min(first + step, n_configs)), slice(0, n_contexts))
+            return
+        step = max(chunk_rows // per_context, 1)
+        for config in range(n_configs):
+            for first in range(0, n_contexts, step):
+                yield self.block(slice(config, config + 1), slice(first, min(first + step, n_contexts)))
 
 
 def make_grid(gpus, models, quants, tps=(1,), contexts=(2048,), batches=(1,), kv_quants=None,
@@ -92,8 +111,7 @@ def iter_sweep(gpus, models, quants, *, chunk_rows: int = DEFAULT_CHUNK_ROWS, dr
     grid = grid or make_grid(gpus, models, quants, **axes)
     arrays = as_arrays(grid.configs)
     log.info("sweeping %d rows (%d configurations)", grid.n_rows, len(grid.configs))
-    for start in range(0, grid.n_rows, chunk_rows):
-        rows = grid.rows(start, min(start + chunk_rows, grid.n_rows))
+    for rows in grid.blocks(chunk_rows):
         table = build_table(grid.configs, rows, kernel.evaluate(kernel.gather(arrays, rows.config), rows))
         yield table[table["valid"] & table["fits"]].reset_index(drop=True) if drop_invalid else table
 
@@ -114,6 +132,10 @@ def sweep(gpus: Sequence[str], models: Sequence[str], quants: Sequence[str] = ("
     """
     grid = make_grid(gpus, models, quants, tps=tps, contexts=contexts, batches=batches, kv_quants=kv_quants,
                      input_lens=input_lens, output_lens=output_lens, catalogs=catalogs, **overrides)
-    chunks = list(iter_sweep(None, None, None, grid=grid, drop_invalid=drop_invalid,
-                             chunk_rows=max(grid.n_rows, 1)))
-    return chunks[0] if len(chunks) == 1 else pd.concat(chunks, ignore_index=True)
+    constants, out, offset, categories = as_arrays(grid.configs), empty_arrays(grid.n_rows), 0, {}
+    for rows in grid.blocks(DEFAULT_CHUNK_ROWS):  # blocks fill one preallocated table in place
+        metrics = kernel.evaluate(kernel.gather(constants, rows.config), rows)
+        block, categories = column_arrays(grid.configs, rows, metrics, out=out, offset=offset)
+        offset += len(block["batch"])
+    table = as_frame(out, categories)
+    return table[table["valid"] & table["fits"]].reset_index(drop=True) if drop_invalid else table

@@ -1,4 +1,9 @@
-"""Assemble the tidy sweep table from configuration constants, row axes and kernel metrics."""
+"""Assemble the tidy sweep table from configuration constants, row axes and kernel metrics.
+
+Kernel outputs arrive at their natural broadcast shapes (a per-configuration constant has the
+shape of the configuration axis alone); each column is expanded to the full block only here,
+once, as it is written into the table.
+"""
 
 from __future__ import annotations
 
@@ -14,12 +19,7 @@ _BOUNDS = ["memory", "compute"]
 
 
 def _category(codes: np.ndarray, categories) -> pd.Categorical:
-    return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=object))
-
-
-def _config_category(configs: pd.DataFrame, column: str, config_index: np.ndarray) -> pd.Categorical:
-    codes, uniques = pd.factorize(configs[column])
-    return _category(codes.take(config_index), uniques)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=object), validate=False)
 
 
 def reason_codes(configs: pd.DataFrame, rows: Rows, fits: np.ndarray, extra=None):
@@ -28,43 +28,68 @@ def reason_codes(configs: pd.DataFrame, rows: Rows, fits: np.ndarray, extra=None
     categories = list(config_reasons)
     if "" not in categories:
         categories.append("")
+    fine_code = categories.index("")
     categories += [CONTEXT_TOO_LONG, DOES_NOT_FIT]
-    codes = config_codes.take(rows.config)
-    fine = codes == categories.index("")
+    codes = config_codes.astype(np.int16).take(rows.config)
     too_long = rows.context_len > configs["max_context"].to_numpy().take(rows.config)
-    codes = np.where(fine & too_long, len(categories) - 2, codes)
-    codes = np.where((codes == categories.index("")) & ~fits, len(categories) - 1, codes)
+    codes = np.where((codes == fine_code) & too_long, np.int16(len(categories) - 2), codes)
+    codes = np.where((codes == fine_code) & ~fits, np.int16(len(categories) - 1), codes)
     if extra is not None:  # per-row reasons (e.g. a missed SLO) where nothing else is wrong
         extra = np.asarray(extra, dtype=object)
-        usable = (codes == categories.index("")) & (extra != "")
+        usable = (codes == fine_code) & (extra != "")
         extra_codes, extra_reasons = pd.factorize(np.where(usable, extra, None))
         codes = np.where(usable, extra_codes + len(categories), codes)
         categories += list(extra_reasons)
     return codes, categories
 
 
+def _output_dtype(name: str) -> str:
+    dtype = SWEEP_COLUMNS[name].dtype
+    return "int8" if name == "bound" else "int16" if dtype == "category" else dtype
+
+
+def column_arrays(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason=None, *,
+                  out: dict | None = None, offset: int = 0) -> tuple[dict, dict]:
+    """Every column as a flat array (categorical ones as codes) and the categories of those.
+
+    With ``out`` (arrays of the whole table, by column), the block is written in place at
+    ``offset`` instead of into new arrays.
+    """
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (*rows, *metrics.values())))
+    size = int(np.prod(shape))
+
+    def full(name, value):
+        array = np.asarray(value).astype(_output_dtype(name), copy=False)
+        if out is not None:
+            np.copyto(out[name][offset:offset + size].reshape(shape), np.broadcast_to(array, shape))
+            return out[name][offset:offset + size]
+        return array.ravel() if array.shape == shape else np.broadcast_to(array, shape).ravel()
+
+    codes, reasons = reason_codes(configs, rows, metrics["fits"], extra_reason)
+    categories = {"reason": reasons, "bound": _BOUNDS}
+    values = {"tp": configs["tp"].to_numpy().take(rows.config), "context_len": rows.context_len,
+              "input_len": rows.input_len, "output_len": rows.output_len, "batch": rows.batch,
+              "valid": (configs["config_reason"] == "").to_numpy().take(rows.config)
+              & ~(rows.context_len > configs["max_context"].to_numpy().take(rows.config)),
+              "reason": codes, "bound": metrics["bound_is_compute"], **metrics}
+    for name in ("gpu", "model", "quant", "kv_quant"):
+        label_codes, categories[name] = pd.factorize(configs[name])
+        values[name] = label_codes.take(rows.config)
+    return {name: full(name, values[name]) for name in SWEEP_COLUMNS}, categories
+
+
+def as_frame(arrays: dict, categories: dict) -> pd.DataFrame:
+    """The sweep table from flat column arrays and the categories of the coded ones."""
+    columns = {name: _category(arrays[name], categories[name]) if name in categories else arrays[name]
+               for name in SWEEP_COLUMNS}
+    return pd.DataFrame(columns, copy=False)
+
+
+def empty_arrays(n_rows: int) -> dict:
+    """Uninitialized column arrays for a table of ``n_rows`` rows."""
+    return {name: np.empty(n_rows, dtype=_output_dtype(name)) for name in SWEEP_COLUMNS}
+
+
 def build_table(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason=None) -> pd.DataFrame:
     """The sweep table: label columns, axes and metrics in ``SWEEP_COLUMNS`` order and dtypes."""
-    codes, categories = reason_codes(configs, rows, metrics["fits"], extra_reason)
-    context_ok = ~(rows.context_len > configs["max_context"].to_numpy().take(rows.config))
-    config_ok = (configs["config_reason"] == "").to_numpy().take(rows.config)
-    data = {name: _config_category(configs, name, rows.config) for name in ("gpu", "model", "quant", "kv_quant")}
-    data.update({
-        "tp": configs["tp"].to_numpy().take(rows.config),
-        "context_len": rows.context_len, "input_len": rows.input_len, "output_len": rows.output_len,
-        "batch": rows.batch, "valid": config_ok & context_ok,
-        "reason": _category(codes, categories),
-        "bound": _category(metrics["bound_is_compute"].astype(np.int8), _BOUNDS),
-    })
-    data.update({k: v for k, v in metrics.items() if k in SWEEP_COLUMNS})
-    length = len(rows.config)
-    columns = {}
-    for name, column in SWEEP_COLUMNS.items():
-        value = data[name]
-        if column.dtype != "category":
-            value = np.asarray(value)
-            if value.shape != (length,):
-                value = np.full(length, value)
-            value = value.astype(column.dtype, copy=False)
-        columns[name] = value
-    return pd.DataFrame(columns, copy=False)
+    return as_frame(*column_arrays(configs, rows, metrics, extra_reason))

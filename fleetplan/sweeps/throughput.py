@@ -9,10 +9,12 @@ import numpy as np
 
 
 def _safe_divide(numerator, denominator):
-    numerator = np.asarray(numerator, dtype=float)
+    """``numerator / denominator``, NaN where the denominator is not positive."""
     denominator = np.asarray(denominator, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1.0), np.nan)
+        result = np.asarray(numerator, dtype=float) / denominator
+    not_positive = ~(denominator > 0)
+    return np.where(not_positive, np.nan, result) if not_positive.any() else result
 
 
 def decode_tok_s(batch, tpot_ms):

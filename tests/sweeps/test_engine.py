@@ -50,7 +50,7 @@ def test_chunks_concatenate_to_the_whole_sweep():
     whole = sweep(["h100-sxm", "a100-80gb-sxm"], ["llama-3.1-8b", "mixtral-8x7b"], ["bf16", "fp8"], **axes)
     parts = list(iter_sweep(["h100-sxm", "a100-80gb-sxm"], ["llama-3.1-8b", "mixtral-8x7b"], ["bf16", "fp8"],
                             chunk_rows=7, **axes))
-    assert len(parts) == -(-len(whole) // 7)
+    assert all(0 < len(part) <= 7 for part in parts)  # blocks of whole contexts within the limit
     joined = pd.concat([p.astype({c: str for c in ("gpu", "model", "quant", "kv_quant", "reason", "bound")})
                         for p in parts], ignore_index=True)
     expected = whole.astype({c: str for c in ("gpu", "model", "quant", "kv_quant", "reason", "bound")})
