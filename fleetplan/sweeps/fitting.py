@@ -1,0 +1,67 @@
+"""Fit efficiency factors (MBU, MFU, step overhead, TP scaling) to measured throughput.
+
+Least squares on log(predicted / measured) with a weak prior on each factor, so groups with little
+data stay near the seed's values and groups with much data follow the data.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from fleetplan.sweeps.calibration import predict_offline
+
+PRIOR = {"mbu": 0.7, "mfu": 0.5, "step_overhead_ms": 0.5, "tp_scaling": 0.9}
+# Spread of the prior: in log space for the utilizations, absolute for the overhead [ms] and the
+# TP scaling; wide enough that data dominates wherever there is some.
+PRIOR_SIGMA = {"mbu": 0.5, "mfu": 0.5, "step_overhead_ms": 2.0, "tp_scaling": 0.2}
+BOUNDS = ([0.2, 0.1, 0.0, 0.5], [0.95, 0.95, 10.0, 1.0])
+FACTORS = list(PRIOR)
+_LOG_FACTORS = ("mbu", "mfu")
+
+
+def constant_factors(rows: pd.DataFrame, theta) -> pd.DataFrame:
+    """The same factors on every row, as the per-row table ``predict_offline`` takes."""
+    return pd.DataFrame({name: theta[i] for i, name in enumerate(FACTORS)}, index=rows.index)
+
+
+def _residuals(theta, rows, catalogs) -> np.ndarray:
+    predicted = predict_offline(rows, catalogs, constant_factors(rows, theta))
+    data = np.log(predicted / rows["value"].to_numpy(dtype=float))
+    prior = [np.log(theta[i] / PRIOR[name]) / PRIOR_SIGMA[name] if name in _LOG_FACTORS
+             else (theta[i] - PRIOR[name]) / PRIOR_SIGMA[name] for i, name in enumerate(FACTORS)]
+    return np.concatenate([np.nan_to_num(data, nan=10.0), prior])
+
+
+def fit_factors(rows: pd.DataFrame, catalogs=None) -> dict[str, float]:
+    """Factors that best explain the offline throughput ``rows`` (columns as ``load_measurements``)."""
+    start = [PRIOR[name] for name in FACTORS]
+    result = least_squares(_residuals, start, bounds=BOUNDS, args=(rows, catalogs), diff_step=1e-3)
+    return dict(zip(FACTORS, result.x))
+
+
+def fit_by_gpu(rows: pd.DataFrame, catalogs) -> pd.DataFrame:
+    """One fit per (GPU, weight quantization) group, keyed by GPU and compute precision."""
+    fitted = []
+    for (gpu, quant), group in rows.groupby(["gpu", "quant"]):
+        precision = catalogs.quants.loc[quant, "compute_precision"]
+        fitted.append({"gpu": gpu, "precision": precision, **fit_factors(group, catalogs), "n_points": len(group)})
+    return pd.DataFrame(fitted)
+
+
+def with_prediction(rows: pd.DataFrame, catalogs, factors: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with a ``predicted`` column under per-row ``factors``."""
+    out = rows.copy()
+    out["predicted"] = predict_offline(rows, catalogs, factors)
+    return out
+
+
+def leave_one_gpu_out(rows: pd.DataFrame, catalogs) -> pd.DataFrame:
+    """Predictions for each GPU from factors fitted to the other GPUs only."""
+    held_out = []
+    for gpu in sorted(rows["gpu"].unique()):
+        train, test = rows[rows["gpu"] != gpu], rows[rows["gpu"] == gpu]
+        theta = list(fit_factors(train, catalogs).values())
+        held_out.append(with_prediction(test, catalogs, constant_factors(test, theta)))
+    return pd.concat(held_out, ignore_index=True)
