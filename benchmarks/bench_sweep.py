@@ -78,11 +78,12 @@ def scalar_loop(n_rows: int = 10_000) -> float:
     grid = make_grid(["h100-sxm"], ["llama-3.1-8b"], ["bf16"], contexts=range(256, 256 * 41, 256),
                      batches=range(1, 251))
     constants = {name: values[0] for name, values in as_arrays(grid.configs).items()}
-    rows = grid.rows(0, n_rows)
+    contexts = np.repeat(grid.context_len, len(grid.batch))[:n_rows]
+    batches = np.tile(grid.batch, len(grid.context_len))[:n_rows]
     start = time.perf_counter()
-    for context, prompt, output, batch in zip(rows.context_len, rows.input_len, rows.output_len, rows.batch):
-        one = kernel.Rows(np.zeros(1, dtype=np.int64), np.array([context]), np.array([prompt]),
-                          np.array([output]), np.array([batch]))
+    for context, batch in zip(contexts, batches):
+        one = kernel.Rows(np.zeros(1, dtype=np.int64), np.array([context]), np.array([context]),
+                          np.array([256]), np.array([batch]))
         kernel.evaluate(constants, one)
     return n_rows / (time.perf_counter() - start)
 

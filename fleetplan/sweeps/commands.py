@@ -53,6 +53,9 @@ def sweep_command(
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write .csv, .parquet or .xlsx; default: print")] = None,
     drop_invalid: Annotated[bool, typer.Option(help="Drop rows that cannot run or do not fit")] = False,
     chunk_rows: Annotated[int, typer.Option(help="Rows evaluated per chunk when streaming")] = 1_000_000,
+    partition_by: Annotated[str | None, typer.Option(help="Parquet only: hive-partition by these columns, e.g. gpu,model")] = None,
+    top_n: Annotated[int | None, typer.Option(help="Workbook only: keep the N cheapest rows plus a summary")] = None,
+    tpot_slo_ms: Annotated[float | None, typer.Option(help="Workbook only: SLO line and knees on the frontier chart [ms]")] = None,
     catalog: CatalogOption = None,
     mbu: MbuOption = None, mfu: MfuOption = None, step_overhead_ms: OverheadOption = None,
     price: PriceOption = None, reserve_fraction: ReserveOption = None, max_num_seqs: MaxSeqsOption = None,
@@ -76,7 +79,10 @@ def sweep_command(
         return
     params = {"gpus": gpu, "models": model, "quants": quant, "kv_quants": kv_quant, "tps": tp, "contexts": context,
               "input_lens": input_len, "output_lens": output_len, "batches": batch, "drop_invalid": drop_invalid}
-    write_stream(chunks, grid.n_rows, output, params=params, catalogs=_catalogs(catalog))
+    options = {"partition_by": _ids(partition_by) if partition_by else None, "top_n": top_n,
+               "tpot_slo_ms": tpot_slo_ms}
+    write_stream(chunks, grid.n_rows, output, params=params, catalogs=_catalogs(catalog),
+                 **{k: v for k, v in options.items() if v is not None})
     typer.echo(f"wrote {output}", err=True)
 
 

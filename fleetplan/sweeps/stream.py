@@ -4,22 +4,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pandas as pd
-
-import fleetplan
-
-
-def run_metadata(params: dict, catalogs) -> dict:
-    """Provenance written beside every export: version, catalog versions, parameters, time."""
-    return {
-        "fleetplan_version": fleetplan.__version__,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "catalogs": catalogs.versions(),
-        "parameters": params,
-    }
 
 
 def with_progress(chunks: Iterable[pd.DataFrame], total_rows: int, *, enabled: bool | None = None) -> Iterator[pd.DataFrame]:
@@ -29,17 +16,23 @@ def with_progress(chunks: Iterable[pd.DataFrame], total_rows: int, *, enabled: b
     if not enabled:
         yield from chunks
         return
+    from rich.console import Console
     from rich.progress import Progress
 
-    with Progress(transient=True) as progress:
+    with Progress(console=Console(file=sys.stderr), transient=True) as progress:
         task = progress.add_task("sweeping", total=total_rows)
         for chunk in chunks:
             yield chunk
             progress.advance(task, len(chunk))
 
 
-def write_stream(chunks: Iterable[pd.DataFrame], total_rows: int, path: Path, *, params: dict, catalogs) -> None:
-    """Write chunks to ``path`` (.csv, .parquet or .xlsx, chosen by suffix) with provenance."""
+def write_stream(chunks: Iterable[pd.DataFrame], total_rows: int, path: Path, *, params: dict, catalogs,
+                 **options) -> None:
+    """Write chunks to ``path`` (.csv, .parquet or .xlsx, by suffix) with the run's provenance.
+
+    ``options`` go to ``fleetplan.exports.write_sweep`` (``partition_by``, ``top_n``,
+    ``tpot_slo_ms``).
+    """
     from fleetplan.exports import write_sweep
 
-    write_sweep(with_progress(chunks, total_rows), Path(path), metadata=run_metadata(params, catalogs))
+    write_sweep(with_progress(chunks, total_rows), Path(path), metadata=params, catalogs=catalogs, **options)

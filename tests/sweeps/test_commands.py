@@ -85,3 +85,27 @@ def test_usage_error_exits_2(capsys):
     code, _, err = run(capsys, "estimate", "--tp", "two")
     assert code == 2
     assert "Traceback" not in err
+
+
+def test_sweep_parquet_carries_provenance_and_partitions(tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "grid.parquet"
+    code, _, err = run(capsys, "sweep", "--gpu", "h100-sxm,l40s", "--model", "llama-3.1-8b", "--batch", "1-8",
+                       "-o", str(path))
+    assert code == 0, err
+    metadata = pq.read_metadata(path).metadata
+    assert b"fleetplan_version" in metadata and b"catalog_versions" in metadata
+    assert b"1-8" in metadata[b"parameters"]
+    folder = tmp_path / "parts.parquet"
+    code, _, err = run(capsys, "sweep", "--gpu", "h100-sxm,l40s", "--model", "llama-3.1-8b", "--batch", "1-8",
+                       "--partition-by", "gpu", "-o", str(folder))
+    assert code == 0, err
+    assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["gpu=h100-sxm", "gpu=l40s"]
+
+
+def test_progress_bar_passes_chunks_through():
+    from fleetplan.sweeps.stream import with_progress
+
+    chunks = [pd.DataFrame({"a": [1, 2]}), pd.DataFrame({"a": [3]})]
+    assert [len(c) for c in with_progress(iter(chunks), 3, enabled=True)] == [2, 1]
