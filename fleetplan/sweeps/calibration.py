@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.errors import InvalidValueError
+from fleetplan.sweeps import operating_points
 
 GPU_ALIASES = {
     "h100 80gb hbm3 (sxm)": "h100-sxm", "h100-sxm": "h100-sxm", "h100 sxm": "h100-sxm",
@@ -25,6 +26,12 @@ PRECISION_ALIASES = {"fp8": "fp8", "fp16": "fp16", "bf16": "bf16", "int8": "int8
                      "fp4": "fp4", "nvfp4": "fp4"}
 # TensorRT-LLM's benchmark defaults: kv_cache_free_gpu_mem_fraction 0.95, max batch 2048.
 TRTLLM_ASSUMPTIONS = {"reserve_fraction": 0.05, "max_num_seqs": 2048}
+# The online-serving table ran the Triton backend, whose example configurations cap the batch at
+# 256 sequences; the source states no cap, so this one is an assumption.
+SERVING_ASSUMPTIONS = {"reserve_fraction": 0.05, "max_num_seqs": 256}
+DEFAULT_RUN_REQUESTS = 1000  # vLLM's benchmark default num_prompts, for runs that do not say
+FACTOR_COLUMNS = ("mbu", "mfu", "step_overhead_ms", "tp_scaling")
+SERVER_METRICS = ("tpot_ms", "ttft_ms", "req_s", "output_tok_s", "total_tok_s")
 REQUIRED = ("gpu", "tp", "model", "precision_weights", "input_len", "output_len", "scenario", "metric", "value")
 
 
@@ -57,6 +64,9 @@ def load_measurements(path: str | Path | None = None) -> pd.DataFrame:
     frame["kv_quant"] = kv.map(lambda n: _canonical(n, PRECISION_ALIASES))
     frame["tp"] = frame["tp"].astype(int)
     frame["qps"] = _qps(frame.get("concurrency_or_batch", pd.Series("", index=frame.index)))
+    if "n_requests" not in frame:
+        counted = frame.get("dataset", pd.Series("", index=frame.index)).astype(str).str.extract(r"(\d+) requests")[0]
+        frame["n_requests"] = pd.to_numeric(counted, errors="coerce").fillna(DEFAULT_RUN_REQUESTS)
     return frame
 
 
@@ -79,13 +89,42 @@ def predict_offline(rows: pd.DataFrame, catalogs=None, factors: pd.DataFrame | N
     """
     from fleetplan.sweeps.estimate import estimate_cases
 
-    cases = rows[["gpu", "model", "quant", "kv_quant", "tp", "input_len", "output_len"]].copy()
+    cases = _with_factors(rows[["gpu", "model", "quant", "kv_quant", "tp", "input_len", "output_len"]].copy(), factors)
     cases["mode"] = "offline"
-    if factors is not None:
-        for column in ("mbu", "mfu", "step_overhead_ms", "tp_scaling"):
-            cases[column] = factors[column].to_numpy(dtype=float)
     merged = {**TRTLLM_ASSUMPTIONS, **assumptions}
     return estimate_cases(cases, catalogs, **merged)["output_tok_s"].to_numpy(dtype=float)
+
+
+def _with_factors(cases: pd.DataFrame, factors: pd.DataFrame | None) -> pd.DataFrame:
+    if factors is not None:
+        for column in FACTOR_COLUMNS:
+            cases[column] = factors[column].to_numpy(dtype=float)
+    return cases
+
+
+def _kinds(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    offline = ((rows["scenario"] == "offline") & (rows["metric"] == "output_tok_s")).to_numpy()
+    server = ((rows["scenario"] == "server") & rows["metric"].isin(SERVER_METRICS)).to_numpy() & ~np.isnan(
+        rows["qps"].to_numpy(dtype=float))
+    return offline, server
+
+
+def predictable(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows the model predicts: offline output tokens/s, and serving metrics at a known rate."""
+    offline, server = _kinds(rows)
+    return rows[offline | server].reset_index(drop=True)
+
+
+def predict_rows(rows: pd.DataFrame, catalogs=None, factors: pd.DataFrame | None = None) -> np.ndarray:
+    """The model's value for every measurement row it can predict (NaN for the others)."""
+    predicted = np.full(len(rows), np.nan)
+    offline, server = _kinds(rows)
+    for mask, predict in ((offline, predict_offline), (server, predict_server)):
+        if mask.any():
+            part = rows[mask].reset_index(drop=True)
+            part_factors = None if factors is None else factors[mask].reset_index(drop=True)
+            predicted[mask] = predict(part, catalogs, part_factors)
+    return predicted
 
 
 def ape_summary(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
@@ -94,3 +133,40 @@ def ape_summary(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     grouped = ape.groupby([frame[b] for b in by]) if by else ape.groupby(np.zeros(len(ape)))
     return pd.DataFrame({"rows": grouped.size(), "median_ape_pct": grouped.median(),
                          "p90_ape_pct": grouped.quantile(0.9)})
+
+
+def server_rows(measurements: pd.DataFrame) -> pd.DataFrame:
+    """Online-serving rows at a fixed offered rate, one row per (configuration, rate, metric)."""
+    return measurements[measurements["scenario"] == "server"].reset_index(drop=True)
+
+
+def predict_server(rows: pd.DataFrame, catalogs=None, factors: pd.DataFrame | None = None, **assumptions) -> np.ndarray:
+    """Predicted value of each online-serving row's metric at its offered rate (``qps``).
+
+    Below capacity the steady-state load model (``fleetplan.sweeps.load``) applies; at or above it
+    (including an unlimited rate) the replica runs at capacity and TTFT includes the admission
+    wait of a finite run of ``n_requests`` requests.
+    """
+    from fleetplan.sweeps import load
+    from fleetplan.sweeps.estimate import case_arrays
+
+    cases = _with_factors(rows[["gpu", "model", "quant", "kv_quant", "tp", "input_len", "output_len"]].copy(), factors)
+    _, _, c, kernel_rows = case_arrays(cases, catalogs, **{**SERVING_ASSUMPTIONS, **assumptions})
+    capacity = load.capacity_req_s(c, kernel_rows)
+    offered = rows["qps"].to_numpy(dtype=float)
+    achieved = np.minimum(offered, capacity)
+    state = load.at_rate(c, kernel_rows, np.minimum(offered, capacity * 0.999))
+    slots = operating_points.batch_cap(c, kernel_rows.context_len)
+    queue_ms = load.finite_run_wait_ms(offered, capacity, rows["n_requests"].to_numpy(dtype=float), slots)
+    ttft = np.where(offered < capacity, state["ttft_ms"], state["ttft_ms"] - _steady_wait(state) + queue_ms)
+    by_metric = {"tpot_ms": state["tpot_ms"], "ttft_ms": ttft, "req_s": achieved,
+                 "output_tok_s": achieved * kernel_rows.output_len,
+                 "total_tok_s": achieved * (kernel_rows.input_len + kernel_rows.output_len)}
+    metric = rows["metric"].to_numpy()
+    return np.select([metric == name for name in by_metric], list(by_metric.values()), np.nan)
+
+
+def _steady_wait(state: dict) -> np.ndarray:
+    from fleetplan.sweeps.load import md1_wait_ms
+
+    return np.nan_to_num(md1_wait_ms(state["prefill_share"], 0.0), posinf=0.0)

@@ -174,6 +174,9 @@ def _print_estimate(result: pd.DataFrame) -> None:
 
 
 def register(app: typer.Typer) -> None:
+    from fleetplan.sweeps import calibration_commands
+
     app.command("sweep")(sweep_command)
     app.command("estimate")(estimate_command)
+    calibration_commands.register(app)
 

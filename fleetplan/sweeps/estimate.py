@@ -47,14 +47,7 @@ def estimate_cases(cases: pd.DataFrame, catalogs=None, **overrides) -> pd.DataFr
     ttft_slo_ms, mode, mbu, mfu, step_overhead_ms, usd_per_gpu_hour (optional; empty = default).
     The mode defaults to "batch" when a batch is given, "slo" when an SLO is, else "offline".
     """
-    catalogs = catalog_or_default(catalogs)
-    cases = _checked(cases, catalogs)
-    configs = config_frame(catalogs, cases[CONFIG_KEYS], assumptions_from(overrides), per_config=cases)
-    c = as_arrays(configs)
-    n = len(cases)
-    context_len = mean_context_len(cases["input_len"], cases["output_len"]).astype(np.int64)
-    rows = kernel.Rows(np.arange(n), context_len, cases["input_len"].to_numpy(np.int64),
-                       cases["output_len"].to_numpy(np.int64), np.zeros(n))
+    cases, configs, c, rows = case_arrays(cases, catalogs, **overrides)
     batch, slo_reason = _operating_batch(c, rows, cases)
     rows = rows._replace(batch=batch.astype(np.int64))
     metrics = kernel.evaluate(c, rows._replace(batch=np.maximum(batch, 1)))
@@ -68,6 +61,18 @@ def estimate_cases(cases: pd.DataFrame, catalogs=None, **overrides) -> pd.DataFr
     extra = [name for name in SWEEP_COLUMNS if name not in cases.columns or name in ("batch", "kv_quant")]
     return pd.concat([cases.drop(columns=["batch", "kv_quant"], errors="ignore").reset_index(drop=True),
                       table[extra]], axis=1)
+
+
+def case_arrays(cases: pd.DataFrame, catalogs=None, **overrides):
+    """Validated cases, their configuration table and constants, and their kernel rows (batch 0)."""
+    catalogs = catalog_or_default(catalogs)
+    cases = _checked(cases, catalogs)
+    configs = config_frame(catalogs, cases[CONFIG_KEYS], assumptions_from(overrides), per_config=cases)
+    n = len(cases)
+    context_len = mean_context_len(cases["input_len"], cases["output_len"]).astype(np.int64)
+    rows = kernel.Rows(np.arange(n), context_len, cases["input_len"].to_numpy(np.int64),
+                       cases["output_len"].to_numpy(np.int64), np.zeros(n))
+    return cases, configs, as_arrays(configs), rows
 
 
 def _operating_batch(c, rows, cases):

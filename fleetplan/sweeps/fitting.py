@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from fleetplan.sweeps.calibration import predict_offline
+from fleetplan.sweeps.calibration import predict_rows
 
 PRIOR = {"mbu": 0.7, "mfu": 0.5, "step_overhead_ms": 0.5, "tp_scaling": 0.9}
 # Spread of the prior: in log space for the utilizations, absolute for the overhead [ms] and the
@@ -27,7 +27,7 @@ def constant_factors(rows: pd.DataFrame, theta) -> pd.DataFrame:
 
 
 def _residuals(theta, rows, catalogs) -> np.ndarray:
-    predicted = predict_offline(rows, catalogs, constant_factors(rows, theta))
+    predicted = predict_rows(rows, catalogs, constant_factors(rows, theta))
     data = np.log(predicted / rows["value"].to_numpy(dtype=float))
     prior = [np.log(theta[i] / PRIOR[name]) / PRIOR_SIGMA[name] if name in _LOG_FACTORS
              else (theta[i] - PRIOR[name]) / PRIOR_SIGMA[name] for i, name in enumerate(FACTORS)]
@@ -35,7 +35,8 @@ def _residuals(theta, rows, catalogs) -> np.ndarray:
 
 
 def fit_factors(rows: pd.DataFrame, catalogs=None) -> dict[str, float]:
-    """Factors that best explain the offline throughput ``rows`` (columns as ``load_measurements``)."""
+    """Factors that best explain the measured ``rows`` (columns as ``load_measurements``; rows the model
+    cannot predict must have been left out, see ``calibration.predictable``)."""
     start = [PRIOR[name] for name in FACTORS]
     result = least_squares(_residuals, start, bounds=BOUNDS, args=(rows, catalogs), diff_step=1e-3)
     return dict(zip(FACTORS, result.x))
@@ -53,7 +54,7 @@ def fit_by_gpu(rows: pd.DataFrame, catalogs) -> pd.DataFrame:
 def with_prediction(rows: pd.DataFrame, catalogs, factors: pd.DataFrame) -> pd.DataFrame:
     """``rows`` with a ``predicted`` column under per-row ``factors``."""
     out = rows.copy()
-    out["predicted"] = predict_offline(rows, catalogs, factors)
+    out["predicted"] = predict_rows(rows, catalogs, factors)
     return out
 
 

@@ -1,0 +1,91 @@
+"""CLI commands for model fidelity: ``fleetplan validate`` and ``fleetplan calibrate``."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+
+from fleetplan.errors import InvalidValueError
+
+Paths = Annotated[list[Path], typer.Argument(help="Measurement CSV files (calibration format) or benchmark result JSON")]
+GpuOption = Annotated[str | None, typer.Option(help="GPU id of JSON results (they do not record it)")]
+TpOption = Annotated[int | None, typer.Option(help="Tensor-parallel degree of JSON results")]
+QuantOption = Annotated[str, typer.Option(help="Weight quantization of JSON results")]
+ModelOption = Annotated[str | None, typer.Option(help="Model id of JSON results; default: from its model_id")]
+CatalogOption = Annotated[list[Path] | None, typer.Option("--catalog", help="Catalog override file, e.g. fitted factors")]
+
+
+def _load(paths, gpu, tp, quant, model, catalog):
+    from fleetplan.catalogs import load_catalogs
+    from fleetplan.sweeps.validation import read_measurements
+
+    for path in paths:
+        if not path.is_file():
+            message = f"measurements file {path} does not exist"
+            raise InvalidValueError(message)
+    return read_measurements(paths, gpu=gpu, tp=tp, quant=quant, model=model), load_catalogs(list(catalog or ()))
+
+
+def _echo_summary(compared: pd.DataFrame, title: str) -> None:
+    from fleetplan.sweeps.validation import summaries
+
+    typer.echo(title)
+    for name, table in summaries(compared).items():
+        typer.echo(f"\n{name} (absolute percentage error, %):")
+        typer.echo(table.round(1).to_string())
+
+
+def validate_command(paths: Paths, gpu: GpuOption = None, tp: TpOption = None, quant: QuantOption = "bf16",
+                     model: ModelOption = None, catalog: CatalogOption = None,
+                     output: Annotated[Path | None, typer.Option("-o", "--output", help="Per-row report .csv or .xlsx")] = None) -> None:
+    """Predicted vs measured for every row the model can predict, with median and p90 errors."""
+    from fleetplan.sweeps.validation import compare
+
+    measurements, catalogs = _load(paths, gpu, tp, quant, model, catalog)
+    compared = compare(measurements, catalogs)
+    if compared.empty:
+        message = "no row the model can predict (offline output_tok_s, or serving metrics at a known rate)"
+        raise InvalidValueError(message)
+    _echo_summary(compared, f"{len(compared)} predictable rows of {len(measurements)}")
+    if output is not None:
+        from fleetplan.exports.validation_workbook import write_validation
+
+        write_validation(compared, output)
+        typer.echo(f"wrote {output}", err=True)
+
+
+def calibrate_command(paths: Paths, output: Annotated[Path, typer.Option("-o", "--output", help="Fitted factors CSV")],
+                      gpu: GpuOption = None, tp: TpOption = None, quant: QuantOption = "bf16", model: ModelOption = None,
+                      catalog: CatalogOption = None) -> None:
+    """Fit MBU, MFU, step overhead and TP scaling per GPU and precision; print errors before and after.
+
+    The output has the efficiency catalog's columns: use it with ``--catalog factors.csv``.
+    """
+    from fleetplan.exports.atomic import atomic_path
+    from fleetplan.sweeps.calibration import predictable
+    from fleetplan.sweeps.fitting import FACTORS, fit_by_gpu, with_prediction
+
+    measurements, catalogs = _load(paths, gpu, tp, quant, model, catalog)
+    rows = predictable(measurements)
+    if rows.empty:
+        message = "no row to fit: give offline output_tok_s rows or serving rows at a known rate"
+        raise InvalidValueError(message)
+    _echo_summary(with_prediction(rows, catalogs, None), "before (current factors):")
+    groups = fit_by_gpu(rows, catalogs)
+    per_row = rows[["gpu"]].merge(groups, on="gpu", how="left")[FACTORS]
+    _echo_summary(with_prediction(rows, catalogs, per_row), "\nafter (fitted factors):")
+    table = groups.assign(source=f"fleetplan calibrate {' '.join(p.name for p in paths)}",
+                          as_of=date.today().isoformat(), notes="fitted with priors MBU 0.7, MFU 0.5")
+    with atomic_path(output) as temporary:
+        table.round(4).to_csv(temporary, index=False)
+    typer.echo(f"wrote {output} ({len(table)} factor rows)", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("validate")(validate_command)
+    app.command("calibrate")(calibrate_command)
+
