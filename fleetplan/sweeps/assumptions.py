@@ -17,6 +17,13 @@ import pandas as pd
 from fleetplan.errors import InvalidValueError, check_range
 
 
+# Lever -> (low, high, integer): the allowed range of each serving lever.
+LEVER_RANGES = {"pp": (1, 64, True), "prefix_hit_rate": (0.0, 0.99, False), "spec_tokens": (0, 16, True),
+                "spec_acceptance": (0.0, 0.99, False), "spec_draft_cost": (0.0, 1.0, False),
+                "dequant_overhead": (0.0, 5.0, False)}
+LEVERS = tuple(LEVER_RANGES)
+
+
 @dataclass(frozen=True)
 class Assumptions:
     """Per-call model assumptions; ``None`` means "take it from the efficiency catalog".
@@ -36,6 +43,18 @@ class Assumptions:
         default max_batch_size is 2048, vLLM's max_num_seqs 256 to 1024
     usd_per_gpu_hour : price of one GPU-hour [USD]; ``None`` = the median on-demand price of that
         GPU in the prices catalog
+    network_gb_s : inter-node bandwidth per GPU for pipeline hops [GB/s]; 50 = one 400 Gb/s NIC
+    pp_hop_latency_us : fixed latency of one activation hop between pipeline stages [us]
+
+    Levers (each off by default; each can be a sweep axis):
+
+    pp : pipeline-parallel stages across nodes [stages]; 1 = off
+    prefix_hit_rate : share of each prompt already in the prefix cache [fraction]; 0 = off
+    spec_tokens : tokens drafted per speculative step [tokens]; 0 = off
+    spec_acceptance : probability each drafted token is accepted [fraction]
+    spec_draft_cost : draft cost per drafted token as a share of the verification step [fraction];
+        about 0.05 for a 1B draft of a 70B model, less for multi-token-prediction heads
+    dequant_overhead : extra matmul time of weight-only quantized models [fraction]; 0 = off
     """
 
     mbu: float | None = None
@@ -47,20 +66,29 @@ class Assumptions:
     activation_bytes: float = 2.0
     max_num_seqs: int = 2048
     usd_per_gpu_hour: float | None = None
+    network_gb_s: float = 50.0
+    pp_hop_latency_us: float = 20.0
+    pp: int = 1
+    prefix_hit_rate: float = 0.0
+    spec_tokens: int = 0
+    spec_acceptance: float = 0.0
+    spec_draft_cost: float = 0.0
+    dequant_overhead: float = 0.0
 
     def validated(self) -> Assumptions:
         """Check every value is in its allowed range; return self."""
         ranges = {"mbu": (0.0, 1.0), "mfu": (0.0, 1.0), "step_overhead_ms": (0.0, 1000.0), "tp_scaling": (0.5, 1.0),
                   "reserve_fraction": (0.0, 0.95), "allreduce_latency_us": (0.0, 1e4),
                   "activation_bytes": (0.5, 8.0), "max_num_seqs": (1, 1e7),
-                  "usd_per_gpu_hour": (0.0, 1e4)}
+                  "usd_per_gpu_hour": (0.0, 1e4), "network_gb_s": (0.1, 1e5), "pp_hop_latency_us": (0.0, 1e5),
+                  **{name: (low, high) for name, (low, high, _) in LEVER_RANGES.items()}}
         for name, (low, high) in ranges.items():
             value = getattr(self, name)
             if value is None:
                 continue
-            exclusive_low = name in ("mbu", "mfu", "usd_per_gpu_hour")
+            exclusive_low = name in ("mbu", "mfu", "usd_per_gpu_hour", "network_gb_s")
             check_range(name, value, low, high, low_inclusive=not exclusive_low,
-                        integer=name == "max_num_seqs")
+                        integer=name in ("max_num_seqs", "pp", "spec_tokens"))
         return self
 
 

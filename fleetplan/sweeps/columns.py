@@ -46,3 +46,13 @@ SWEEP_COLUMNS: dict[str, Column] = {
     "usd_per_m_total_tokens": Column("float64", "USD/1M tokens", "Cost of one million prompt + output tokens"),
     "usd_per_k_requests": Column("float64", "USD/1k requests", "Cost of one thousand requests"),
 }
+
+# Lever columns appear after ``tp`` when the lever is a sweep axis.
+LEVER_COLUMNS: dict[str, Column] = {
+    "pp": Column("float64", "stages", "Pipeline-parallel stages across nodes (GPUs per replica = tp * pp)"),
+    "prefix_hit_rate": Column("float64", "fraction", "Share of each prompt served from the prefix cache"),
+    "spec_tokens": Column("float64", "tokens", "Tokens drafted per speculative decoding step"),
+    "spec_acceptance": Column("float64", "fraction", "Acceptance rate of each drafted token"),
+    "spec_draft_cost": Column("float64", "fraction", "Draft cost per drafted token, as a share of a verification step"),
+    "dequant_overhead": Column("float64", "fraction", "Extra matmul time of weight-only quantization"),
+}

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fleetplan.sweeps import memory
-from fleetplan.sweeps.assumptions import Assumptions, efficiency_for, median_price_usd_per_gpu_hour
+from fleetplan.sweeps import latency, memory
+from fleetplan.sweeps.assumptions import LEVERS, Assumptions, efficiency_for, median_price_usd_per_gpu_hour
 
 CONFIG_KEYS = ["gpu", "model", "quant", "kv_quant", "tp"]
 
@@ -38,9 +38,11 @@ def config_frame(catalogs, keys: pd.DataFrame, assumptions: Assumptions,
                    "head_dim", "n_experts", "n_experts_active", "max_context"):
         frame[column] = models[column].to_numpy(dtype=float)
     frame["bytes_per_weight"] = quants["bytes_per_weight"].to_numpy(dtype=float)
-    frame["kv_bytes_per_token"] = _kv_bytes_per_token_per_gpu(models, kv_quants, frame["tp"])
-    frame["weight_gb"] = memory.weight_gb(frame["params_total_b"], frame["bytes_per_weight"]) / frame["tp"]
     _add_factors(frame, catalogs, assumptions, per_config)
+    _add_levers(frame, assumptions, per_config, quants["weight_only"].to_numpy(dtype=bool))
+    per_stage = latency.stage_fraction(frame["n_layers"], frame["pp"])  # layers on the busiest stage
+    frame["kv_bytes_per_token"] = _kv_bytes_per_token_per_gpu(models, kv_quants, frame["tp"]) * per_stage
+    frame["weight_gb"] = memory.weight_gb(frame["params_total_b"], frame["bytes_per_weight"]) * per_stage / frame["tp"]
     frame["config_reason"] = _config_reasons(frame, gpus, models, quants, kv_quants)
     return frame
 
@@ -87,6 +89,20 @@ def _add_factors(frame: pd.DataFrame, catalogs, assumptions: Assumptions, per_co
         frame[name] = float(getattr(assumptions, name))
 
 
+def _add_levers(frame: pd.DataFrame, assumptions: Assumptions, per_config, weight_only: np.ndarray) -> None:
+    """Lever values per configuration: a per-configuration column wins over the call's scalar."""
+    for name in LEVERS:
+        value = pd.Series(float(getattr(assumptions, name)), index=frame.index)
+        if per_config is not None and name in per_config:
+            override = pd.to_numeric(per_config[name], errors="coerce").reset_index(drop=True)
+            value = override.where(override.notna(), value)
+        frame[name] = value.to_numpy(dtype=float)
+    frame["dequant_cost"] = np.where(weight_only, frame["dequant_overhead"], 0.0)
+    frame["gpus"] = frame["tp"] * frame["pp"]
+    frame["network_gb_s"] = float(assumptions.network_gb_s)
+    frame["pp_hop_latency_us"] = float(assumptions.pp_hop_latency_us)
+
+
 def _config_reasons(frame, gpus, models, quants, kv_quants) -> np.ndarray:
     """One reason string per configuration ('' when it can run), first problem wins."""
     tp = frame["tp"].to_numpy()
@@ -102,6 +118,9 @@ def _config_reasons(frame, gpus, models, quants, kv_quants) -> np.ndarray:
         (heads % tp != 0,
          "tp " + frame["tp"].astype(str) + " does not divide " + models["n_heads"].astype(int).astype(str)
          + " attention heads"),
+        (frame["pp"].to_numpy() > frame["n_layers"].to_numpy(),
+         "pp " + frame["pp"].astype(int).astype(str) + " exceeds " + models["n_layers"].astype(int).astype(str)
+         + " layers"),
         (tp > frame["gpus_per_node"].to_numpy(),
          "tp " + frame["tp"].astype(str) + " exceeds " + gpus["gpus_per_node"].astype(int).astype(str)
          + " GPUs per node"),

@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.sweeps import kernel
-from fleetplan.sweeps.assumptions import assumptions_from
+from fleetplan.sweeps.assumptions import LEVERS, assumptions_from
 from fleetplan.sweeps.configs import CONFIG_KEYS, as_arrays, config_frame
 from fleetplan.sweeps.table import as_frame, build_table, column_arrays, empty_arrays
-from fleetplan.sweeps.validate import axis_values, catalog_or_default, resolve_ids
+from fleetplan.sweeps.validate import axis_values, catalog_or_default, lever_values, resolve_ids
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,7 @@ class Grid:
     """A resolved sweep grid: configurations and the numeric axes, in row-major order."""
 
     configs: pd.DataFrame
+    lever_axes: tuple[str, ...]
     context_len: np.ndarray
     input_len: np.ndarray | None
     output_len: np.ndarray
@@ -77,13 +78,16 @@ def make_grid(gpus, models, quants, tps=(1,), contexts=(2048,), batches=(1,), kv
               input_lens=None, output_lens=(256,), catalogs=None, **overrides) -> Grid:
     """Validate the axes and build the configuration table of a sweep."""
     catalogs = catalog_or_default(catalogs)
+    levers = {name: lever_values(name, overrides.pop(name)) for name in LEVERS
+              if name in overrides and not np.isscalar(overrides[name])}
     assumptions = assumptions_from(overrides)
     ids = {kind: resolve_ids(catalogs, kind, names) for kind, names in
            (("gpu", gpus), ("model", models), ("quant", quants))}
     kv = None if kv_quants is None else resolve_ids(catalogs, "quant", kv_quants, field="kv_quants")
-    keys = _config_keys(catalogs, ids, kv, axis_values("tps", tps, high=1024))
+    keys = _config_keys(catalogs, ids, kv, axis_values("tps", tps, high=1024), levers)
     return Grid(
-        configs=config_frame(catalogs, keys, assumptions),
+        configs=config_frame(catalogs, keys, assumptions, per_config=keys),
+        lever_axes=tuple(levers),
         context_len=axis_values("contexts", contexts, high=100_000_000),
         input_len=None if input_lens is None else axis_values("input_lens", input_lens, high=100_000_000),
         output_len=axis_values("output_lens", output_lens, high=10_000_000),
@@ -91,18 +95,19 @@ def make_grid(gpus, models, quants, tps=(1,), contexts=(2048,), batches=(1,), kv
     )
 
 
-def _config_keys(catalogs, ids: dict, kv_quants, tps) -> pd.DataFrame:
+def _config_keys(catalogs, ids: dict, kv_quants, tps, levers: dict) -> pd.DataFrame:
     axes = [pd.DataFrame({"gpu": ids["gpu"]}), pd.DataFrame({"model": ids["model"]}),
             pd.DataFrame({"quant": ids["quant"]})]
     if kv_quants is not None:
         axes.append(pd.DataFrame({"kv_quant": kv_quants}))
     axes.append(pd.DataFrame({"tp": tps}))
+    axes += [pd.DataFrame({name: values}) for name, values in levers.items()]
     keys = axes[0]
     for axis in axes[1:]:
         keys = keys.merge(axis, how="cross")
     if kv_quants is None:
         keys["kv_quant"] = catalogs.quants["default_kv_quant"].reindex(keys["quant"]).to_numpy()
-    return keys[CONFIG_KEYS]
+    return keys[CONFIG_KEYS + list(levers)]
 
 
 def iter_sweep(gpus, models, quants, *, chunk_rows: int = DEFAULT_CHUNK_ROWS, drop_invalid: bool = False,
@@ -112,7 +117,8 @@ def iter_sweep(gpus, models, quants, *, chunk_rows: int = DEFAULT_CHUNK_ROWS, dr
     arrays = as_arrays(grid.configs)
     log.info("sweeping %d rows (%d configurations)", grid.n_rows, len(grid.configs))
     for rows in grid.blocks(chunk_rows):
-        table = build_table(grid.configs, rows, kernel.evaluate(kernel.gather(arrays, rows.config), rows))
+        table = build_table(grid.configs, rows, kernel.evaluate(kernel.gather(arrays, rows.config), rows),
+                            extra_columns=grid.lever_axes)
         yield table[table["valid"] & table["fits"]].reset_index(drop=True) if drop_invalid else table
 
 
@@ -132,10 +138,12 @@ def sweep(gpus: Sequence[str], models: Sequence[str], quants: Sequence[str] = ("
     """
     grid = make_grid(gpus, models, quants, tps=tps, contexts=contexts, batches=batches, kv_quants=kv_quants,
                      input_lens=input_lens, output_lens=output_lens, catalogs=catalogs, **overrides)
-    constants, out, offset, categories = as_arrays(grid.configs), empty_arrays(grid.n_rows), 0, {}
+    constants, offset, categories = as_arrays(grid.configs), 0, {}
+    out = empty_arrays(grid.n_rows, grid.lever_axes)
     for rows in grid.blocks(DEFAULT_CHUNK_ROWS):  # blocks fill one preallocated table in place
         metrics = kernel.evaluate(kernel.gather(constants, rows.config), rows)
-        block, categories = column_arrays(grid.configs, rows, metrics, out=out, offset=offset)
+        block, categories = column_arrays(grid.configs, rows, metrics, out=out, offset=offset,
+                                          extra_columns=grid.lever_axes)
         offset += len(block["batch"])
-    table = as_frame(out, categories)
+    table = as_frame(out, categories, grid.lever_axes)
     return table[table["valid"] & table["fits"]].reset_index(drop=True) if drop_invalid else table

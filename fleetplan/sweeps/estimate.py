@@ -12,7 +12,7 @@ import pandas as pd
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.sweeps import kernel, operating_points
-from fleetplan.sweeps.assumptions import assumptions_from
+from fleetplan.sweeps.assumptions import LEVER_RANGES, assumptions_from
 from fleetplan.sweeps.columns import SWEEP_COLUMNS
 from fleetplan.sweeps.configs import CONFIG_KEYS, as_arrays, config_frame
 from fleetplan.sweeps.table import build_table
@@ -26,6 +26,7 @@ OPTIONAL_NUMBERS = {  # column -> (low, low inclusive, high)
 }
 POSITIVE_INTEGERS = {"tp": 1024, "input_len": 100_000_000, "output_len": 10_000_000}
 MODES = ("batch", "slo", "offline")
+LEVER_NUMBERS = {name: (low, True, high) for name, (low, high, _) in LEVER_RANGES.items()}
 
 
 def mean_context_len(input_len, output_len):
@@ -119,6 +120,9 @@ def _check_numbers(cases: pd.DataFrame) -> None:
         if column not in cases:
             cases[column] = np.nan
         _check_column(cases, column, low, inclusive, high, integer=column == "batch", required=False)
+    for column, (low, inclusive, high) in LEVER_NUMBERS.items():
+        if column in cases:
+            _check_column(cases, column, low, inclusive, high, integer=LEVER_RANGES[column][2], required=False)
 
 
 def _check_column(cases, column, low, inclusive, high, *, integer, required) -> None:

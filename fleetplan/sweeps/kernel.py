@@ -11,7 +11,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fleetplan.sweeps import latency, memory, throughput
+from fleetplan.sweeps import memory, throughput
+from fleetplan.sweeps.steps import decode_step_ms, prefill_ms
+
+__all__ = ["Rows", "decode_step_ms", "evaluate", "gather", "latencies_ms", "memory_limits", "prefill_ms"]
 
 
 class Rows(NamedTuple):
@@ -39,55 +42,6 @@ class _Gathered(dict):
         return value
 
 
-def decode_step_ms(c, batch, context_len):
-    """TPOT, and its memory-bound and compute-bound parts, for ``batch`` sequences [ms].
-
-    A per-operator roofline: the weight matmuls and the attention over the KV cache run as
-    separate kernels, each limited by the slower of its memory traffic and its FLOPs, and their
-    times add (LLM-Viewer, Yuan et al. 2024). While both are memory-bound this is seed 000's
-    ``(W + B L kv) / (BW MBU)``.
-    """
-    touched_b = latency.moe_params_touched_b(c["params_total_b"], c["params_active_b"],
-                                             c["n_experts"], c["n_experts_active"], batch)
-    weights_ms = latency.memory_time_ms(memory.weight_gb(touched_b, c["bytes_per_weight"]) / c["tp"],
-                                        c["memory_bw_tb_s"], c["mbu"])
-    matmul_ms = latency.compute_time_ms(batch * latency.linear_flop_per_token(c["params_active_b"]),
-                                        c["peak_tflops"], c["mfu"], c["tp"])
-    kv_ms = latency.memory_time_ms(memory.kv_gb(batch, context_len, c["kv_bytes_per_token"]),
-                                   c["memory_bw_tb_s"], c["mbu"])
-    attention_ms = latency.compute_time_ms(
-        batch * latency.attention_flop_per_token(c["n_layers"], c["n_heads"], c["head_dim"], context_len),
-        c["peak_tflops"], c["mfu"], c["tp"])
-    tpot = (latency.step_time_ms(weights_ms, matmul_ms, _allreduce_ms(c, batch), c["step_overhead_ms"])
-            + np.maximum(kv_ms, attention_ms))
-    return tpot, weights_ms + kv_ms, matmul_ms + attention_ms
-
-
-def prefill_ms(c, input_len):
-    """Prefill of one prompt: its latency, and the GPU time it takes from a shared replica [ms].
-
-    The latency is a roofline step over the prompt. The time taken from a replica that
-    interleaves prompts with decode steps (chunked prefill) is the prompt's FLOPs plus its
-    all-reduces: its weight reads ride on the decode steps it joins.
-    """
-    compute_ms = latency.compute_time_ms(
-        latency.prefill_flop(c["params_active_b"], c["n_layers"], c["n_heads"], c["head_dim"], input_len),
-        c["peak_tflops"], c["mfu"], c["tp"])
-    touched_b = latency.moe_params_touched_b(c["params_total_b"], c["params_active_b"],
-                                             c["n_experts"], c["n_experts_active"], input_len)
-    weights_ms = latency.memory_time_ms(memory.weight_gb(touched_b, c["bytes_per_weight"]) / c["tp"],
-                                        c["memory_bw_tb_s"], c["mbu"])
-    comm_ms = _allreduce_ms(c, input_len)
-    total = latency.step_time_ms(weights_ms, compute_ms, comm_ms, c["step_overhead_ms"])
-    return total, compute_ms + comm_ms
-
-
-def _allreduce_ms(c, tokens):
-    message_gb = np.asarray(tokens, dtype=float) * c["hidden_size"] * c["activation_bytes"] / 1e9
-    return latency.allreduce_time_ms(message_gb, c["tp"], c["interconnect_gb_s"], 2.0 * c["n_layers"],
-                                     c["allreduce_latency_us"])
-
-
 def memory_limits(c, context_len):
     """Memory-limited batch at ``context_len`` [sequences] and the runtime reserve [GB]."""
     reserve = memory.runtime_reserve_gb(c["memory_gb"], c["reserve_fraction"])
@@ -111,14 +65,14 @@ def evaluate(c, rows: Rows) -> dict[str, np.ndarray]:
     kv = memory.kv_gb(batch, rows.context_len, c["kv_bytes_per_token"])
     req_s = throughput.request_rate_req_s(batch, tpot, rows.output_len, prefill_work)
     output_tok_s = req_s * rows.output_len
-    usd_per_hour = c["usd_per_gpu_hour"] * c["tp"]
+    usd_per_hour = c["usd_per_gpu_hour"] * c["gpus"]
     decode = throughput.decode_tok_s(batch, tpot)
     return {
         "weight_gb": c["weight_gb"], "kv_gb": kv, "memory_gb": c["weight_gb"] + kv + reserve,
         "max_batch": max_batch, "fits": (rows.batch <= max_batch) & (max_batch > 0),
         "bound_is_compute": compute_ms > memory_ms,
         "tpot_ms": tpot, "ttft_ms": prefill_total + tpot,
-        "decode_tok_s": decode, "decode_tok_s_per_gpu": decode / c["tp"],
+        "decode_tok_s": decode, "decode_tok_s_per_gpu": decode / c["gpus"],
         "prefill_tok_s": throughput.prefill_tok_s(rows.input_len, prefill_work),
         "output_tok_s": output_tok_s, "req_s": req_s, "usd_per_hour": usd_per_hour,
         "usd_per_m_output_tokens": throughput.usd_per_m_tokens(usd_per_hour, output_tok_s),

@@ -121,3 +121,48 @@ def step_time_ms(memory_ms, compute_ms, comm_ms, overhead_ms):
     7.0
     """
     return np.maximum(memory_ms, compute_ms) + comm_ms + overhead_ms
+
+
+def speculative_tokens_per_step(acceptance, spec_tokens):
+    """Expected tokens one verification step emits with ``k`` drafted tokens [tokens].
+
+    ``E = (1 - a^(k+1)) / (1 - a)`` for per-token acceptance rate ``a`` (Leviathan et al. 2023,
+    eq. 1); 1 without speculation (``k = 0``).
+
+    >>> round(float(speculative_tokens_per_step(0.8, 4)), 4), float(speculative_tokens_per_step(0.7, 0))
+    (3.3616, 1.0)
+    """
+    a = np.asarray(acceptance, dtype=float)
+    k = np.asarray(spec_tokens, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = (1.0 - a ** (k + 1.0)) / (1.0 - a)
+    return np.where(a <= 0.0, 1.0, np.where(a >= 1.0, k + 1.0, expected))
+
+
+def stage_fraction(n_layers, pp):
+    """Share of the layers the busiest of ``pp`` pipeline stages holds: ``ceil(L / pp) / L`` [-].
+
+    >>> float(stage_fraction(80, 3))
+    0.3375
+    """
+    layers = np.asarray(n_layers, dtype=float)
+    return np.ceil(layers / np.asarray(pp, dtype=float)) / layers
+
+
+def pipeline_time_ms(stage_ms, pp, hop_ms):
+    """Time for one token of a micro-batch to pass ``pp`` stages: ``pp * t_stage + (pp - 1) * t_hop`` [ms].
+
+    >>> float(pipeline_time_ms(5.0, 4, 0.5))
+    21.5
+    """
+    pp = np.asarray(pp, dtype=float)
+    return pp * np.asarray(stage_ms, dtype=float) + (pp - 1.0) * np.asarray(hop_ms, dtype=float)
+
+
+def hop_time_ms(message_gb, network_gb_s, latency_us):
+    """Point-to-point transfer of ``message_gb`` between pipeline stages on different nodes [ms].
+
+    >>> float(hop_time_ms(0.05, 50.0, 20.0))
+    1.02
+    """
+    return np.asarray(message_gb, dtype=float) / np.asarray(network_gb_s, dtype=float) * 1e3 + latency_us * 1e-3

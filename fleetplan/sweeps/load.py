@@ -30,7 +30,7 @@ from fleetplan.sweeps import kernel, operating_points, throughput
 
 FIXED_POINT_PASSES = 60
 RATE_BISECTION_PASSES = 40
-PREFILL_CHUNK_TOKENS = 8192  # vLLM's and TensorRT-LLM's default token budget per step
+NO_CHUNKING = 0  # chunked prefill off: a prompt runs whole in one step
 
 
 def md1_wait_ms(utilization, service_ms):
@@ -91,8 +91,13 @@ def capacity_req_s(c, rows: kernel.Rows) -> np.ndarray:
                     0.0)
 
 
-def at_rate(c, rows: kernel.Rows, rate_req_s, *, chunk_tokens: int = PREFILL_CHUNK_TOKENS) -> dict:
-    """Mean and p90/p99 TPOT and TTFT, decode batch and stability at ``rate_req_s`` [ms, sequences]."""
+def at_rate(c, rows: kernel.Rows, rate_req_s, *, chunk_tokens: int = NO_CHUNKING) -> dict:
+    """Mean and p90/p99 TPOT and TTFT, decode batch and stability at ``rate_req_s`` [ms, sequences].
+
+    ``chunk_tokens`` is the chunked-prefill lever: prompts are split into chunks of that many
+    tokens, each riding one decode step (lower tail inter-token latency, a prompt spread over
+    more steps); 0 (off) runs each prompt whole in one step.
+    """
     rate = np.asarray(rate_req_s, dtype=float) / 1e3  # requests per ms
     latency_ms, work_ms = kernel.prefill_ms(c, rows.input_len)
     rho_p = rate * work_ms
@@ -105,18 +110,19 @@ def at_rate(c, rows: kernel.Rows, rate_req_s, *, chunk_tokens: int = PREFILL_CHU
     t_dec = _decode_ms(c, rows, np.minimum(batch, cap))
     tpot = np.where(stable, t_dec * stretch, np.inf)
     wait = np.where(stable, md1_wait_ms(rho_p, work_ms), np.inf)
-    chunks = np.ceil(np.asarray(rows.input_len, dtype=float) / chunk_tokens)
+    chunks = np.ceil(np.asarray(rows.input_len, dtype=float) / chunk_tokens) if chunk_tokens > 0 else 1.0
     share = np.clip(rate * chunks * tpot, 0.0, 1.0)
-    out = {"batch": np.minimum(batch, cap), "stable": stable, "tpot_ms": tpot, "ttft_ms": wait + latency_ms + tpot,
+    prompt_ms = latency_ms + chunks * tpot  # each chunk joins one (stretched) decode step
+    out = {"batch": np.minimum(batch, cap), "stable": stable, "tpot_ms": tpot, "ttft_ms": wait + prompt_ms,
            "prefill_share": rho_p}
     for q in (0.9, 0.99):
         long_step = np.where(share > 1.0 - q, t_dec + work_ms / chunks, t_dec)
         out[f"tpot_p{int(q * 100)}_ms"] = np.where(stable, np.maximum(long_step, 0.0), np.inf)
-        out[f"ttft_p{int(q * 100)}_ms"] = wait_quantile_ms(wait, rho_p, q) + latency_ms + tpot
+        out[f"ttft_p{int(q * 100)}_ms"] = wait_quantile_ms(wait, rho_p, q) + prompt_ms
     return out
 
 
-def max_rate_under_slo(c, rows: kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
+def max_rate_under_slo(c, rows: kernel.Rows, tpot_slo_ms, ttft_slo_ms, *, chunk_tokens: int = NO_CHUNKING) -> np.ndarray:
     """Largest request rate whose mean TPOT and TTFT meet the SLOs (NaN = none) [requests/s].
 
     TPOT and TTFT grow with the rate, so a vectorized bisection over ``[0, capacity]`` finds it for
@@ -126,11 +132,11 @@ def max_rate_under_slo(c, rows: kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.nda
     low = np.zeros_like(high)
     for _ in range(RATE_BISECTION_PASSES):
         middle = (low + high) / 2.0
-        state = at_rate(c, rows, middle)
+        state = at_rate(c, rows, middle, chunk_tokens=chunk_tokens)
         ok = state["stable"] & (np.isnan(tpot_slo_ms) | (state["tpot_ms"] <= tpot_slo_ms)) & (
             np.isnan(ttft_slo_ms) | (state["ttft_ms"] <= ttft_slo_ms))
         low, high = np.where(ok, middle, low), np.where(ok, high, middle)
-    idle = at_rate(c, rows, np.zeros_like(high))
+    idle = at_rate(c, rows, np.zeros_like(high), chunk_tokens=chunk_tokens)
     meets_idle = (np.isnan(tpot_slo_ms) | (idle["tpot_ms"] <= tpot_slo_ms)) & (
         np.isnan(ttft_slo_ms) | (idle["ttft_ms"] <= ttft_slo_ms))
     return np.where(meets_idle, low, 0.0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fleetplan.sweeps.columns import SWEEP_COLUMNS
+from fleetplan.sweeps.columns import LEVER_COLUMNS, SWEEP_COLUMNS
 from fleetplan.sweeps.kernel import Rows
 
 CONTEXT_TOO_LONG = "context_len exceeds the model's max_context"
@@ -44,12 +44,12 @@ def reason_codes(configs: pd.DataFrame, rows: Rows, fits: np.ndarray, extra=None
 
 
 def _output_dtype(name: str) -> str:
-    dtype = SWEEP_COLUMNS[name].dtype
+    dtype = SWEEP_COLUMNS[name].dtype if name in SWEEP_COLUMNS else LEVER_COLUMNS[name].dtype
     return "int8" if name == "bound" else "int16" if dtype == "category" else dtype
 
 
 def column_arrays(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason=None, *,
-                  out: dict | None = None, offset: int = 0) -> tuple[dict, dict]:
+                  out: dict | None = None, offset: int = 0, extra_columns=()) -> tuple[dict, dict]:
     """Every column as a flat array (categorical ones as codes) and the categories of those.
 
     With ``out`` (arrays of the whole table, by column), the block is written in place at
@@ -75,21 +75,23 @@ def column_arrays(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason
     for name in ("gpu", "model", "quant", "kv_quant"):
         label_codes, categories[name] = pd.factorize(configs[name])
         values[name] = label_codes.take(rows.config)
-    return {name: full(name, values[name]) for name in SWEEP_COLUMNS}, categories
+    values.update({name: configs[name].to_numpy().take(rows.config) for name in extra_columns})
+    return {name: full(name, values[name]) for name in (*SWEEP_COLUMNS, *extra_columns)}, categories
 
 
-def as_frame(arrays: dict, categories: dict) -> pd.DataFrame:
+def as_frame(arrays: dict, categories: dict, extra_columns=()) -> pd.DataFrame:
     """The sweep table from flat column arrays and the categories of the coded ones."""
     columns = {name: _category(arrays[name], categories[name]) if name in categories else arrays[name]
-               for name in SWEEP_COLUMNS}
+               for name in (*list(SWEEP_COLUMNS)[:5], *extra_columns, *list(SWEEP_COLUMNS)[5:])}
     return pd.DataFrame(columns, copy=False)
 
 
-def empty_arrays(n_rows: int) -> dict:
+def empty_arrays(n_rows: int, extra_columns=()) -> dict:
     """Uninitialized column arrays for a table of ``n_rows`` rows."""
-    return {name: np.empty(n_rows, dtype=_output_dtype(name)) for name in SWEEP_COLUMNS}
+    return {name: np.empty(n_rows, dtype=_output_dtype(name)) for name in (*SWEEP_COLUMNS, *extra_columns)}
 
 
-def build_table(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason=None) -> pd.DataFrame:
-    """The sweep table: label columns, axes and metrics in ``SWEEP_COLUMNS`` order and dtypes."""
-    return as_frame(*column_arrays(configs, rows, metrics, extra_reason))
+def build_table(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason=None, extra_columns=()) -> pd.DataFrame:
+    """The sweep table: label columns, axes and metrics in ``SWEEP_COLUMNS`` order and dtypes,
+    with swept lever columns after the configuration keys."""
+    return as_frame(*column_arrays(configs, rows, metrics, extra_reason, extra_columns=extra_columns), extra_columns)

@@ -83,3 +83,18 @@ def axis_values(field: str, values, *, low: int = 1, high: int) -> np.ndarray:
         message = f"{field} must be whole numbers from {low} to {high:,}, got {array[bad][0]:g}"
         raise InvalidValueError(message)
     return np.asarray(list(dict.fromkeys(array.astype(np.int64).tolist())), dtype=np.int64)
+
+
+def lever_values(name: str, values) -> np.ndarray:
+    """A validated lever axis (see ``assumptions.LEVER_RANGES``), duplicates removed."""
+    from fleetplan.sweeps.assumptions import LEVER_RANGES
+
+    low, high, integer = LEVER_RANGES[name]
+    array = np.atleast_1d(np.asarray(values, dtype=float))
+    bad = ~np.isfinite(array) | (array < low) | (array > high) | (integer & (array != np.round(array)))
+    if array.size == 0 or bad.any():
+        shown = "nothing" if array.size == 0 else f"{array[bad][0]:g}"
+        kind = "whole numbers" if integer else "numbers"
+        message = f"{name} must be {kind} from {low:g} to {high:g}, got {shown}"
+        raise InvalidValueError(message)
+    return np.asarray(list(dict.fromkeys(array.tolist())), dtype=float)
