@@ -40,6 +40,40 @@ ReserveOption = Annotated[float | None, typer.Option(help="Share of GPU memory k
 MaxSeqsOption = Annotated[int | None, typer.Option(help="Serving engine's cap on concurrent sequences; default 2048")]
 
 
+LEVER_HELP = {
+    "pp": "Pipeline-parallel stages across nodes (1 = off)",
+    "prefix_hit_rate": "Share of each prompt in the prefix cache, 0-0.99 (0 = off)",
+    "spec_tokens": "Speculative decoding: tokens drafted per step (0 = off)",
+    "spec_acceptance": "Speculative decoding: acceptance rate per drafted token, 0-0.99",
+    "spec_draft_cost": "Speculative decoding: draft cost per token as a share of a verification step",
+    "dequant_overhead": "Extra matmul time of weight-only quantization (0 = off)",
+}
+PpOption = Annotated[str | None, typer.Option("--pp", help=LEVER_HELP["pp"] + "; a list sweeps it")]
+PrefixOption = Annotated[str | None, typer.Option(help=LEVER_HELP["prefix_hit_rate"] + "; a list sweeps it")]
+SpecTokensOption = Annotated[str | None, typer.Option(help=LEVER_HELP["spec_tokens"] + "; a list sweeps it")]
+SpecAcceptOption = Annotated[str | None, typer.Option(help=LEVER_HELP["spec_acceptance"] + "; a list sweeps it")]
+SpecCostOption = Annotated[str | None, typer.Option(help=LEVER_HELP["spec_draft_cost"] + "; a list sweeps it")]
+DequantOption = Annotated[str | None, typer.Option(help=LEVER_HELP["dequant_overhead"] + "; a list sweeps it")]
+
+
+def _numbers(name: str, text: str) -> list[float]:
+    try:
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        message = f"--{name.replace('_', '-')} must be numbers separated by commas, got '{text}'"
+        raise InvalidValueError(message) from None
+
+
+def _levers(**given) -> dict:
+    """Lever options as given: one value stays a scalar, several become a sweep axis."""
+    levers = {}
+    for name, text in given.items():
+        if text is not None:
+            values = _numbers(name, text)
+            levers[name] = values[0] if len(values) == 1 else values
+    return levers
+
+
 def sweep_command(
     gpu: Annotated[str, typer.Option(help="GPU ids, comma-separated")],
     model: Annotated[str, typer.Option(help="Model ids, comma-separated")],
@@ -59,6 +93,9 @@ def sweep_command(
     catalog: CatalogOption = None,
     mbu: MbuOption = None, mfu: MfuOption = None, step_overhead_ms: OverheadOption = None,
     price: PriceOption = None, reserve_fraction: ReserveOption = None, max_num_seqs: MaxSeqsOption = None,
+    pp: PpOption = None, prefix_hit_rate: PrefixOption = None, spec_tokens: SpecTokensOption = None,
+    spec_acceptance: SpecAcceptOption = None, spec_draft_cost: SpecCostOption = None,
+    dequant_overhead: DequantOption = None,
 ) -> None:
     """Evaluate every combination of the axes: memory, TPOT, TTFT, throughput and cost."""
     from fleetplan.sweeps.engine import iter_sweep, make_grid
@@ -71,7 +108,10 @@ def sweep_command(
                      tps=parse_axis(tp), contexts=parse_axis(context),
                      input_lens=parse_axis(input_len) if input_len else None,
                      output_lens=parse_axis(output_len), batches=parse_axis(batch), catalogs=_catalogs(catalog),
-                     **_factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs))
+                     **_factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs),
+                     **_levers(pp=pp, prefix_hit_rate=prefix_hit_rate, spec_tokens=spec_tokens,
+                               spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
+                               dequant_overhead=dequant_overhead))
     chunks = iter_sweep(None, None, None, grid=grid, chunk_rows=chunk_rows, drop_invalid=drop_invalid)
     if output is None:
         frame = pd.concat(list(chunks), ignore_index=True)
@@ -98,12 +138,18 @@ def estimate_command(
     tpot_slo_ms: Annotated[float | None, typer.Option(help="Report the knee: largest batch with TPOT <= this [ms]")] = None,
     ttft_slo_ms: Annotated[float | None, typer.Option(help="... and TTFT <= this [ms]")] = None,
     offline: Annotated[bool, typer.Option(help="Memory-limited maximum throughput (no SLO)")] = False,
+    rate: Annotated[float | None, typer.Option(help="Latency under load at this request rate [requests/s]")] = None,
+    max_rate: Annotated[bool, typer.Option(help="Largest request rate whose loaded TPOT/TTFT meet the SLOs")] = False,
+    prefill_chunk_tokens: Annotated[int | None, typer.Option(help="Chunked prefill: tokens per chunk (0 = off)")] = None,
     cases: Annotated[Path | None, typer.Option(help="Bulk form: a CSV of cases (columns = flag names)")] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Bulk form: write results (.csv/.parquet/.xlsx)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")] = False,
     catalog: CatalogOption = None,
     mbu: MbuOption = None, mfu: MfuOption = None, step_overhead_ms: OverheadOption = None,
     price: PriceOption = None, reserve_fraction: ReserveOption = None, max_num_seqs: MaxSeqsOption = None,
+    pp: PpOption = None, prefix_hit_rate: PrefixOption = None, spec_tokens: SpecTokensOption = None,
+    spec_acceptance: SpecAcceptOption = None, spec_draft_cost: SpecCostOption = None,
+    dequant_overhead: DequantOption = None,
 ) -> None:
     """Memory, latency, throughput and cost of one configuration (or of every row of --cases)."""
     from fleetplan.sweeps.estimate import estimate_cases
@@ -113,7 +159,15 @@ def estimate_command(
         frame = _read_cases(cases)
     else:
         frame = _single_case(gpu, model, quant, kv_quant, tp, input_len, output_len, batch,
-                             tpot_slo_ms, ttft_slo_ms, offline)
+                             tpot_slo_ms, ttft_slo_ms, offline, rate, max_rate)
+        frame["prefill_chunk_tokens"] = prefill_chunk_tokens
+    levers = _levers(pp=pp, prefix_hit_rate=prefix_hit_rate, spec_tokens=spec_tokens, spec_acceptance=spec_acceptance,
+                     spec_draft_cost=spec_draft_cost, dequant_overhead=dequant_overhead)
+    for name, value in levers.items():
+        if isinstance(value, list):
+            message = f"--{name.replace('_', '-')} takes one value in estimate (sweep takes lists)"
+            raise InvalidValueError(message)
+        frame[name] = value
     result = estimate_cases(frame, _catalogs(catalog), **factors)
     if output is not None:
         from fleetplan.sweeps.stream import write_stream
@@ -127,19 +181,26 @@ def estimate_command(
         _print_estimate(result)
 
 
-def _single_case(gpu, model, quant, kv_quant, tp, input_len, output_len, batch, tpot_slo_ms, ttft_slo_ms, offline):
+def _single_case(gpu, model, quant, kv_quant, tp, input_len, output_len, batch, tpot_slo_ms, ttft_slo_ms, offline,
+                 rate=None, max_rate=False):
     if gpu is None or model is None:
         message = "estimate needs --gpu and --model (or --cases FILE)"
         raise InvalidValueError(message)
-    chosen = [name for name, on in (("--batch", batch is not None), ("--offline", offline),
-                                    ("an SLO", tpot_slo_ms is not None or ttft_slo_ms is not None)) if on]
+    has_slo = tpot_slo_ms is not None or ttft_slo_ms is not None
+    chosen = [name for name, on in (("--batch", batch is not None), ("--offline", offline), ("--rate", rate is not None),
+                                    ("an SLO", has_slo and not max_rate)) if on]
     if len(chosen) > 1:
-        message = f"give one of --batch, --tpot-slo-ms/--ttft-slo-ms or --offline, not {' and '.join(chosen)}"
+        message = f"give one of --batch, --tpot-slo-ms/--ttft-slo-ms, --rate or --offline, not {' and '.join(chosen)}"
         raise InvalidValueError(message)
-    mode = "batch" if batch is not None else "offline" if offline or not chosen else "slo"
+    if max_rate and not has_slo:
+        message = "--max-rate needs --tpot-slo-ms or --ttft-slo-ms"
+        raise InvalidValueError(message)
+    mode = ("max_rate" if max_rate else "batch" if batch is not None else "rate" if rate is not None
+            else "offline" if offline or not chosen else "slo")
     return pd.DataFrame([{"gpu": gpu, "model": model, "quant": quant, "kv_quant": kv_quant, "tp": tp,
                           "input_len": input_len, "output_len": output_len, "batch": batch,
-                          "tpot_slo_ms": tpot_slo_ms, "ttft_slo_ms": ttft_slo_ms, "mode": mode}])
+                          "tpot_slo_ms": tpot_slo_ms, "ttft_slo_ms": ttft_slo_ms, "rate_req_s": rate,
+                          "mode": mode}])
 
 
 def _read_cases(path: Path) -> pd.DataFrame:
@@ -157,19 +218,24 @@ def _print_estimate(result: pd.DataFrame) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from fleetplan.sweeps.columns import SWEEP_COLUMNS
+    from fleetplan.sweeps.columns import LEVER_COLUMNS, SWEEP_COLUMNS
+    from fleetplan.sweeps.estimate_load import LOAD_COLUMNS
 
     row = result.iloc[0]
     table = Table(title=f"{row['model']} on {int(row['tp'])} x {row['gpu']} ({row['quant']}, KV {row['kv_quant']}, {row['mode']})")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("unit")
-    for name, column in SWEEP_COLUMNS.items():
+    units = {**SWEEP_COLUMNS, **LEVER_COLUMNS}
+    shown = [n for n in (*SWEEP_COLUMNS, *LEVER_COLUMNS, *LOAD_COLUMNS) if n in result and result[n].notna().all()]
+    for name in shown:
         if name in ("gpu", "model", "quant", "kv_quant", "tp"):
             continue
+        column = units.get(name)
+        unit = column.unit if column else ("requests/s" if "req_s" in name else "ms" if name.endswith("_ms") else "")
         value = row[name]
         text = f"{value:,.4g}" if isinstance(value, float) else str(value)
-        table.add_row(name, text, column.unit)
+        table.add_row(name, text, unit)
     Console(file=sys.stdout, width=110).print(table)
 
 

@@ -15,6 +15,7 @@ from fleetplan.sweeps import kernel, operating_points
 from fleetplan.sweeps.assumptions import LEVER_RANGES, assumptions_from
 from fleetplan.sweeps.columns import SWEEP_COLUMNS
 from fleetplan.sweeps.configs import CONFIG_KEYS, as_arrays, config_frame
+from fleetplan.sweeps.estimate_load import LOAD_COLUMNS, LOAD_MODES, apply_load, load_rates, load_reasons, loaded_batch
 from fleetplan.sweeps.table import build_table
 from fleetplan.sweeps.validate import catalog_or_default
 
@@ -22,10 +23,11 @@ REQUIRED = ("gpu", "model", "quant", "tp", "input_len", "output_len")
 OPTIONAL_NUMBERS = {  # column -> (low, low inclusive, high)
     "batch": (1, True, 10_000_000), "tpot_slo_ms": (0, False, 1e7), "ttft_slo_ms": (0, False, 1e8),
     "mbu": (0, False, 1), "mfu": (0, False, 1), "step_overhead_ms": (0, True, 1000), "tp_scaling": (0.5, True, 1),
-    "usd_per_gpu_hour": (0, False, 1e4),
+    "usd_per_gpu_hour": (0, False, 1e4), "rate_req_s": (0, False, 1e7), "prefill_chunk_tokens": (0, True, 1e7),
 }
 POSITIVE_INTEGERS = {"tp": 1024, "input_len": 100_000_000, "output_len": 10_000_000}
-MODES = ("batch", "slo", "offline")
+MODES = ("batch", "slo", "offline", *LOAD_MODES)
+REPLACED = ("batch", "kv_quant", "rate_req_s")  # inputs whose output column holds the value used
 LEVER_NUMBERS = {name: (low, True, high) for name, (low, high, _) in LEVER_RANGES.items()}
 
 
@@ -46,10 +48,18 @@ def estimate_cases(cases: pd.DataFrame, catalogs=None, **overrides) -> pd.DataFr
 
     Columns: gpu, model, quant, tp, input_len, output_len (required); kv_quant, batch, tpot_slo_ms,
     ttft_slo_ms, mode, mbu, mfu, step_overhead_ms, usd_per_gpu_hour (optional; empty = default).
-    The mode defaults to "batch" when a batch is given, "slo" when an SLO is, else "offline".
+    The mode defaults to "batch" when a batch is given, "rate" when a ``rate_req_s`` is, "slo" when
+    an SLO is, else "offline". "max_rate" finds the largest request rate whose loaded mean TPOT and
+    TTFT meet the SLOs (``fleetplan.sweeps.load``); the load modes add the columns rate_req_s,
+    capacity_req_s, utilization and p90/p99 TPOT and TTFT. Lever columns (pp, prefix_hit_rate,
+    spec_tokens, spec_acceptance, spec_draft_cost, dequant_overhead, prefill_chunk_tokens) apply
+    per case.
     """
     cases, configs, c, rows = case_arrays(cases, catalogs, **overrides)
     batch, slo_reason = _operating_batch(c, rows, cases)
+    rate = load_rates(c, rows, cases)
+    batch = np.where(np.isnan(rate), batch, loaded_batch(c, rows, rate, cases))
+    slo_reason = np.where(slo_reason == "", load_reasons(rate, c, rows), slo_reason)
     rows = rows._replace(batch=batch.astype(np.int64))
     metrics = kernel.evaluate(c, rows._replace(batch=np.maximum(batch, 1)))
     table = build_table(configs, rows, metrics, extra_reason=slo_reason)
@@ -59,8 +69,11 @@ def estimate_cases(cases: pd.DataFrame, catalogs=None, **overrides) -> pd.DataFr
     for column in ("usd_per_m_output_tokens", "usd_per_m_total_tokens", "usd_per_k_requests"):
         table.loc[stopped, column] = np.nan
     table["valid"] &= slo_reason == ""
-    extra = [name for name in SWEEP_COLUMNS if name not in cases.columns or name in ("batch", "kv_quant")]
-    return pd.concat([cases.drop(columns=["batch", "kv_quant"], errors="ignore").reset_index(drop=True),
+    if not np.isnan(rate).all():
+        table = apply_load(table, c, rows, rate, cases)
+    extra = [name for name in (*SWEEP_COLUMNS, *LOAD_COLUMNS)
+             if name in table and (name not in cases.columns or name in REPLACED)]
+    return pd.concat([cases.drop(columns=list(REPLACED), errors="ignore").reset_index(drop=True),
                       table[extra]], axis=1)
 
 
@@ -145,7 +158,8 @@ def _check_column(cases, column, low, inclusive, high, *, integer, required) -> 
 def _modes(cases: pd.DataFrame) -> np.ndarray:
     has_batch = cases["batch"].notna().to_numpy()
     has_slo = (cases["tpot_slo_ms"].notna() | cases["ttft_slo_ms"].notna()).to_numpy()
-    inferred = np.where(has_batch, "batch", np.where(has_slo, "slo", "offline"))
+    has_rate = cases["rate_req_s"].notna().to_numpy()
+    inferred = np.where(has_batch, "batch", np.where(has_rate, "rate", np.where(has_slo, "slo", "offline")))
     if "mode" not in cases:
         return inferred
     given = cases["mode"].astype(object).where(cases["mode"].notna(), "").astype(str).str.strip().str.lower()
@@ -155,9 +169,11 @@ def _modes(cases: pd.DataFrame) -> np.ndarray:
         message = f"cases row {row + 1}, column mode: must be one of {', '.join(MODES)}, got {cases['mode'].iloc[row]!r}"
         raise InvalidValueError(message)
     mode = np.where(given == "", inferred, given)
-    needs_batch = (mode == "batch") & ~has_batch
-    if needs_batch.any():
-        row = int(np.flatnonzero(needs_batch)[0])
-        message = f"cases row {row + 1}, column batch: mode 'batch' needs a batch"
-        raise InvalidValueError(message)
+    for wanted, present, column in (("batch", has_batch, "batch"), ("rate", has_rate, "rate_req_s"),
+                                    ("max_rate", has_slo, "tpot_slo_ms")):
+        missing = (mode == wanted) & ~present
+        if missing.any():
+            row = int(np.flatnonzero(missing)[0])
+            message = f"cases row {row + 1}, column {column}: mode '{wanted}' needs a {column}"
+            raise InvalidValueError(message)
     return mode

@@ -91,7 +91,7 @@ def capacity_req_s(c, rows: kernel.Rows) -> np.ndarray:
                     0.0)
 
 
-def at_rate(c, rows: kernel.Rows, rate_req_s, *, chunk_tokens: int = NO_CHUNKING) -> dict:
+def at_rate(c, rows: kernel.Rows, rate_req_s, *, chunk_tokens=NO_CHUNKING) -> dict:
     """Mean and p90/p99 TPOT and TTFT, decode batch and stability at ``rate_req_s`` [ms, sequences].
 
     ``chunk_tokens`` is the chunked-prefill lever: prompts are split into chunks of that many
@@ -110,7 +110,8 @@ def at_rate(c, rows: kernel.Rows, rate_req_s, *, chunk_tokens: int = NO_CHUNKING
     t_dec = _decode_ms(c, rows, np.minimum(batch, cap))
     tpot = np.where(stable, t_dec * stretch, np.inf)
     wait = np.where(stable, md1_wait_ms(rho_p, work_ms), np.inf)
-    chunks = np.ceil(np.asarray(rows.input_len, dtype=float) / chunk_tokens) if chunk_tokens > 0 else 1.0
+    chunk = np.asarray(chunk_tokens, dtype=float)
+    chunks = np.where(chunk > 0, np.ceil(np.asarray(rows.input_len, dtype=float) / np.where(chunk > 0, chunk, 1.0)), 1.0)
     share = np.clip(rate * chunks * tpot, 0.0, 1.0)
     prompt_ms = latency_ms + chunks * tpot  # each chunk joins one (stretched) decode step
     out = {"batch": np.minimum(batch, cap), "stable": stable, "tpot_ms": tpot, "ttft_ms": wait + prompt_ms,
@@ -122,7 +123,7 @@ def at_rate(c, rows: kernel.Rows, rate_req_s, *, chunk_tokens: int = NO_CHUNKING
     return out
 
 
-def max_rate_under_slo(c, rows: kernel.Rows, tpot_slo_ms, ttft_slo_ms, *, chunk_tokens: int = NO_CHUNKING) -> np.ndarray:
+def max_rate_under_slo(c, rows: kernel.Rows, tpot_slo_ms, ttft_slo_ms, *, chunk_tokens=NO_CHUNKING) -> np.ndarray:
     """Largest request rate whose mean TPOT and TTFT meet the SLOs (NaN = none) [requests/s].
 
     TPOT and TTFT grow with the rate, so a vectorized bisection over ``[0, capacity]`` finds it for

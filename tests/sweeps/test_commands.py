@@ -68,7 +68,12 @@ def test_estimate_bulk_cases_keeps_inputs(tmp_path, capsys):
     (["sweep", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--chunk-rows", "0"], "chunk-rows must be >= 1"),
     (["estimate", "--model", "llama-3.1-8b"], "estimate needs --gpu and --model"),
     (["estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--batch", "4", "--offline"],
-     "give one of --batch, --tpot-slo-ms/--ttft-slo-ms or --offline, not --batch and --offline"),
+     "give one of --batch, --tpot-slo-ms/--ttft-slo-ms, --rate or --offline, not --batch and --offline"),
+    (["estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--max-rate"], "--max-rate needs --tpot-slo-ms"),
+    (["estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--spec-tokens", "2,4"],
+     "--spec-tokens takes one value in estimate"),
+    (["sweep", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--spec-acceptance", "high"],
+     "--spec-acceptance must be numbers separated by commas, got 'high'"),
     (["estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--tpot-slo-ms", "-3"],
      "column tpot_slo_ms: must be a number > 0"),
     (["estimate", "--cases", "no-such-file.csv"], "cases file no-such-file.csv does not exist"),
@@ -109,3 +114,20 @@ def test_progress_bar_passes_chunks_through():
 
     chunks = [pd.DataFrame({"a": [1, 2]}), pd.DataFrame({"a": [3]})]
     assert [len(c) for c in with_progress(iter(chunks), 3, enabled=True)] == [2, 1]
+
+
+def test_estimate_at_a_rate_and_levers(capsys):
+    code, out, _ = run(capsys, "estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--rate", "4",
+                       "--prefix-hit-rate", "0.5", "--spec-tokens", "3", "--spec-acceptance", "0.7", "--json")
+    assert code == 0
+    record = json.loads(out)[0]
+    assert record["mode"] == "rate" and record["req_s"] == 4.0 and record["ttft_p99_ms"] >= record["ttft_p90_ms"]
+    assert record["spec_tokens"] == 3 and record["prefix_hit_rate"] == 0.5
+
+
+def test_sweep_lever_axis(capsys):
+    code, out, _ = run(capsys, "sweep", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--batch", "8",
+                       "--spec-tokens", "0,2,4", "--spec-acceptance", "0.7")
+    assert code == 0
+    df = pd.read_csv(io.StringIO(out))
+    assert sorted(df["spec_tokens"]) == [0, 2, 4]

@@ -85,3 +85,30 @@ def test_missing_required_column_and_empty_table():
         estimate_cases(case().drop(columns=["output_len"]))
     with pytest.raises(InvalidValueError, match="cases must be a non-empty table"):
         estimate_cases(pd.DataFrame())
+
+
+def test_rate_mode_reports_loaded_latency_and_tails():
+    idle = estimate_cases(case(batch=1)).iloc[0]
+    out = estimate_cases(pd.concat([case(rate_req_s=1e-6), case(rate_req_s=5.0), case(rate_req_s=1e6)],
+                                   ignore_index=True))
+    assert list(out["mode"]) == ["rate", "rate", "rate"]
+    assert out["tpot_ms"].iloc[0] == pytest.approx(idle["tpot_ms"], rel=1e-6)
+    assert out["tpot_ms"].iloc[1] > out["tpot_ms"].iloc[0]
+    assert out["req_s"].iloc[1] == 5.0 and out["output_tok_s"].iloc[1] == 5.0 * 256
+    assert (out["ttft_p99_ms"].iloc[:2] >= out["ttft_p90_ms"].iloc[:2]).all()
+    assert out["utilization"].iloc[1] == pytest.approx(5.0 / out["capacity_req_s"].iloc[1])
+    assert not out["valid"].iloc[2] and "is at or beyond the capacity" in out["reason"].iloc[2]
+
+
+def test_max_rate_mode_meets_the_slos_at_the_largest_rate():
+    out = estimate_cases(case(model="llama-3.1-70b", tp=4, tpot_slo_ms=30.0, ttft_slo_ms=400.0,
+                              mode="max_rate")).iloc[0]
+    assert out["rate_req_s"] > 0 and out["valid"]
+    assert out["tpot_ms"] <= 30.0 + 1e-6 and out["ttft_ms"] <= 400.0 + 1e-6
+    faster = estimate_cases(case(model="llama-3.1-70b", tp=4, tpot_slo_ms=30.0, ttft_slo_ms=400.0,
+                                 mode="max_rate", rate_req_s=np.nan)).iloc[0]
+    assert faster["rate_req_s"] == pytest.approx(out["rate_req_s"])
+    with pytest.raises(InvalidValueError, match="mode 'max_rate' needs a tpot_slo_ms"):
+        estimate_cases(case(mode="max_rate"))
+    with pytest.raises(InvalidValueError, match="mode 'rate' needs a rate_req_s"):
+        estimate_cases(case(mode="rate"))
