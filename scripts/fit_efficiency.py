@@ -18,20 +18,22 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import load_catalogs
-from fleetplan.sweeps.calibration import ape_summary, load_measurements, offline_throughput_rows
-from fleetplan.sweeps.fitting import (FACTORS, PRIOR, constant_factors, fit_by_gpu, fit_factors,
+from fleetplan.sweeps.calibration import ape_summary, load_measurements, predictable
+from fleetplan.sweeps.fitting import (FACTORS, PRIOR, constant_factors, factors_for_rows, fit_by_gpu, fit_factors,
                                       leave_one_gpu_out, with_prediction)
 
 EFFICIENCY_CSV = Path(__file__).resolve().parents[1] / "fleetplan" / "catalogs" / "data" / "efficiency.csv"
-SOURCE = "scripts/fit_efficiency.py fit to fleetplan/sweeps/data/measured.csv (TensorRT-LLM v0.17 offline table)"
+SOURCE = ("scripts/fit_efficiency.py fit to fleetplan/sweeps/data/measured.csv (TensorRT-LLM v0.17 offline "
+          "and v0.14 online-serving tables)")
 
 
 def efficiency_table(groups: pd.DataFrame, pooled: dict, n_rows: int) -> pd.DataFrame:
-    per_gpu = groups.assign(precision="*")  # a fitted GPU's factors also serve its other precisions
+    # A fitted GPU's best-supported precision also serves its other precisions.
+    per_gpu = groups.sort_values("n_points").drop_duplicates("gpu", keep="last").assign(precision="*")
     default = pd.DataFrame([{"gpu": "*", "precision": "*", **pooled, "n_points": n_rows}])
     table = pd.concat([groups, per_gpu, default], ignore_index=True)[["gpu", "precision", *FACTORS, "n_points"]]
-    table[["mbu", "mfu", "tp_scaling"]] = table[["mbu", "mfu", "tp_scaling"]].round(3)
-    table["step_overhead_ms"] = table["step_overhead_ms"].round(2)
+    table[["mbu", "mfu", "mfu_prefill", "tp_scaling"]] = table[["mbu", "mfu", "mfu_prefill", "tp_scaling"]].round(3)
+    table[["step_overhead_ms", "request_overhead_ms"]] = table[["step_overhead_ms", "request_overhead_ms"]].round(2)
     table["source"], table["as_of"] = SOURCE, date.today().isoformat()
     table["notes"] = np.where(table["gpu"] == "*", "pooled fit over all GPUs; used for GPUs without data",
                               np.where(table["precision"] == "*", "this GPU's fit, applied to its other precisions",
@@ -43,7 +45,7 @@ def report(title: str, frame: pd.DataFrame) -> None:
     overall = ape_summary(frame, []).iloc[0]
     print(f"\n{title}: median {overall['median_ape_pct']:.1f}% | p90 {overall['p90_ape_pct']:.1f}% "
           f"over {int(overall['rows'])} rows")
-    print(ape_summary(frame, ["gpu"]).round(1).to_string())
+    print(ape_summary(frame, ["gpu", "metric"]).round(1).to_string())
 
 
 def main() -> None:
@@ -52,12 +54,12 @@ def main() -> None:
     parser.add_argument("--write", action="store_true", help="write the fitted efficiency.csv")
     args = parser.parse_args()
     catalogs = load_catalogs()
-    rows = offline_throughput_rows(load_measurements(args.measurements))
+    rows = predictable(load_measurements(args.measurements))
     groups = fit_by_gpu(rows, catalogs)
-    per_row = rows[["gpu"]].merge(groups, on="gpu", how="left")
+    per_row = factors_for_rows(rows, groups, catalogs)
     report("before fitting (priors MBU 0.7, MFU 0.5, overhead 0.5 ms, TP scaling 0.9)",
            with_prediction(rows, catalogs, constant_factors(rows, list(PRIOR.values()))))
-    report("fitted per GPU and precision (in sample)", with_prediction(rows, catalogs, per_row[FACTORS]))
+    report("fitted per GPU and precision (in sample)", with_prediction(rows, catalogs, per_row))
     report("leave-one-GPU-out (pooled fit on the other GPUs)", leave_one_gpu_out(rows, catalogs))
     print("\nfitted factors:\n" + groups.round(3).to_string(index=False))
     if args.write:

@@ -31,9 +31,13 @@ class Assumptions:
     Attributes
     ----------
     mbu : memory-bandwidth utilization of a decode step [fraction]
-    mfu : model FLOPs utilization of matmuls [fraction]
+    mfu : model FLOPs utilization of decode matmuls [fraction]
+    mfu_prefill : model FLOPs utilization of prefill matmuls [fraction]; ``None`` = the catalog's,
+        which defaults to ``mfu``
     step_overhead_ms : fixed time added to every forward step [ms]
     tp_scaling : share of MBU and MFU kept per doubling of the tensor-parallel degree [fraction]
+    request_overhead_ms : time a request spends outside the forward steps before its prefill
+        (HTTP, tokenization, hand-off to the engine), added to TTFT [ms]
     reserve_fraction : share of GPU memory kept for activations and fragmentation [fraction];
         0.10 matches vLLM's default ``gpu_memory_utilization=0.9``
     allreduce_latency_us : fixed latency of one tensor-parallel all-reduce [us]; NCCL's small
@@ -59,8 +63,10 @@ class Assumptions:
 
     mbu: float | None = None
     mfu: float | None = None
+    mfu_prefill: float | None = None
     step_overhead_ms: float | None = None
     tp_scaling: float | None = None
+    request_overhead_ms: float | None = None
     reserve_fraction: float = 0.10
     allreduce_latency_us: float = 8.0
     activation_bytes: float = 2.0
@@ -77,7 +83,7 @@ class Assumptions:
 
     def validated(self) -> Assumptions:
         """Check every value is in its allowed range; return self."""
-        ranges = {"mbu": (0.0, 1.0), "mfu": (0.0, 1.0), "step_overhead_ms": (0.0, 1000.0), "tp_scaling": (0.5, 1.0),
+        ranges = {"mbu": (0.0, 1.0), "mfu": (0.0, 1.0), "mfu_prefill": (0.0, 1.0), "step_overhead_ms": (0.0, 1000.0), "tp_scaling": (0.5, 1.0), "request_overhead_ms": (0.0, 1000.0),
                   "reserve_fraction": (0.0, 0.95), "allreduce_latency_us": (0.0, 1e4),
                   "activation_bytes": (0.5, 8.0), "max_num_seqs": (1, 1e7),
                   "usd_per_gpu_hour": (0.0, 1e4), "network_gb_s": (0.1, 1e5), "pp_hop_latency_us": (0.0, 1e5),
@@ -86,7 +92,7 @@ class Assumptions:
             value = getattr(self, name)
             if value is None:
                 continue
-            exclusive_low = name in ("mbu", "mfu", "usd_per_gpu_hour", "network_gb_s")
+            exclusive_low = name in ("mbu", "mfu", "mfu_prefill", "usd_per_gpu_hour", "network_gb_s")
             check_range(name, value, low, high, low_inclusive=not exclusive_low,
                         integer=name in ("max_num_seqs", "pp", "spec_tokens"))
         return self
@@ -112,7 +118,7 @@ def efficiency_for(efficiency: pd.DataFrame, gpu: pd.Series, precision: pd.Serie
     Lookup order: exact (gpu, precision), then (gpu, *), (*, precision), (*, *).
     """
     wanted = pd.DataFrame({"gpu": np.asarray(gpu, dtype=object), "precision": np.asarray(precision, dtype=object)})
-    factors = ["mbu", "mfu", "step_overhead_ms", "tp_scaling"]
+    factors = ["mbu", "mfu", "mfu_prefill", "step_overhead_ms", "tp_scaling", "request_overhead_ms"]
     result = pd.DataFrame(index=wanted.index, columns=factors, dtype=float)
     table = efficiency.set_index(["gpu", "precision"]).reindex(columns=factors)
     for gpu_key, precision_key in (("gpu", "precision"), ("gpu", "*"), ("*", "precision"), ("*", "*")):
@@ -123,6 +129,8 @@ def efficiency_for(efficiency: pd.DataFrame, gpu: pd.Series, precision: pd.Serie
         found = table.reindex(keys).set_axis(wanted.index)
         result = result.fillna(found)
     result["tp_scaling"] = result["tp_scaling"].fillna(1.0)
+    result["mfu_prefill"] = result["mfu_prefill"].fillna(result["mfu"])
+    result["request_overhead_ms"] = result["request_overhead_ms"].fillna(0.0)
     if result.isna().any().any():
         message = "efficiency catalog has no '*,*' default row and no row for some GPUs"
         raise InvalidValueError(message)

@@ -30,7 +30,7 @@ TRTLLM_ASSUMPTIONS = {"reserve_fraction": 0.05, "max_num_seqs": 2048}
 # 256 sequences; the source states no cap, so this one is an assumption.
 SERVING_ASSUMPTIONS = {"reserve_fraction": 0.05, "max_num_seqs": 256}
 DEFAULT_RUN_REQUESTS = 1000  # vLLM's benchmark default num_prompts, for runs that do not say
-FACTOR_COLUMNS = ("mbu", "mfu", "step_overhead_ms", "tp_scaling")
+FACTOR_COLUMNS = ("mbu", "mfu", "mfu_prefill", "step_overhead_ms", "tp_scaling", "request_overhead_ms")
 SERVER_METRICS = ("tpot_ms", "ttft_ms", "req_s", "output_tok_s", "total_tok_s")
 REQUIRED = ("gpu", "tp", "model", "precision_weights", "input_len", "output_len", "scenario", "metric", "value")
 

@@ -67,7 +67,7 @@ def calibrate_command(paths: Paths, output: Annotated[Path, typer.Option("-o", "
     """
     from fleetplan.exports.atomic import atomic_path
     from fleetplan.sweeps.calibration import predictable
-    from fleetplan.sweeps.fitting import FACTORS, fit_by_gpu, with_prediction
+    from fleetplan.sweeps.fitting import factors_for_rows, fit_by_gpu, with_prediction
 
     measurements, catalogs = _load(paths, gpu, tp, quant, model, catalog)
     rows = predictable(measurements)
@@ -76,7 +76,7 @@ def calibrate_command(paths: Paths, output: Annotated[Path, typer.Option("-o", "
         raise InvalidValueError(message)
     _echo_summary(with_prediction(rows, catalogs, None), "before (current factors):")
     groups = fit_by_gpu(rows, catalogs)
-    per_row = rows[["gpu"]].merge(groups, on="gpu", how="left")[FACTORS]
+    per_row = factors_for_rows(rows, groups, catalogs)
     _echo_summary(with_prediction(rows, catalogs, per_row), "\nafter (fitted factors):")
     table = groups.assign(source=f"fleetplan calibrate {' '.join(p.name for p in paths)}",
                           as_of=date.today().isoformat(), notes="fitted with priors MBU 0.7, MFU 0.5")

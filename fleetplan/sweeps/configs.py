@@ -72,8 +72,10 @@ def _kv_bytes_per_token_per_gpu(models: pd.DataFrame, kv_quants: pd.DataFrame, t
 def _add_factors(frame: pd.DataFrame, catalogs, assumptions: Assumptions, per_config) -> None:
     factors = efficiency_for(catalogs.efficiency, frame["gpu"], frame["precision"].fillna("*"))
     prices = median_price_usd_per_gpu_hour(catalogs.prices, pd.Index(frame["gpu"]))
-    defaults = {"mbu": factors["mbu"], "mfu": factors["mfu"], "step_overhead_ms": factors["step_overhead_ms"],
-                "tp_scaling": factors["tp_scaling"], "usd_per_gpu_hour": prices}
+    defaults = {"mbu": factors["mbu"], "mfu": factors["mfu"], "mfu_prefill": factors["mfu_prefill"],
+                "step_overhead_ms": factors["step_overhead_ms"],
+                "tp_scaling": factors["tp_scaling"], "request_overhead_ms": factors["request_overhead_ms"],
+                "usd_per_gpu_hour": prices}
     for name, catalog_value in defaults.items():
         value = pd.Series(np.asarray(catalog_value, dtype=float), index=frame.index)
         if getattr(assumptions, name) is not None:
@@ -82,11 +84,25 @@ def _add_factors(frame: pd.DataFrame, catalogs, assumptions: Assumptions, per_co
             override = pd.to_numeric(per_config[name], errors="coerce").reset_index(drop=True)
             value = override.where(override.notna(), value)
         frame[name] = value.to_numpy(dtype=float)
+    _prefill_follows_decode(frame, assumptions, per_config)
     tp_loss = frame["tp_scaling"] ** np.log2(frame["tp"])  # efficiency lost to sharding, per doubling
     frame["mbu"] *= tp_loss
     frame["mfu"] *= tp_loss
+    frame["mfu_prefill"] *= tp_loss
     for name in ("reserve_fraction", "allreduce_latency_us", "activation_bytes", "max_num_seqs"):
         frame[name] = float(getattr(assumptions, name))
+
+
+def _prefill_follows_decode(frame: pd.DataFrame, assumptions: Assumptions, per_config) -> None:
+    """A caller who sets MFU without a prefill MFU means it for both (the seed's single MFU)."""
+    given_mfu = np.full(len(frame), assumptions.mfu is not None)
+    given_prefill = np.full(len(frame), assumptions.mfu_prefill is not None)
+    if per_config is not None:
+        for name, given in (("mfu", given_mfu), ("mfu_prefill", given_prefill)):
+            if name in per_config:
+                given |= pd.to_numeric(per_config[name], errors="coerce").notna().to_numpy()
+    follow = given_mfu & ~given_prefill
+    frame.loc[follow, "mfu_prefill"] = frame.loc[follow, "mfu"]
 
 
 def _add_levers(frame: pd.DataFrame, assumptions: Assumptions, per_config, weight_only: np.ndarray) -> None:

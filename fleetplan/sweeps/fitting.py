@@ -1,4 +1,4 @@
-"""Fit efficiency factors (MBU, MFU, step overhead, TP scaling) to measured throughput.
+"""Fit efficiency factors (MBU, MFU, step overhead, TP scaling, request overhead) to measurements.
 
 Least squares on log(predicted / measured) with a weak prior on each factor, so groups with little
 data stay near the seed's values and groups with much data follow the data.
@@ -12,13 +12,15 @@ from scipy.optimize import least_squares
 
 from fleetplan.sweeps.calibration import predict_rows
 
-PRIOR = {"mbu": 0.7, "mfu": 0.5, "step_overhead_ms": 0.5, "tp_scaling": 0.9}
-# Spread of the prior: in log space for the utilizations, absolute for the overhead [ms] and the
+PRIOR = {"mbu": 0.7, "mfu": 0.5, "mfu_prefill": 0.5, "step_overhead_ms": 0.5, "tp_scaling": 0.9,
+         "request_overhead_ms": 0.0}
+# Spread of the prior: in log space for the utilizations, absolute for the overheads [ms] and the
 # TP scaling; wide enough that data dominates wherever there is some.
-PRIOR_SIGMA = {"mbu": 0.5, "mfu": 0.5, "step_overhead_ms": 2.0, "tp_scaling": 0.2}
-BOUNDS = ([0.2, 0.1, 0.0, 0.5], [0.95, 0.95, 10.0, 1.0])
+PRIOR_SIGMA = {"mbu": 0.5, "mfu": 0.5, "mfu_prefill": 0.5, "step_overhead_ms": 2.0, "tp_scaling": 0.2,
+               "request_overhead_ms": 10.0}
+BOUNDS = ([0.2, 0.1, 0.1, 0.0, 0.5, 0.0], [0.95, 0.95, 0.95, 10.0, 1.0, 100.0])
 FACTORS = list(PRIOR)
-_LOG_FACTORS = ("mbu", "mfu")
+_LOG_FACTORS = ("mbu", "mfu", "mfu_prefill")
 
 
 def constant_factors(rows: pd.DataFrame, theta) -> pd.DataFrame:
@@ -49,6 +51,13 @@ def fit_by_gpu(rows: pd.DataFrame, catalogs) -> pd.DataFrame:
         precision = catalogs.quants.loc[quant, "compute_precision"]
         fitted.append({"gpu": gpu, "precision": precision, **fit_factors(group, catalogs), "n_points": len(group)})
     return pd.DataFrame(fitted)
+
+
+def factors_for_rows(rows: pd.DataFrame, groups: pd.DataFrame, catalogs) -> pd.DataFrame:
+    """Each row's fitted factors from ``fit_by_gpu`` output, matched on GPU and compute precision."""
+    precision = catalogs.quants["compute_precision"].reindex(rows["quant"]).to_numpy()
+    keys = pd.DataFrame({"gpu": rows["gpu"].to_numpy(), "precision": precision})
+    return keys.merge(groups, on=["gpu", "precision"], how="left")[FACTORS]
 
 
 def with_prediction(rows: pd.DataFrame, catalogs, factors: pd.DataFrame) -> pd.DataFrame:

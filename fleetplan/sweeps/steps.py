@@ -40,8 +40,8 @@ def _weights_ms(c, tokens, fraction):
                                   c["memory_bw_tb_s"], c["mbu"])
 
 
-def _matmul_ms(c, flop):
-    return latency.compute_time_ms(flop, c["peak_tflops"], c["mfu"], c["tp"]) * (1.0 + c["dequant_cost"])
+def _matmul_ms(c, flop, mfu="mfu"):
+    return latency.compute_time_ms(flop, c["peak_tflops"], c[mfu], c["tp"]) * (1.0 + c["dequant_cost"])
 
 
 def stage_decode_ms(c, micro_batch, context_len):
@@ -77,7 +77,8 @@ def decode_step_ms(c, batch, context_len):
 def prefill_ms(c, input_len):
     """Prefill of one prompt: its latency, and the GPU time it takes from a shared replica [ms].
 
-    The latency is a roofline step over the prompt's new (uncached) tokens on every stage. The
+    The latency is a roofline step over the prompt's new (uncached) tokens on every stage, after
+    the request's overhead outside the engine (``request_overhead_ms``). The
     time taken from a replica that interleaves prompts with decode steps is the busiest stage's
     FLOPs plus all-reduces: weight reads ride on the decode steps the prompt joins, and stages
     work on different prompts at once.
@@ -87,8 +88,8 @@ def prefill_ms(c, input_len):
     new = input_len - cached
     flop = (latency.prefill_flop(c["params_active_b"], c["n_layers"], c["n_heads"], c["head_dim"], input_len)
             - latency.prefill_flop(c["params_active_b"], c["n_layers"], c["n_heads"], c["head_dim"], cached))
-    compute_ms = _matmul_ms(c, flop * fraction)
+    compute_ms = _matmul_ms(c, flop * fraction, "mfu_prefill")
     comm_ms = _allreduce_ms(c, new, fraction)
     stage_ms = latency.step_time_ms(_weights_ms(c, new, fraction), compute_ms, comm_ms, c["step_overhead_ms"])
-    total = latency.pipeline_time_ms(stage_ms, c["pp"], _hop_ms(c, new))
+    total = latency.pipeline_time_ms(stage_ms, c["pp"], _hop_ms(c, new)) + c["request_overhead_ms"]
     return total, compute_ms + comm_ms

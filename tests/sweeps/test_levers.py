@@ -6,7 +6,7 @@ import pytest
 from fleetplan.errors import InvalidValueError
 from fleetplan.sweeps import latency, sweep
 
-SEED = {"mbu": 0.7, "mfu": 0.5, "step_overhead_ms": 0.0, "reserve_fraction": 0.0}
+SEED = {"mbu": 0.7, "mfu": 0.5, "step_overhead_ms": 0.0, "reserve_fraction": 0.0, "request_overhead_ms": 0.0}
 BASE = {"gpus": ["h100-sxm"], "models": ["llama-3.1-8b"], "quants": ["bf16"], **SEED}
 
 
