@@ -141,6 +141,8 @@ def estimate_command(
     rate: Annotated[float | None, typer.Option(help="Latency under load at this request rate [requests/s]")] = None,
     max_rate: Annotated[bool, typer.Option(help="Largest request rate whose loaded TPOT/TTFT meet the SLOs")] = False,
     prefill_chunk_tokens: Annotated[int | None, typer.Option(help="Chunked prefill: tokens per chunk (0 = off)")] = None,
+    prefill_gpu: Annotated[str | None, typer.Option(help="Disaggregate: prefill pool GPU (--gpu/--tp are the decode pool)")] = None,
+    prefill_tp: Annotated[int, typer.Option(help="Disaggregate: prefill pool TP degree")] = 1,
     cases: Annotated[Path | None, typer.Option(help="Bulk form: a CSV of cases (columns = flag names)")] = None,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Bulk form: write results (.csv/.parquet/.xlsx)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")] = False,
@@ -155,6 +157,10 @@ def estimate_command(
     from fleetplan.sweeps.estimate import estimate_cases
 
     factors = _factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs)
+    if prefill_gpu is not None:
+        _print_disaggregated(gpu, model, quant, kv_quant, tp, input_len, output_len, tpot_slo_ms, prefill_gpu,
+                             prefill_tp, catalog, factors, as_json)
+        return
     if cases is not None:
         frame = _read_cases(cases)
     else:
@@ -179,6 +185,24 @@ def estimate_command(
         typer.echo(result.to_json(orient="records", indent=2))
     else:
         _print_estimate(result)
+
+
+def _print_disaggregated(gpu, model, quant, kv_quant, tp, input_len, output_len, tpot_slo_ms, prefill_gpu, prefill_tp,
+                         catalog, factors, as_json) -> None:
+    from fleetplan.sweeps.disaggregation import disaggregated
+
+    if gpu is None or model is None:
+        message = "a disaggregated estimate needs --gpu (the decode pool) and --model"
+        raise InvalidValueError(message)
+    case = pd.DataFrame([{"model": model, "quant": quant, "kv_quant": kv_quant, "input_len": input_len,
+                          "output_len": output_len, "prefill_gpu": prefill_gpu, "prefill_tp": prefill_tp,
+                          "decode_gpu": gpu, "decode_tp": tp, "tpot_slo_ms": tpot_slo_ms}])
+    result = disaggregated(case, _catalogs(catalog), **factors)
+    if as_json:
+        typer.echo(result.to_json(orient="records", indent=2))
+        return
+    for name, value in result.iloc[0].items():
+        typer.echo(f"{name:38} {value:,.4g}" if isinstance(value, float) else f"{name:38} {value}")
 
 
 def _single_case(gpu, model, quant, kv_quant, tp, input_len, output_len, batch, tpot_slo_ms, ttft_slo_ms, offline,

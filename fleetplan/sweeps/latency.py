@@ -166,3 +166,15 @@ def hop_time_ms(message_gb, network_gb_s, latency_us):
     1.02
     """
     return np.asarray(message_gb, dtype=float) / np.asarray(network_gb_s, dtype=float) * 1e3 + latency_us * 1e-3
+
+
+def kv_transfer_time_ms(kv_bytes, network_gb_s, links):
+    """Time to move a prompt's KV cache from a prefill replica to a decode replica [ms].
+
+    Each of ``links`` GPUs sends its shard over its own network link at ``network_gb_s``:
+    ``t = bytes / (links * BW)``.
+
+    >>> float(kv_transfer_time_ms(2e9, 50.0, 4))
+    10.0
+    """
+    return np.asarray(kv_bytes, dtype=float) / (np.asarray(links, dtype=float) * np.asarray(network_gb_s) * 1e9) * 1e3
