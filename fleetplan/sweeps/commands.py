@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -90,6 +91,8 @@ def sweep_command(
     partition_by: Annotated[str | None, typer.Option(help="Parquet only: hive-partition by these columns, e.g. gpu,model")] = None,
     top_n: Annotated[int | None, typer.Option(help="Workbook only: keep the N cheapest rows plus a summary")] = None,
     tpot_slo_ms: Annotated[float | None, typer.Option(help="Workbook only: SLO line and knees on the frontier chart [ms]")] = None,
+    scheduler: Annotated[str | None, typer.Option(help="Run on this Dask scheduler (or $FLEETPLAN_SCHEDULER); writes a gpu/model-partitioned dataset")] = None,
+    workers: Annotated[int | None, typer.Option(help="Run on a local Dask cluster of this many worker processes")] = None,
     catalog: CatalogOption = None,
     mbu: MbuOption = None, mfu: MfuOption = None, step_overhead_ms: OverheadOption = None,
     price: PriceOption = None, reserve_fraction: ReserveOption = None, max_num_seqs: MaxSeqsOption = None,
@@ -112,6 +115,9 @@ def sweep_command(
                      **_levers(pp=pp, prefix_hit_rate=prefix_hit_rate, spec_tokens=spec_tokens,
                                spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
                                dequant_overhead=dequant_overhead))
+    if scheduler or workers is not None or os.environ.get("FLEETPLAN_SCHEDULER"):
+        _sweep_on_dask(grid, output, scheduler, workers, chunk_rows, drop_invalid, catalog, locals())
+        return
     chunks = iter_sweep(None, None, None, grid=grid, chunk_rows=chunk_rows, drop_invalid=drop_invalid)
     if output is None:
         frame = pd.concat(list(chunks), ignore_index=True)
@@ -124,6 +130,18 @@ def sweep_command(
     write_stream(chunks, grid.n_rows, output, params=params, catalogs=_catalogs(catalog),
                  **{k: v for k, v in options.items() if v is not None})
     typer.echo(f"wrote {output}", err=True)
+
+
+def _sweep_on_dask(grid, output, scheduler, workers, chunk_rows, drop_invalid, catalog, arguments) -> None:
+    from fleetplan.sweeps.distributed import sweep_dataset
+
+    if output is None or drop_invalid:
+        message = "a Dask sweep writes every row to a dataset folder: give -o FOLDER (and no --drop-invalid)"
+        raise InvalidValueError(message)
+    params = {k: v for k, v in arguments.items() if isinstance(v, (str, int, float)) and k not in ("grid",)}
+    metadata = {"catalog_versions": _catalogs(catalog).versions(), **params}
+    rows = sweep_dataset(grid, output, metadata=metadata, chunk_rows=chunk_rows, scheduler=scheduler, workers=workers)
+    typer.echo(f"wrote {rows:,} rows to {output}", err=True)
 
 
 def estimate_command(

@@ -57,21 +57,35 @@ class Grid:
         return kernel.Rows(config, context_len, input_len, self.output_len.reshape(1, 1, 1, -1, 1),
                            self.batch.reshape(1, 1, 1, 1, -1))
 
-    def blocks(self, chunk_rows: int):
-        """Row-major blocks of about ``chunk_rows`` rows: whole configurations when they fit, else
-        context ranges of one configuration (at least one context per block)."""
-        n_configs, n_contexts = self.shape[0], self.shape[1]
+    def blocks(self, chunk_rows: int, configs: slice | None = None):
+        """Row-major blocks of about ``chunk_rows`` rows over the configurations ``configs`` (all
+        by default): whole configurations when they fit, else context ranges of one
+        configuration (at least one context per block)."""
+        configs = configs or slice(0, self.shape[0])
+        n_contexts = self.shape[1]
         per_context = int(np.prod(self.shape[2:]))
         per_config = n_contexts * per_context
         if per_config <= chunk_rows:
             step = max(chunk_rows // max(per_config, 1), 1)
-            for first in range(0, n_configs, step):
-                yield self.block(slice(first, min(first + step, n_configs)), slice(0, n_contexts))
+            for first in range(configs.start, configs.stop, step):
+                yield self.block(slice(first, min(first + step, configs.stop)), slice(0, n_contexts))
             return
         step = max(chunk_rows // per_context, 1)
-        for config in range(n_configs):
+        for config in range(configs.start, configs.stop):
             for first in range(0, n_contexts, step):
                 yield self.block(slice(config, config + 1), slice(first, min(first + step, n_contexts)))
+
+    def partitions(self, columns=("gpu", "model")) -> list[tuple[dict, slice]]:
+        """Contiguous configuration ranges sharing the values of ``columns`` (configurations are
+        ordered gpu, model, quant, ..., so a (gpu, model) pair is one range)."""
+        changed = np.zeros(max(len(self.configs) - 1, 0), dtype=bool)
+        for column in columns:
+            values = self.configs[column].astype(str).to_numpy()
+            changed |= values[1:] != values[:-1]
+        starts = np.flatnonzero(np.r_[True, changed])
+        stops = np.r_[starts[1:], len(self.configs)]
+        return [(dict(zip(columns, self.configs.loc[start, list(columns)].astype(str))), slice(int(start), int(stop)))
+                for start, stop in zip(starts, stops)]
 
 
 def make_grid(gpus, models, quants, tps=(1,), contexts=(2048,), batches=(1,), kv_quants=None,
@@ -111,12 +125,13 @@ def _config_keys(catalogs, ids: dict, kv_quants, tps, levers: dict) -> pd.DataFr
 
 
 def iter_sweep(gpus, models, quants, *, chunk_rows: int = DEFAULT_CHUNK_ROWS, drop_invalid: bool = False,
-               grid: Grid | None = None, **axes) -> Iterator[pd.DataFrame]:
-    """Yield the sweep table in chunks of at most ``chunk_rows`` rows (same columns as ``sweep``)."""
+               grid: Grid | None = None, configs: slice | None = None, **axes) -> Iterator[pd.DataFrame]:
+    """Yield the sweep table in chunks of at most ``chunk_rows`` rows (same columns as ``sweep``);
+    ``configs`` restricts it to a range of the grid's configurations."""
     grid = grid or make_grid(gpus, models, quants, **axes)
     arrays = as_arrays(grid.configs)
     log.info("sweeping %d rows (%d configurations)", grid.n_rows, len(grid.configs))
-    for rows in grid.blocks(chunk_rows):
+    for rows in grid.blocks(chunk_rows, configs):
         table = build_table(grid.configs, rows, kernel.evaluate(kernel.gather(arrays, rows.config), rows),
                             extra_columns=grid.lever_axes)
         yield table[table["valid"] & table["fits"]].reset_index(drop=True) if drop_invalid else table
