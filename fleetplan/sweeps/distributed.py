@@ -44,6 +44,7 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, client
         with distributed.Client(scheduler) as connected:
             yield connected
         return
+    logging.getLogger("distributed").setLevel(logging.WARNING)  # its INFO chatter is not ours to print
     if workers is None or workers < 1:
         message = f"workers must be >= 1 to start a local Dask cluster, got {workers}"
         raise InvalidValueError(message)
