@@ -1,4 +1,4 @@
-"""Catalogs of GPUs, models, quantization schemes, prices and efficiency factors.
+"""Catalogs of GPUs, models, quantization schemes, prices, efficiency factors and ownership costs.
 
 Each catalog is a CSV file in ``fleetplan/catalogs/data`` described by a schema CSV beside it;
 every row says where it came from (``source``) and when (``as_of``). Users extend or override

@@ -18,7 +18,8 @@ FORMATS = ("table", "csv", "json")
 MAX_LISTED_ERRORS = 100
 
 catalog_app = typer.Typer(
-    help="Browse the GPU, model, quantization, price and efficiency catalogs; check your own.",
+    help="Browse the GPU, model, quantization, price, efficiency and ownership catalogs; "
+         "check your own.",
     no_args_is_help=True,
 )
 
@@ -35,7 +36,8 @@ def register(app: typer.Typer) -> None:
 
 @catalog_app.command("show")
 def show(
-    name: Annotated[str, typer.Argument(help="gpus, models, quants, prices or efficiency")],
+    name: Annotated[str, typer.Argument(
+        help="gpus, models, quants, prices, efficiency or ownership")],
     catalog: CatalogOption = None,
     columns: Annotated[str | None, typer.Option(help="Comma-separated columns to show.")] = None,
     output_format: Annotated[str | None, typer.Option(

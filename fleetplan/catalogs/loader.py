@@ -349,7 +349,8 @@ def _cross_problems(typed: dict[str, pd.DataFrame]) -> list[str]:
     return (validate.model_problems(typed["models"])
             + validate.quant_problems(typed["quants"])
             + validate.price_problems(typed["prices"], typed["gpus"])
-            + validate.efficiency_problems(typed["efficiency"], typed["gpus"]))
+            + validate.efficiency_problems(typed["efficiency"], typed["gpus"])
+            + validate.ownership_problems(typed["ownership"], typed["gpus"]))
 
 
 def _finished(typed: pd.DataFrame) -> pd.DataFrame:

@@ -1,7 +1,8 @@
 """The loaded catalogs and their lookups: ids with "did you mean", versions and sources.
 
-``Catalogs`` holds five validated DataFrames: ``gpus``, ``models`` and ``quants`` indexed by
-``id``; ``prices`` and ``efficiency`` with a RangeIndex and their key columns as columns.
+``Catalogs`` holds six validated DataFrames: ``gpus``, ``models`` and ``quants`` indexed by
+``id``; ``prices``, ``efficiency`` and ``ownership`` (what buying and hosting a server costs) with
+a RangeIndex and their key columns as columns.
 Build it with ``fleetplan.catalogs.load_catalogs``.
 """
 
@@ -29,13 +30,14 @@ SOURCE_COLUMNS = ("catalog", "key", "source", "as_of")
 
 @dataclass(frozen=True, eq=False)
 class Catalogs:
-    """GPUs, models, quantization schemes, prices and efficiency factors (see module doc)."""
+    """GPUs, models, quants, prices, efficiency factors and ownership costs (see module doc)."""
 
     gpus: pd.DataFrame
     models: pd.DataFrame
     quants: pd.DataFrame
     prices: pd.DataFrame
     efficiency: pd.DataFrame
+    ownership: pd.DataFrame
     override_files: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def copy(self) -> Catalogs:
@@ -123,8 +125,8 @@ class Catalogs:
         """Rows used, with columns catalog, key, source and as_of.
 
         ``kind`` is a catalog name (singular or plural). ``ids`` selects rows: model/gpu/quant
-        ids for those catalogs, GPU ids for prices and efficiency (whose ``*`` rows always
-        apply); ``None`` selects every row.
+        ids for those catalogs, GPU ids for prices, efficiency (whose ``*`` rows always apply)
+        and ownership; ``None`` selects every row.
         """
         name = catalog_name(kind)
         rows = self._rows_for(name, ids)

@@ -23,13 +23,14 @@ import pandas as pd
 
 from fleetplan.errors import CatalogError, did_you_mean
 
-CATALOG_NAMES = ("gpus", "models", "quants", "prices", "efficiency")
+CATALOG_NAMES = ("gpus", "models", "quants", "prices", "efficiency", "ownership")
 KEYS: dict[str, tuple[str, ...]] = {
     "gpus": ("id",),
     "models": ("id",),
     "quants": ("id",),
     "prices": ("gpu", "provider", "region", "pricing_type"),
     "efficiency": ("gpu", "precision"),
+    "ownership": ("gpu",),
 }
 INDEXED_CATALOGS = ("gpus", "models", "quants")
 PROVENANCE_COLUMNS = ("source", "as_of")

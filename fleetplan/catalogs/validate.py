@@ -202,6 +202,11 @@ def efficiency_problems(efficiency: pd.DataFrame, gpus: pd.DataFrame) -> list[st
                                       extra=(WILDCARD,))
 
 
+def ownership_problems(ownership: pd.DataFrame, gpus: pd.DataFrame) -> list[str]:
+    """Every ownership row names a known GPU."""
+    return unknown_reference_problems(ownership, "gpu", list(gpus.index), kind="gpu")
+
+
 def quant_problems(quants: pd.DataFrame) -> list[str]:
     """``default_kv_quant`` names a quant that can hold the KV cache."""
     kv_capable = sorted(quants.index[quants["kv_bytes_per_element"].notna()])
