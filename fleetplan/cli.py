@@ -26,6 +26,7 @@ _COMMAND_MODULES = (
     "fleetplan.catalogs.commands",
     "fleetplan.sweeps.commands",
     "fleetplan.optimizer.commands",
+    "fleetplan.optimizer.procurement_commands",
     "fleetplan.exports.commands",
 )
 

@@ -66,3 +66,14 @@ def write_validation(compared: pd.DataFrame, path: str | Path) -> Path:
     with atomic_path(path) as temporary:
         wb.save(temporary)
     return path
+
+
+def write_table_workbook(frame: pd.DataFrame, path: str | Path, *, sheet: str) -> Path:
+    """One table as an Excel table on one sheet, written atomically."""
+    wb = Workbook()
+    ws = wb.active
+    ws.title = sheet[:31]
+    _sheet_from_frame(ws, frame, sheet)
+    with atomic_path(path) as temporary:
+        wb.save(temporary)
+    return Path(path)

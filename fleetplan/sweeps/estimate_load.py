@@ -35,7 +35,7 @@ def _chunk_tokens(cases: pd.DataFrame) -> np.ndarray:
 def loaded_batch(c, rows, rate: np.ndarray, cases: pd.DataFrame) -> np.ndarray:
     """The decode batch the rate sustains (Little's law), at least one sequence [sequences]."""
     state = load.at_rate(c, rows, np.nan_to_num(rate), chunk_tokens=_chunk_tokens(cases))
-    return np.maximum(np.round(state["batch"]), 1).astype(np.int64)
+    return np.maximum(np.round(np.nan_to_num(state["batch"])), 1).astype(np.int64)
 
 
 def apply_load(table: pd.DataFrame, c, rows, rate: np.ndarray, cases: pd.DataFrame) -> pd.DataFrame:

@@ -98,6 +98,11 @@ def at_rate(c, rows: kernel.Rows, rate_req_s, *, chunk_tokens=NO_CHUNKING) -> di
     tokens, each riding one decode step (lower tail inter-token latency, a prompt spread over
     more steps); 0 (off) runs each prompt whole in one step.
     """
+    with np.errstate(invalid="ignore"):  # configurations that cannot run carry NaN through
+        return _at_rate(c, rows, rate_req_s, chunk_tokens)
+
+
+def _at_rate(c, rows, rate_req_s, chunk_tokens) -> dict:
     rate = np.asarray(rate_req_s, dtype=float) / 1e3  # requests per ms
     latency_ms, work_ms = kernel.prefill_ms(c, rows.input_len)
     rho_p = rate * work_ms
