@@ -1,0 +1,128 @@
+"""Atomic file and folder writes: a failed export leaves no partial output behind.
+
+Every writer produces its output under a temporary name in the destination folder (same file
+system, so the final ``os.replace`` is atomic) and moves it into place only once complete. If
+the writer raises, the temporary output is deleted and an existing file at the destination is
+left exactly as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from fleetplan.errors import InvalidValueError
+
+log = logging.getLogger(__name__)
+
+
+def output_path(path: str | os.PathLike) -> Path:
+    """The destination as a ``Path``; its folder must exist (a typo should not create folders)."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        message = f"output folder '{folder}' does not exist (writing '{path}')"
+        raise InvalidValueError(message)
+    if path.is_dir():
+        message = f"output path '{path}' is a folder; give a file name inside it"
+        raise InvalidValueError(message)
+    return path
+
+
+def _default_mode(directory: bool) -> int:
+    """Permissions a plain ``open``/``mkdir`` would give (mkstemp's are owner-only)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return (0o777 if directory else 0o666) & ~mask
+
+
+def _temporary_name(path: Path, kind: str) -> Path:
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".{kind}")
+    os.close(handle)
+    mode = path.stat().st_mode & 0o777 if path.is_file() else _default_mode(directory=False)
+    os.chmod(name, mode)
+    return Path(name)
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb") as stream:
+        os.fsync(stream.fileno())
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary file path next to ``path``; on success move it onto ``path``.
+
+    The caller writes the whole output to the yielded path (by name: pyarrow, zipfile and
+    openpyxl all accept one). On any exception the temporary file is removed and re-raised.
+    """
+    final = output_path(path)
+    temporary = _temporary_name(final, "tmp")
+    try:
+        yield temporary
+        _fsync(temporary)
+        os.replace(temporary, final)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    log.debug("wrote %s", final)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike, mode: str = "wb", **kwargs) -> Iterator[IO]:
+    """Open a temporary file next to ``path`` for writing; it replaces ``path`` on success."""
+    with atomic_path(path) as temporary, open(temporary, mode, **kwargs) as stream:
+        yield stream
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically; returns the path."""
+    with atomic_open(path, "w", encoding="utf-8", newline="") as stream:
+        stream.write(text)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty temporary folder next to ``path``; on success it takes ``path``'s place.
+
+    An existing folder at ``path`` is moved aside, replaced, then deleted, so readers see either
+    the old complete output or the new one. An existing *file* at ``path`` is refused.
+    """
+    final = Path(path)
+    if not (final.parent if str(final.parent) else Path(".")).is_dir():
+        message = f"output folder '{final.parent}' does not exist (writing '{final}')"
+        raise InvalidValueError(message)
+    if final.exists() and not final.is_dir():
+        message = f"output path '{final}' is a file; a folder is written there, remove it first"
+        raise InvalidValueError(message)
+    temporary = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp"))
+    os.chmod(temporary, _default_mode(directory=True))
+    try:
+        yield temporary
+        _swap_in(temporary, final)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    log.debug("wrote folder %s", final)
+
+
+def _swap_in(new: Path, final: Path) -> None:
+    if not final.exists():
+        os.replace(new, final)
+        return
+    old = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".old"))
+    os.replace(final, old / "previous")
+    try:
+        os.replace(new, final)
+    except BaseException:
+        os.replace(old / "previous", final)
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,113 @@
+"""CSV export safe to open in a spreadsheet (OWASP CSV-injection guidance).
+
+Spreadsheets execute a text field that starts with ``=``, ``+``, ``-``, ``@``, tab, carriage
+return or line feed as a formula. Such text fields get a leading single quote, and every text
+field is enclosed in double quotes (embedded quotes doubled). Numbers are left alone: ``-1.5``
+in a numeric column is a number, not a formula.
+"""
+
+from __future__ import annotations
+
+import csv
+import logging
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from fleetplan.exports.atomic import atomic_open
+
+log = logging.getLogger(__name__)
+
+#: Leading characters that make a spreadsheet read a field as a formula.
+UNSAFE_LEADING = ("=", "+", "-", "@", "\t", "\r", "\n")
+_UNSAFE = re.compile(r"^[=+\-@\t\r\n]")
+
+
+def safe_text(value: str) -> str:
+    """One text field made inert: a leading single quote when it starts like a formula.
+
+    >>> safe_text('=HYPERLINK("http://x","y")'), safe_text("h100-sxm")
+    ('\\'=HYPERLINK("http://x","y")', 'h100-sxm')
+    """
+    return "'" + value if value.startswith(UNSAFE_LEADING) else value
+
+
+def _is_text(series: pd.Series) -> bool:
+    dtype = series.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        return True
+    return dtype == object or pd.api.types.is_string_dtype(dtype)
+
+
+def safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``frame`` whose text columns (and column names) are made inert.
+
+    Categorical columns are fixed through their categories only, so big sweeps stay fast.
+    """
+    safe = frame.copy(deep=False)
+    safe.columns = [safe_text(str(name)) for name in frame.columns]
+    for position, name in enumerate(frame.columns):
+        series = frame[name]
+        if not _is_text(series):
+            continue
+        if isinstance(series.dtype, pd.CategoricalDtype):
+            categories = [safe_text(str(c)) for c in series.cat.categories]
+            fixed = series.cat.rename_categories(_dedupe(categories))
+        else:
+            text = series.astype("str").where(series.notna())
+            fixed = text.where(~text.str.match(_UNSAFE, na=False), "'" + text)
+        safe.isetitem(position, fixed)
+    return safe
+
+
+def _dedupe(categories: list[str]) -> list[str]:
+    """Renamed categories must stay unique: ``'=a`` could already exist next to ``=a``."""
+    seen: set[str] = set()
+    unique = []
+    for category in categories:
+        while category in seen:
+            category = "'" + category
+        seen.add(category)
+        unique.append(category)
+    return unique
+
+
+def write_csv(data: pd.DataFrame | Iterable[pd.DataFrame], path: str | os.PathLike) -> Path:
+    """Write one DataFrame or an iterable of chunks (same columns) to a safe CSV, atomically."""
+    chunks = [data] if isinstance(data, pd.DataFrame) else data
+    rows = 0
+    with atomic_open(path, "w", encoding="utf-8", newline="") as stream:
+        for number, chunk in enumerate(chunks):
+            safe_frame(chunk).to_csv(stream, index=False, header=number == 0,
+                                     quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
+            rows += len(chunk)
+    log.info("wrote %d rows to %s", rows, path)
+    return Path(path)
+
+
+def write_sweep_csv(data: pd.DataFrame | Iterable[pd.DataFrame], path: str | os.PathLike, *,
+                    metadata=None) -> Path:
+    """Write a sweep (DataFrame or chunks) to CSV.
+
+    CSV has no place for metadata: ``metadata`` is accepted for a uniform call and logged.
+    """
+    log.debug("CSV keeps no metadata; dropped %s", sorted(metadata or {}))
+    return write_csv(_header_at_least(data), path)
+
+
+def _header_at_least(data: pd.DataFrame | Iterable[pd.DataFrame]):
+    """The chunks, or one empty sweep table when there are none (the file keeps a header)."""
+    if isinstance(data, pd.DataFrame):
+        yield data
+        return
+    empty = True
+    for chunk in data:
+        empty = False
+        yield chunk
+    if empty:
+        from fleetplan.exports.parquet import empty_sweep
+
+        yield empty_sweep()

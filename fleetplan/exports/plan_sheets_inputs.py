@@ -1,0 +1,155 @@
+"""Plan workbook: Assumptions (the inputs), Candidates and Frontier sheets."""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from openpyxl.formatting.rule import CellIsRule
+from openpyxl.styles import Font
+from openpyxl.worksheet.worksheet import Worksheet
+
+from fleetplan.errors import FleetplanError
+from fleetplan.exports import plan_model
+from fleetplan.exports.xlsx_common import NOTE_FONT, put, set_widths, title_block
+from fleetplan.exports.xlsx_frontier import X_COLUMN, Y_COLUMN, frontier_block
+from fleetplan.exports.xlsx_sheets import Assumptions, write_frame
+
+log = logging.getLogger(__name__)
+
+#: Workloads drawn on the Frontier sheet (one chart each).
+MAX_FRONTIER_WORKLOADS = 6
+_BATCHES = np.unique(np.round(np.geomspace(1, 4096, 40)).astype(np.int64))
+
+
+def assumptions_sheet(ws: Worksheet, plan, catalogs: Any) -> dict[tuple, str]:
+    """General inputs, GPU prices (inputs) and the optimizer's own settings; returns the price
+    defined names by (gpu, pricing_type)."""
+    sheet = Assumptions(ws)
+    info = plan.assumptions
+    sheet.section("General", "Edit hours_per_month to restate every cost for a different month "
+                  "length; the other values shaped the fleet and need a new plan to change.")
+    sheet.scalar("hours_per_month", plan_model.hours_per_month(plan), "hours",
+                 "Hours in a month: every $/month is $/hour x this", "#,##0.0")
+    sheet.scalar("horizon_months", plan_model.horizon_months(plan), "months",
+                 "Planning horizon of the plan (fixed: re-plan to change)", "0", editable=False,
+                 named=True)
+    sheet.scalar("currency", "USD", "", "Every amount is in US dollars", editable=False)
+    for key, unit, text, fmt in (
+            ("target_utilization", "fraction", "Share of a replica's capacity planned", "0%"),
+            ("budget_usd_per_month", "USD/month", "Budget cap (empty = none)", '"$"#,##0'),
+            ("spot_max_share", "fraction", "Largest share of GPUs that may be spot", "0%")):
+        sheet.scalar(key, _number(info.get(key)), unit, text, fmt, editable=False)
+    sheet.row += 1
+    sheet.section("GPU prices", "USD per GPU-hour by pricing type; the fleet's costs use these.")
+    names = sheet.prices(plan_model.price_table(plan), keys=["gpu", "pricing_type"])
+    efficiency = _efficiency(catalogs, plan)
+    if not efficiency.empty:
+        sheet.row += 1
+        sheet.section("Efficiency factors", "Memory-bandwidth and compute utilization the "
+                      "performance model assumed (fixed: they shaped the capacities).")
+        sheet.info(efficiency, "EfficiencyFactors")
+    sheet.finish()
+    return names
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _efficiency(catalogs: Any, plan) -> pd.DataFrame:
+    """Catalog efficiency rows of the plan's GPUs (plus wildcard rows)."""
+    table = getattr(catalogs, "efficiency", None)
+    if table is None or plan.fleet.empty:
+        return pd.DataFrame()
+    gpus = set(plan.fleet["gpu"]) | {"*"}
+    rows = table[table["gpu"].isin(gpus)] if "gpu" in table.columns else table
+    return rows.reset_index(drop=True)
+
+
+def candidates_sheet(ws: Worksheet, plan) -> None:
+    """Every configuration the optimizer considered per workload bucket; chosen ones marked."""
+    row = title_block(ws, "Candidates", "The capacity table the optimizer chose from: the knee "
+                      "operating point of each configuration under each workload's SLOs.")
+    table = plan.candidates.reset_index(drop=True)
+    if table.empty:
+        put(ws, row, 1, "No candidates.", font=NOTE_FONT)
+        return
+    chosen = set(plan.fleet["config"]) if not plan.fleet.empty else set()
+    table.insert(0, "chosen", table["config"].isin(chosen))
+    widths: dict[int, float] = {}
+    write_frame(ws, table, row, "Candidates", widths)
+    last = row + len(table)
+    ws.conditional_formatting.add(f"A{row + 1}:A{last}", CellIsRule(
+        operator="equal", formula=["TRUE"], font=Font(bold=True, color="375623")))
+    ws.freeze_panes = f"B{row + 1}"
+    set_widths(ws, widths)
+
+
+def frontier_sheet(ws: Worksheet, plan, catalogs: Any, estimate=None) -> None:
+    """Per workload, decode throughput vs TPOT of the configurations serving it, with its TPOT
+    SLO and each configuration's operating point (the knee the optimizer used)."""
+    row = title_block(ws, "Frontier: throughput vs TPOT", "For each workload, the "
+                      "configurations that serve it as the batch grows; the dashed line is its "
+                      "TPOT SLO and the diamonds the operating points the plan uses.")
+    used = _used_candidates(plan)
+    if used.empty:
+        put(ws, row, 1, "No configuration serves a workload in this plan.", font=NOTE_FONT)
+        return
+    try:
+        curves = _curves(used, catalogs, estimate)
+    except (FleetplanError, KeyError, ValueError) as error:
+        log.info("no frontier curves: %s", error)
+        put(ws, row, 1, f"Throughput curves unavailable: {error}", font=NOTE_FONT)
+        return
+    slos = plan.workloads.set_index("workload")["tpot_slo_ms"] if not plan.workloads.empty \
+        else pd.Series(dtype=float)
+    widths: dict[int, float] = {}
+    for number, (workload, group) in enumerate(curves.groupby("workload", sort=False)):
+        slo = plan_model.finite(slos.get(workload)) and float(slos.get(workload)) or None
+        knees = group[group["knee"]][["config", "batch", X_COLUMN, Y_COLUMN]]
+        put(ws, row, 1, f"Workload {workload}", font=Font(bold=True))
+        row = frontier_block(ws, row + 1, group[["config", "batch", X_COLUMN, Y_COLUMN]], slo,
+                             knees, widths, suffix=str(number + 1),
+                             title=f"{workload}: decode tokens/s per GPU vs TPOT")
+    set_widths(ws, {1: max(widths.get(1, 20), 34), **{k: v for k, v in widths.items() if k > 1}})
+
+
+def _used_candidates(plan) -> pd.DataFrame:
+    """Distinct (workload, config) operating points the routing uses, largest bucket first."""
+    if plan.routing.empty or plan.candidates.empty:
+        return pd.DataFrame()
+    keys = ["workload", "bucket", "config"]
+    routed = plan.routing.groupby(keys, as_index=False)["req_s"].sum()
+    used = routed.merge(plan.candidates, on=keys, how="left")
+    used = used.sort_values("req_s", ascending=False).drop_duplicates(["workload", "config"])
+    workloads = list(dict.fromkeys(used["workload"]))[:MAX_FRONTIER_WORKLOADS]
+    return used[used["workload"].isin(workloads)].reset_index(drop=True)
+
+
+def _curves(used: pd.DataFrame, catalogs: Any, estimate) -> pd.DataFrame:
+    """Engine throughput and TPOT over a batch grid for each used configuration."""
+    if estimate is None:
+        from fleetplan.sweeps import estimate_cases as estimate
+    base = used[["workload", "config", "gpu", "model", "quant", "tp", "input_len",
+                 "output_len", "batch"]].rename(columns={"batch": "knee_batch"})
+    grid = base.merge(pd.DataFrame({"batch": _BATCHES}), how="cross")
+    knees = base.assign(batch=base["knee_batch"])
+    cases = pd.concat([grid, knees], ignore_index=True).drop_duplicates(
+        ["workload", "config", "batch"])
+    cases = cases[cases["batch"] > 0].reset_index(drop=True)
+    cases["mode"] = "batch"
+    result = estimate(cases.drop(columns=["workload", "config", "knee_batch"]), catalogs)
+    curves = cases[["workload", "config", "batch"]].assign(
+        knee=(cases["batch"] == cases["knee_batch"]).to_numpy(),
+        **{X_COLUMN: result[X_COLUMN].to_numpy(float), Y_COLUMN: result[Y_COLUMN].to_numpy(float)})
+    ok = result["valid"].to_numpy(bool) & result["fits"].to_numpy(bool)
+    ok &= np.isfinite(curves[X_COLUMN]).to_numpy() & np.isfinite(curves[Y_COLUMN]).to_numpy()
+    return curves[ok].sort_values(["workload", "config", "batch"], kind="stable")

@@ -1,0 +1,232 @@
+"""Plan workbook: the Summary and Workloads sheets."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from openpyxl.chart import BarChart, Reference
+from openpyxl.formatting.rule import CellIsRule, DataBarRule
+from openpyxl.styles import Alignment, Font, PatternFill
+from openpyxl.worksheet.worksheet import Worksheet
+
+from fleetplan.exports import plan_model
+from fleetplan.exports.plan_sheets_costs import CostCells
+from fleetplan.exports.xlsx_common import (
+    DECIMAL, INTEGER, LABEL_FONT, NOTE_FONT, PERCENT, USD_PRECISE, USD_WHOLE, put, set_widths,
+    title_block, wrap,
+)
+from fleetplan.exports.xlsx_live import LiveColumn, Placed, agrees, write_live_table
+from fleetplan.exports.xlsx_package import Book
+from fleetplan.exports.xlsx_sheets import write_frame
+
+REOPTIMIZE_NOTE = ("Costs are live: edit the yellow cells on Assumptions (prices, hours per "
+                   "month) and every total recalculates. The fleet itself (replica counts) was "
+                   "optimized for the original prices: changed prices do not re-optimize; run "
+                   "fleetplan plan again for a new fleet.")
+_RED, _AMBER, _GREEN = "F8CBAD", "FFE699", "C6EFCE"
+
+
+def workloads_sheet(book: Book, ws: Worksheet, plan, cells: CostCells) -> Placed | None:
+    """Demand, SLOs and what was achieved per workload; costs link to the Costs sheet."""
+    row = title_block(ws, "Workloads", "Demand and latency promises per workload, the worst "
+                      "TPOT/TTFT of the operating points used, utilization and live cost.")
+    table = plan.workloads.reset_index(drop=True)
+    if table.empty:
+        put(ws, row, 1, "The plan has no workloads.", font=NOTE_FONT)
+        return None
+    table = table.assign(tpot_margin=plan_model.slo_margin(table["tpot_ms_max"],
+                                                           table["tpot_slo_ms"]),
+                         ttft_margin=plan_model.slo_margin(table["ttft_ms_max"],
+                                                           table["ttft_slo_ms"]))
+    order = ["workload", "model", "demand_req_s_mean", "demand_req_s_peak", "tokens_per_month",
+             "served_fraction", "tpot_slo_ms", "tpot_ms_max", "tpot_margin", "ttft_slo_ms",
+             "ttft_ms_max", "ttft_margin", "utilization"]
+    order = [c for c in order if c in table.columns]
+    formats = {"demand_req_s_mean": DECIMAL, "demand_req_s_peak": DECIMAL,
+               "tokens_per_month": INTEGER, "served_fraction": PERCENT, "tpot_margin": PERCENT,
+               "ttft_margin": PERCENT, "utilization": PERCENT}
+    columns = [LiveColumn(c, table[c].tolist(), number_format=formats.get(c, DECIMAL)
+                          if c not in ("workload", "model") else None) for c in order]
+    usd = _workload_usd(plan, table)
+    usd_letter = chr(ord("A") + len(columns))
+    tokens_letter = chr(ord("A") + order.index("tokens_per_month"))
+    rows = cells.workload_rows
+    columns.append(LiveColumn("usd_per_month", usd,
+                              lambda i, r: _costs_link(rows, table.loc[i, "workload"]),
+                              table["usd_per_month"].tolist(), USD_WHOLE))
+    tokens = table["tokens_per_month"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_token = np.where(tokens > 0, np.array(usd, float) / (tokens / 1e6), np.nan)
+    columns.append(LiveColumn("usd_per_m_tokens", per_token.tolist(),
+                              lambda i, r: f"{usd_letter}{r}/({tokens_letter}{r}/1000000)",
+                              table["usd_per_m_tokens"].tolist(), USD_PRECISE))
+    widths: dict[int, float] = {}
+    placed = write_live_table(book, ws, row, columns, "Workloads", widths)
+    _highlight(ws, placed)
+    ws.freeze_panes = f"B{placed.first}"
+    after = placed.last + 2
+    if not plan.unmet_demand.empty:
+        put(ws, after, 1, "Unmet demand", font=LABEL_FONT)
+        after = write_frame(ws, plan.unmet_demand, after + 1, "UnmetDemand", widths) + 1
+    set_widths(ws, widths)
+    return placed
+
+
+def _costs_link(rows: dict[str, int], workload: str) -> str | None:
+    return f"Costs!B{rows[workload]}" if workload in rows else None
+
+
+def _workload_usd(plan, table: pd.DataFrame) -> list[float]:
+    """Python's value of each workload's cost link (the Costs sheet's allocation)."""
+    allocation = plan_model.allocation_table(plan)
+    fleet_usd = plan.fleet["usd_per_month"].to_numpy(float) if not plan.fleet.empty else None
+    values = []
+    for name, reported in zip(table["workload"], table["usd_per_month"]):
+        if fleet_usd is not None and name in allocation.columns:
+            values.append(float(allocation[name].to_numpy(float) @ fleet_usd))
+        else:
+            values.append(float(reported))
+    return values
+
+
+def _highlight(ws: Worksheet, placed: Placed) -> None:
+    """Data bars on utilization; SLO margins red below 0, amber below 10 %, green above."""
+    if "utilization" in placed.letters:
+        cells = placed.column("utilization").replace("$", "")
+        ws.conditional_formatting.add(cells, DataBarRule(start_type="num", start_value=0,
+                                                         end_type="num", end_value=1,
+                                                         color="5B9BD5"))
+    for name in ("tpot_margin", "ttft_margin"):
+        if name not in placed.letters:
+            continue
+        cells = placed.column(name).replace("$", "")
+        for operator, formula, color in (("lessThan", ["0"], _RED),
+                                         ("between", ["0", "0.1"], _AMBER),
+                                         ("greaterThan", ["0.1"], _GREEN)):
+            ws.conditional_formatting.add(cells, CellIsRule(
+                operator=operator, formula=formula, fill=PatternFill("solid", bgColor=color)))
+
+
+def summary_sheet(book: Book, ws: Worksheet, plan, cells: CostCells,
+                  workloads: Placed | None) -> None:
+    """Scenario, totals, cost per workload and per GPU type, the solve, and what binds."""
+    name = str(plan.scenario.get("name") or "scenario")
+    row = title_block(ws, f"Fleet plan: {name}", str(plan.scenario.get("description") or ""))
+    note = put(ws, row, 1, REOPTIMIZE_NOTE, font=Font(bold=True, color="7F6000"))
+    note.fill = PatternFill("solid", fgColor="FFF2CC")
+    note.alignment = Alignment(wrap_text=True, vertical="top")
+    ws.merge_cells(start_row=row, start_column=1, end_row=row, end_column=6)
+    ws.row_dimensions[row].height = 48
+    row = _key_figures(book, ws, plan, cells, row + 2)
+    row = _workload_block(book, ws, plan, workloads, row + 1)
+    row = _gpu_block(book, ws, plan, cells, row + 1)
+    row = _constraints_block(ws, plan, row + 1)
+    if plan.messages:
+        put(ws, row, 1, "Notes", font=LABEL_FONT)
+        for offset, message in enumerate(plan.messages, start=1):
+            ws.merge_cells(start_row=row + offset, start_column=1, end_row=row + offset,
+                           end_column=6)
+            wrap(ws, put(ws, row + offset, 1, message), 110)
+    set_widths(ws, {1: 30, 2: 18, 3: 18, 4: 18, 5: 16, 6: 16})
+
+
+def _key_figures(book: Book, ws: Worksheet, plan, cells: CostCells, row: int) -> int:
+    months = plan_model.horizon_months(plan)
+    monthly = cells.total_usd_per_month
+    put(ws, row, 1, "Cost", font=LABEL_FONT)
+    figures = [("Total cost per month", "total_usd_per_month", monthly, plan.usd_per_month),
+               ("Total cost per year", f"B{row + 1}*12", monthly * 12, plan.usd_per_month * 12),
+               (f"Total over the horizon ({months:g} months)", f"B{row + 1}*horizon_months",
+                monthly * months, plan.objective_usd)]
+    for offset, (label, formula, value, reported) in enumerate(figures, start=1):
+        put(ws, row + offset, 1, label)
+        if math.isfinite(value) and agrees(value, reported):
+            book.formulas.put(ws, row + offset, 2, formula, value, USD_WHOLE)
+        else:
+            put(ws, row + offset, 2, reported, USD_WHOLE)
+        ws.cell(row=row + offset, column=2).font = Font(bold=True, size=12)
+    row += len(figures) + 2
+    put(ws, row, 1, "Solve", font=LABEL_FONT)
+    status = plan.status
+    from fleetplan.optimizer.plan import STATUSES
+
+    facts = [("Status", f"{status}: {STATUSES.get(status, '')}", None),
+             ("Relative gap", plan.gap, "0.000%"), ("Solver", plan.solver, None),
+             ("Solve time (s)", plan.solve_seconds, "0.00"),
+             ("GPUs at peak", float(plan.costs_by_gpu["gpus_peak"].sum())
+              if not plan.costs_by_gpu.empty else 0.0, INTEGER)]
+    for offset, (label, value, number_format) in enumerate(facts, start=1):
+        put(ws, row + offset, 1, label)
+        put(ws, row + offset, 2, value, number_format)
+    return row + len(facts) + 2
+
+
+def _workload_block(book: Book, ws: Worksheet, plan, workloads: Placed | None, row: int) -> int:
+    if workloads is None:
+        return row
+    put(ws, row, 1, "Cost per workload", font=LABEL_FONT)
+    table = plan.workloads.reset_index(drop=True)
+    usd = _workload_usd(plan, table)
+    tokens = table["tokens_per_month"].to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_token = np.where(tokens > 0, np.array(usd) / (tokens / 1e6), np.nan)
+    link = workloads.cell
+    columns = [
+        LiveColumn("workload", table["workload"].tolist()),
+        LiveColumn("model", table["model"].tolist()),
+        LiveColumn("usd_per_month", usd, lambda i, r: f"Workloads!{link('usd_per_month', i)}",
+                   table["usd_per_month"].tolist(), USD_WHOLE),
+        LiveColumn("usd_per_m_tokens", per_token.tolist(),
+                   lambda i, r: f"Workloads!{link('usd_per_m_tokens', i)}",
+                   table["usd_per_m_tokens"].tolist(), USD_PRECISE),
+        LiveColumn("served_fraction", table["served_fraction"].tolist(), number_format=PERCENT),
+        LiveColumn("tpot_ms_max", table["tpot_ms_max"].tolist(), number_format=DECIMAL),
+    ]
+    placed = write_live_table(book, ws, row + 1, columns, "SummaryWorkloads")
+    return placed.last + 1
+
+
+def _gpu_block(book: Book, ws: Worksheet, plan, cells: CostCells, row: int) -> int:
+    if cells.by_gpu is None:
+        return row
+    put(ws, row, 1, "GPUs by type", font=LABEL_FONT)
+    by_gpu = plan.costs_by_gpu.set_index("gpu").reindex(list(cells.gpu_rows))
+    usage = plan_model.usage_table(plan)
+    usd = plan_model.usage_usd(usage, plan_model.price_table(plan),
+                               plan_model.hours_per_month(plan))
+    python = (pd.Series(usd, index=usage.index).groupby(usage["gpu"]).sum()
+              / plan_model.horizon_months(plan)).reindex(list(cells.gpu_rows))
+    rows = cells.gpu_rows
+    gpus = list(rows)
+    columns = [LiveColumn("gpu", gpus),
+               LiveColumn("gpus_peak", by_gpu["gpus_peak"].tolist(), number_format=INTEGER),
+               LiveColumn("usd_per_month", python.tolist(), lambda i, r: f"Costs!C{rows[gpus[i]]}",
+                          by_gpu["usd_per_month"].tolist(), USD_WHOLE)]
+    placed = write_live_table(book, ws, row + 1, columns, "SummaryGpus")
+    chart = BarChart()
+    chart.type = "bar"
+    chart.title = "Cost by GPU type (USD/month)"
+    chart.x_axis.delete = chart.y_axis.delete = False
+    chart.y_axis.numFmt = '"$"#,##0'
+    chart.legend = None
+    chart.height, chart.width = max(5.0, 1.2 * len(gpus) + 3), 14
+    chart.add_data(Reference(ws, min_col=3, min_row=placed.first - 1, max_row=placed.last),
+                   titles_from_data=True)
+    chart.set_categories(Reference(ws, min_col=1, min_row=placed.first, max_row=placed.last))
+    ws.add_chart(chart, "H4")
+    return placed.last + 1
+
+
+def _constraints_block(ws: Worksheet, plan, row: int) -> int:
+    binding = plan.binding_constraints
+    if binding.empty:
+        return row
+    put(ws, row, 1, "What limits the plan (binding constraints; savings measured by re-solving)",
+        font=LABEL_FONT)
+    shown = binding[[c for c in ("saving_usd_per_month", "description") if c in binding]]
+    after = write_frame(ws, shown.reset_index(drop=True), row + 1, "BindingConstraints")
+    for line in range(row + 2, after):  # descriptions are sentences: let them run across
+        ws.cell(row=line, column=2).alignment = Alignment(vertical="top")
+    return after + 1

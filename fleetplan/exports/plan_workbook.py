@@ -1,0 +1,116 @@
+"""The plan workbook: a live, finance-grade Excel model of a FleetPlan.
+
+Sheets: Summary, Fleet, Costs, Workloads, Assumptions, Candidates, Frontier, Sources, Read me.
+Every money cell of Fleet, Costs, Workloads and Summary is a formula that reaches the prices
+and hours on Assumptions through defined names; replica counts and GPU usage stay numbers (the
+optimizer's decisions). Formulas are written only where they reproduce the plan's own numbers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from fleetplan.exports.plan_sheets_costs import CostCells, costs_sheet, fleet_sheet
+from fleetplan.exports.plan_sheets_inputs import (
+    assumptions_sheet, candidates_sheet, frontier_sheet,
+)
+from fleetplan.exports.plan_sheets_summary import summary_sheet, workloads_sheet
+from fleetplan.exports.provenance import provenance
+from fleetplan.exports.xlsx_package import Book, set_properties
+from fleetplan.exports.xlsx_sheets import catalog_rows, readme_sheet, sources_sheet
+
+log = logging.getLogger(__name__)
+
+SHEETS = ("Summary", "Fleet", "Costs", "Workloads", "Assumptions", "Candidates", "Frontier",
+          "Sources", "Read me")
+
+_SHEET_NOTES = (
+    ("Summary", "Scenario, total cost per month, year and horizon, cost and $/1M tokens per "
+     "workload, GPUs by type, the solver's status and gap, and what limits the plan."),
+    ("Fleet", "One row per chosen configuration and pricing type: replicas (the optimizer's "
+     "decision, fixed numbers), GPUs, price and cost per month and over the horizon (live)."),
+    ("Costs", "Cost by GPU type, pricing type, workload and month (chart), computed live from "
+     "the working tables below them: GPUs bought per month and each workload's cost share."),
+    ("Workloads", "Demand, SLOs, achieved TPOT/TTFT and their margin, utilization, cost per "
+     "month and per million tokens. Unmet demand, if any, is listed below."),
+    ("Assumptions", "The inputs: hours per month and GPU prices per pricing type (yellow), and "
+     "the settings that shaped the fleet (utilization target, budget, efficiency factors)."),
+    ("Candidates", "Every configuration considered for every workload bucket, at its knee "
+     "under the SLOs; chosen configurations marked TRUE."),
+    ("Frontier", "Throughput per GPU against TPOT as the batch grows, per workload, with the "
+     "TPOT SLO line and the operating points used."),
+    ("Sources", "fleetplan version, scenario, catalog versions, and every catalog row used "
+     "with its source and date."),
+    ("Read me", "This sheet."),
+)
+_HOW_TO = (
+    "Change a GPU price or hours_per_month on Assumptions (yellow cells): Fleet, Costs, "
+    "Workloads and Summary recalculate, in Excel and LibreOffice alike.",
+    "Replica counts and GPU usage are the optimizer's decisions for the original prices and "
+    "stay fixed: changed prices do not re-optimize. Run fleetplan plan again for a new fleet.",
+    "Tables have filter buttons in their header rows; units are in the headers.",
+)
+
+
+def write_plan_xlsx(plan, path: str | os.PathLike, *, catalogs: Any = None,
+                    estimate=None) -> Path:
+    """Write the plan workbook to ``path`` atomically; returns the path."""
+    return build_plan_book(plan, catalogs=catalogs, estimate=estimate).save(path)
+
+
+def plan_catalogs(plan) -> Any:
+    """The catalogs the plan was made with (its scenario's override files), if loadable."""
+    try:
+        from fleetplan.catalogs import load_catalogs
+
+        overrides = tuple(plan.scenario.get("catalogs") or ())
+        try:
+            return load_catalogs(overrides)
+        except (ValueError, OSError):
+            return load_catalogs()
+    except (ImportError, ValueError, OSError) as error:
+        log.debug("catalogs unavailable: %s", error)
+        return None
+
+
+def build_plan_book(plan, *, catalogs: Any = None, estimate=None) -> Book:
+    """The plan workbook, ready to save (tests inspect its formula records)."""
+    catalogs = catalogs if catalogs is not None else plan_catalogs(plan)
+    book = Book()
+    wb = book.wb
+    wb.active.title = SHEETS[0]
+    for title in SHEETS[1:]:
+        wb.create_sheet(title)
+    names = assumptions_sheet(wb["Assumptions"], plan, catalogs)
+    cells = CostCells()
+    cells.fleet = fleet_sheet(book, wb["Fleet"], plan, names)
+    costs_sheet(book, wb["Costs"], plan, cells, names)
+    workloads = workloads_sheet(book, wb["Workloads"], plan, cells)
+    summary_sheet(book, wb["Summary"], plan, cells, workloads)
+    candidates_sheet(wb["Candidates"], plan)
+    frontier_sheet(wb["Frontier"], plan, catalogs, estimate)
+    record = provenance("plan", {"scenario": plan.scenario, "catalog_versions":
+                                 plan.assumptions.get("catalog_versions")})
+    sources_sheet(wb["Sources"], record, catalog_rows(catalogs, _ids(plan)))
+    readme_sheet(wb["Read me"], "fleetplan plan", "The cheapest GPU fleet found for the "
+                 "scenario, as a live cost model.", _SHEET_NOTES, _HOW_TO, record)
+    name = str(plan.scenario.get("name") or "scenario")
+    set_properties(wb, f"fleetplan plan: {name}", f"GPU fleet plan for {name}, status "
+                   f"{plan.status}", "fleetplan, GPU, fleet plan, LLM serving")
+    if book.mismatches:
+        log.warning("%d workbook cells kept the plan's numbers instead of a formula",
+                    len(book.mismatches))
+    return book
+
+
+def _ids(plan) -> dict[str, list[str]]:
+    frames = [t for t in (plan.fleet, plan.candidates) if not t.empty]
+    ids: dict[str, set[str]] = {"gpu": set(), "model": set(), "quant": set()}
+    for frame in frames:
+        for kind in ids:
+            if kind in frame.columns:
+                ids[kind] |= set(frame[kind].dropna().astype(str))
+    return {kind: sorted(values) for kind, values in ids.items()}

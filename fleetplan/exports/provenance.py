@@ -1,0 +1,118 @@
+"""Where an export came from: fleetplan version, catalog versions, parameters, creation time.
+
+The same dictionary goes into Parquet key/value metadata (one JSON value per key) and into a
+workbook's ``Read me`` and ``Sources`` sheets and document properties.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import math
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import Any
+
+import fleetplan
+
+log = logging.getLogger(__name__)
+
+#: Parquet key/value metadata keys written by fleetplan, in this order.
+METADATA_KEYS: tuple[str, ...] = ("fleetplan_version", "created", "kind", "catalog_versions",
+                                  "parameters")
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON-compatible data: numpy scalars unwrapped, NaN/inf as ``None``."""
+    if isinstance(value, Mapping):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [plain(item) for item in value]
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+def to_json(value: Any) -> str:
+    """Compact, deterministic JSON of :func:`plain` ``(value)``."""
+    return json.dumps(plain(value), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def catalog_versions(catalogs: Any = None) -> dict[str, Any]:
+    """``catalogs.versions()``, loading the shipped catalogs when none are given.
+
+    Returns an empty dict when the catalogs cannot be loaded, so an export never fails for
+    want of provenance.
+    """
+    try:
+        if catalogs is None:
+            from fleetplan.catalogs import load_catalogs
+
+            catalogs = load_catalogs()
+        return plain(catalogs.versions())
+    except (ImportError, AttributeError, ValueError, OSError) as error:
+        log.debug("catalog versions unavailable: %s", error)
+        return {}
+
+
+def now_utc() -> dt.datetime:
+    """The current time in UTC, to the second."""
+    return dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
+
+
+def provenance(kind: str, metadata: Mapping[str, Any] | None = None, *,
+               catalogs: Any = None) -> dict[str, Any]:
+    """The provenance record of one export.
+
+    ``metadata`` holds the sweep or scenario parameters; a ``catalog_versions`` entry in it (as a
+    FleetPlan's assumptions carry) wins over loading the catalogs again.
+    """
+    parameters = dict(metadata or {})
+    versions = parameters.pop("catalog_versions", None)
+    if versions is None and isinstance(parameters.get("catalogs"), Mapping):
+        versions = parameters.pop("catalogs")  # the sweep CLI's run record
+    if versions is None:
+        versions = catalog_versions(catalogs)
+    created = parameters.pop("created", None) or now_utc().isoformat()
+    parameters.pop("fleetplan_version", None)
+    parameters.pop("kind", None)
+    nested = parameters.pop("parameters", None)
+    if isinstance(nested, Mapping):
+        parameters = {**nested, **parameters}
+    return {
+        "fleetplan_version": fleetplan.__version__,
+        "created": str(created),
+        "kind": kind,
+        "catalog_versions": plain(versions),
+        "parameters": plain(parameters),
+    }
+
+
+def to_key_values(record: Mapping[str, Any]) -> dict[bytes, bytes]:
+    """Parquet key/value metadata: strings stay strings, everything else is JSON."""
+    pairs = {}
+    for key, value in record.items():
+        text = value if isinstance(value, str) else to_json(value)
+        pairs[str(key).encode()] = text.encode()
+    return pairs
+
+
+def from_key_values(pairs: Mapping[bytes, bytes] | None) -> dict[str, Any]:
+    """Inverse of :func:`to_key_values` for fleetplan's keys (others are ignored)."""
+    record = {}
+    for key in METADATA_KEYS:
+        raw = (pairs or {}).get(key.encode())
+        if raw is None:
+            continue
+        text = raw.decode()
+        record[key] = text if key in ("fleetplan_version", "created", "kind") else json.loads(text)
+    return record

@@ -1,0 +1,256 @@
+"""Sweep workbooks: the grid as an Excel table with live costs, the frontier chart, sources.
+
+The cost columns are formulas on the Assumptions sheet's GPU prices (one defined name per GPU,
+e.g. ``price_h100_sxm``): ``usd_per_hour = tp * price``, and the per-token and per-request costs
+divide it by the row's throughput. Editing a price recomputes every dependent cost. Grids over
+Excel's row limit are refused unless ``top_n`` asks for the cheapest rows plus a summary.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from openpyxl.cell.cell import Cell
+from openpyxl.formatting.rule import CellIsRule, ColorScaleRule
+from openpyxl.styles import Font
+from openpyxl.utils.cell import get_column_letter
+
+from fleetplan.errors import InvalidValueError, check_range
+from fleetplan.exports.provenance import provenance
+from fleetplan.exports.sweep_costs import CostFormulas
+from fleetplan.exports.units import header_of, unit_of
+from fleetplan.exports.xlsx_common import (
+    NOTE_FONT, add_table, number_format_for, put, set_widths, style_header, text_width,
+    title_block,
+)
+from fleetplan.exports.xlsx_frontier import frontier_curves, frontier_sheet
+from fleetplan.exports.xlsx_package import Book, set_properties
+from fleetplan.exports.xlsx_rows import BulkColumn, BulkSheet
+from fleetplan.exports.xlsx_sheets import (
+    Assumptions, catalog_rows, readme_sheet, sources_sheet, write_frame,
+)
+
+log = logging.getLogger(__name__)
+
+#: Data rows an Excel sheet holds below its header row.
+EXCEL_MAX_ROWS = 1_048_575
+RANK_COLUMN = "usd_per_m_output_tokens"
+_CURVE_KEYS = ("gpu", "model", "quant", "kv_quant", "tp", "context_len", "input_len", "output_len")
+
+
+def check_rows(n_rows: int, top_n: int | None) -> None:
+    """Refuse grids Excel cannot hold unless a top-N is asked for."""
+    if top_n is not None:
+        check_range("top_n", top_n, 1, EXCEL_MAX_ROWS, integer=True)
+        return
+    if n_rows > EXCEL_MAX_ROWS:
+        message = (f"sweep has {n_rows:,} rows but an Excel sheet holds at most "
+                   f"{EXCEL_MAX_ROWS:,}: write .parquet (or .csv) instead, or pass top_n to keep "
+                   f"the cheapest rows by {RANK_COLUMN} plus a summary")
+        raise InvalidValueError(message)
+
+
+def top_rows(frame: pd.DataFrame, top_n: int) -> pd.DataFrame:
+    """The ``top_n`` rows with the lowest finite $/1M output tokens (ties keep grid order)."""
+    if RANK_COLUMN not in frame.columns:
+        message = f"top_n needs the column '{RANK_COLUMN}' in the sweep"
+        raise InvalidValueError(message)
+    cost = frame[RANK_COLUMN].to_numpy(dtype=float)
+    finite = frame[np.isfinite(cost)]
+    return finite.nsmallest(top_n, RANK_COLUMN, keep="first")
+
+
+def summarize(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU and model: rows, runnable rows, best $/1M output tokens, best tokens/s per GPU."""
+    keys = [k for k in ("gpu", "model") if k in frame.columns]
+    ok = np.ones(len(frame), dtype=bool)
+    for flag in ("valid", "fits"):
+        if flag in frame.columns:
+            ok &= frame[flag].to_numpy(dtype=bool)
+    data = frame[keys].assign(rows=1, runnable_rows=ok.astype(np.int64))
+    aggregations = {"rows": "sum", "runnable_rows": "sum"}
+    for column, how in ((RANK_COLUMN, "min"), ("decode_tok_s_per_gpu", "max")):
+        if column in frame.columns:
+            data[f"{how}_{column}"] = frame[column].where(ok)
+            aggregations[f"{how}_{column}"] = how
+    if not keys:
+        return data.agg(aggregations).to_frame().T
+    return data.groupby(keys, observed=True, sort=True).agg(aggregations).reset_index()
+
+
+def merge_summaries(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """Combine :func:`summarize` results of chunks into the summary of the whole grid."""
+    frame = pd.concat(parts, ignore_index=True)
+    keys = [k for k in ("gpu", "model") if k in frame.columns]
+    how = {c: ("sum" if c in ("rows", "runnable_rows") else c.split("_", 1)[0])
+           for c in frame.columns if c not in keys}
+    if not keys:
+        return frame.agg(how).to_frame().T
+    return frame.groupby(keys, observed=True, sort=True).agg(how).reset_index()
+
+
+def write_sweep_xlsx(df: pd.DataFrame, path: str | os.PathLike, *,
+                     metadata: Mapping[str, Any] | None = None, top_n: int | None = None,
+                     tpot_slo_ms: float | None = None, catalogs: Any = None,
+                     summary: pd.DataFrame | None = None, total_rows: int | None = None) -> Path:
+    """Write a sweep workbook (see module docstring); returns ``path``.
+
+    ``summary`` and ``total_rows`` let a caller that streamed the grid pass what it already
+    aggregated; by default they are computed from ``df``.
+    """
+    return build_sweep_book(df, metadata=metadata, top_n=top_n, tpot_slo_ms=tpot_slo_ms,
+                            catalogs=catalogs, summary=summary, total_rows=total_rows).save(path)
+
+
+def build_sweep_book(df: pd.DataFrame, *, metadata: Mapping[str, Any] | None = None,
+                     top_n: int | None = None, tpot_slo_ms: float | None = None,
+                     catalogs: Any = None, summary: pd.DataFrame | None = None,
+                     total_rows: int | None = None) -> Book:
+    """The sweep workbook, ready to save (tests inspect its formula records)."""
+    total_rows = len(df) if total_rows is None else total_rows
+    check_rows(total_rows if top_n is None else len(df), top_n)
+    metadata = dict(metadata or {})
+    tpot_slo_ms = tpot_slo_ms if tpot_slo_ms is not None else metadata.get("tpot_slo_ms")
+    if tpot_slo_ms is not None:
+        check_range("tpot_slo_ms", tpot_slo_ms, 0, low_inclusive=False)
+    if top_n is not None:
+        summary = summarize(df) if summary is None else summary
+        df = top_rows(df, top_n)
+        metadata.update(top_n=top_n, total_rows=total_rows)
+    grid = df.reset_index(drop=True)
+    record = provenance("sweep", metadata, catalogs=catalogs)
+    book = Book()
+    wb = book.wb
+    sheets = (["Summary"] if top_n is not None else []) + [
+        "Sweep", "Frontier", "Assumptions", "Sources", "Read me"]
+    wb.active.title = sheets[0]
+    for title in sheets[1:]:
+        wb.create_sheet(title)
+    assumptions = Assumptions(wb["Assumptions"])
+    costs = CostFormulas.from_grid(grid, assumptions)
+    assumptions.finish()
+    _grid_sheet(book, grid, costs)
+    if top_n is not None:
+        _summary_sheet(wb["Summary"], summary, top_n, total_rows)
+    keys = [k for k in _CURVE_KEYS if k in grid.columns]
+    curves = frontier_curves(grid, keys, RANK_COLUMN if RANK_COLUMN in grid.columns else None)
+    frontier_sheet(wb["Frontier"], curves, tpot_slo_ms,
+                   "Decode tokens/s per GPU against TPOT as the batch grows; the cheapest "
+                   "configurations by $/1M output tokens.")
+    ids = {kind: grid[kind].dropna().unique() for kind in ("gpu", "model", "quant")
+           if kind in grid.columns}
+    sources_sheet(wb["Sources"], record, catalog_rows(catalogs or _default_catalogs(), ids))
+    _readme(wb["Read me"], record, top_n, total_rows, costs.live)
+    set_properties(wb, "fleetplan sweep", f"Sweep of {total_rows:,} configurations",
+                   "fleetplan, sweep, GPU, LLM serving")
+    return book
+
+
+def _default_catalogs() -> Any:
+    try:
+        from fleetplan.catalogs import load_catalogs
+
+        return load_catalogs()
+    except (ImportError, ValueError, OSError) as error:
+        log.debug("catalogs unavailable for Sources: %s", error)
+        return None
+
+
+def _grid_sheet(book: Book, grid: pd.DataFrame, costs: CostFormulas) -> None:
+    ws = book.wb["Sweep"]
+    headers = [header_of(str(c)) for c in grid.columns]
+    style_header(ws, 1, 1, headers)
+    columns, widths = [], {}
+    for position, name in enumerate(grid.columns, start=1):
+        series = grid[name]
+        kind, number_format = _kind_and_format(series)
+        if name in costs.builders:
+            kind = "formula"
+        template = Cell(ws, row=2, column=position)  # registers the style; never placed
+        if number_format:
+            template.number_format = number_format
+        columns.append(BulkColumn(str(name), kind, template.style_id, costs.builders.get(name)))
+        sample = series.head(50).tolist() if kind == "text" else []
+        widths[position] = text_width(sample, headers[position - 1], number_format)
+    book.bulk["Sweep"] = BulkSheet(grid, columns)
+    add_table(ws, "Sweep", 1, 1, headers, len(grid), style="TableStyleMedium2")
+    ws.freeze_panes = f"{get_column_letter(_leading_labels(columns) + 1)}2"
+    set_widths(ws, widths)
+    _grid_highlights(ws, grid)
+
+
+def _leading_labels(columns: list[BulkColumn], at_most: int = 4) -> int:
+    """Text columns at the left (gpu, model, ...) that stay visible when scrolling right."""
+    count = 0
+    for column in columns[:at_most]:
+        if column.kind != "text":
+            break
+        count += 1
+    return count
+
+
+def _kind_and_format(series: pd.Series) -> tuple[str, str | None]:
+    dtype = series.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        return "bool", None
+    if pd.api.types.is_numeric_dtype(dtype):
+        integer = pd.api.types.is_integer_dtype(dtype)
+        return "number", number_format_for(unit_of(str(series.name)), integer)
+    return "text", None
+
+
+def _grid_highlights(ws, grid: pd.DataFrame) -> None:
+    """Green-to-red on $/1M output tokens; rows that cannot run show FALSE in red."""
+    last = len(grid) + 1
+    if last < 2:
+        return
+    for position, name in enumerate(grid.columns, start=1):
+        letter = get_column_letter(position)
+        cells = f"{letter}2:{letter}{last}"
+        if name == RANK_COLUMN:
+            ws.conditional_formatting.add(cells, ColorScaleRule(
+                start_type="min", start_color="63BE7B", mid_type="percentile", mid_value=50,
+                mid_color="FFEB84", end_type="max", end_color="F8696B"))
+        elif name in ("valid", "fits"):
+            ws.conditional_formatting.add(cells, CellIsRule(
+                operator="equal", formula=["FALSE"], font=Font(color="C00000", bold=True)))
+
+
+def _summary_sheet(ws, summary: pd.DataFrame, top_n: int, total_rows: int) -> None:
+    row = title_block(ws, "Sweep summary", f"The Sweep sheet holds the {top_n:,} cheapest rows "
+                      f"by {RANK_COLUMN} of a grid of {total_rows:,} rows; this summary covers "
+                      "the whole grid. Write .parquet for every row.")
+    put(ws, row, 1, "Best values per GPU and model over the whole grid (runnable rows only).",
+        font=NOTE_FONT)
+    widths: dict[int, float] = {}
+    write_frame(ws, summary, row + 1, "GridSummary", widths)
+    set_widths(ws, widths)
+    ws.freeze_panes = f"A{row + 2}"
+
+
+def _readme(ws, record: Mapping[str, Any], top_n: int | None, total_rows: int,
+            live: bool) -> None:
+    sheets = [("Sweep", "One row per configuration as an Excel table with filters; units in "
+               "the headers. The cost columns are live formulas on the Assumptions prices."),
+              ("Frontier", "Decode throughput per GPU against TPOT as the batch grows, for the "
+               "cheapest configurations; with a TPOT SLO, the SLO line and each curve's knee."),
+              ("Assumptions", "GPU prices per hour: the inputs of every cost in the Sweep sheet."),
+              ("Sources", "fleetplan version, sweep parameters, catalog versions and the "
+               "catalog rows used, each with its source and date."),
+              ("Read me", "This sheet.")]
+    if top_n is not None:
+        sheets.insert(0, ("Summary", f"The grid had {total_rows:,} rows; the Sweep sheet keeps "
+                          f"the {top_n:,} cheapest by {RANK_COLUMN}. Per GPU and model bests."))
+    how_to = ["Filter and sort the Sweep table with the buttons in its header row.",
+              "Change a GPU price on Assumptions (yellow cell): usd_per_hour and the per-token "
+              "and per-request costs of that GPU's rows recalculate." if live else
+              "Costs are fixed values: this sweep had no single price per GPU to link them to.",
+              "Throughput, latency and memory are model outputs and do not change with prices."]
+    readme_sheet(ws, "fleetplan sweep", "Performance and cost of LLM serving configurations, "
+                 "computed by fleetplan's analytical model.", sheets, how_to, record)

@@ -1,0 +1,227 @@
+"""Workbook building blocks: styles, safe cells, live formulas, tables, defined names.
+
+Two rules hold for every workbook fleetplan writes:
+
+- Text is always a text cell. openpyxl turns any ``str`` starting with ``=`` into a formula;
+  :func:`put` forces the cell type back to string, so a catalog name such as
+  ``=HYPERLINK(...)`` stays inert text.
+- Formulas are written only through :class:`Formulas`, which also records the value Python
+  computed for each one. The saved file carries those values as cached results (readers that do
+  not recalculate, such as pandas, see numbers) and tests compare them with a real spreadsheet's
+  recalculation.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections import defaultdict
+from typing import Any
+
+from openpyxl.cell.cell import Cell
+from openpyxl.styles import Alignment, Border, Font, PatternFill, Side
+from openpyxl.utils.cell import get_column_letter
+from openpyxl.workbook.defined_name import DefinedName
+from openpyxl.worksheet.filters import AutoFilter
+from openpyxl.worksheet.table import Table, TableColumn, TableStyleInfo
+from openpyxl.worksheet.worksheet import Worksheet
+
+# Finance convention: inputs in blue on a pale yellow fill; headers white on dark blue.
+HEADER_FONT = Font(bold=True, color="FFFFFF")
+HEADER_FILL = PatternFill("solid", fgColor="1F4E78")
+INPUT_FONT = Font(color="0000FF", bold=True)
+INPUT_FILL = PatternFill("solid", fgColor="FFF2CC")
+INPUT_BORDER = Border(*(Side(style="thin", color="BF9000"),) * 4)
+TITLE_FONT = Font(bold=True, size=14, color="1F4E78")
+NOTE_FONT = Font(italic=True, color="595959")
+LABEL_FONT = Font(bold=True)
+WRAP = Alignment(wrap_text=True, vertical="top")
+
+USD = '"$"#,##0.00'
+USD_WHOLE = '"$"#,##0'
+USD_PRECISE = '"$"#,##0.0000'
+INTEGER = "#,##0"
+DECIMAL = "#,##0.00"
+PERCENT = "0.0%"
+
+_UNIT_FORMATS = {
+    "USD/1M tokens": USD_PRECISE, "USD/1k requests": USD_PRECISE, "USD/GPU-hour": USD,
+    "USD/hour": USD, "USD/month": USD_WHOLE, "USD": USD_WHOLE, "fraction": PERCENT,
+    "ms": DECIMAL, "GB": DECIMAL, "tokens/s": INTEGER, "tokens/s/GPU": INTEGER,
+    "requests/s": DECIMAL, "tokens/month": INTEGER, "tokens": INTEGER, "sequences": INTEGER,
+    "GPUs": INTEGER, "replicas": DECIMAL, "nodes": INTEGER, "hours": INTEGER,
+}
+EXCEL_MAX_TEXT = 32_767
+_ILLEGAL_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.]+")
+
+
+def number_format_for(unit: str, integer: bool = False) -> str:
+    """The display format of a column of this unit (integers without decimals)."""
+    if integer and unit not in ("fraction",) and not unit.startswith("USD"):
+        return INTEGER
+    return _UNIT_FORMATS.get(unit, DECIMAL)
+
+
+def clean_text(value: Any) -> str:
+    """``value`` as text a workbook can hold: no XML-illegal characters, Excel's length cap."""
+    return _ILLEGAL_XML.sub("", str(value))[:EXCEL_MAX_TEXT]
+
+
+def plain_value(value: Any) -> Any:
+    """A cell value: numpy scalars unwrapped, NaN/inf/NA as empty."""
+    if value is None:
+        return None
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:  # Excel has no time zones
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    if value is not None and not isinstance(value, (str, int, float, bool, dt.datetime, dt.date)):
+        try:
+            return None if value != value else str(value)  # pandas NA/NaT compare unequal
+        except TypeError:
+            return None
+    return value
+
+
+def put(ws: Worksheet, row: int, column: int, value: Any, number_format: str | None = None,
+        font: Font | None = None) -> Cell:
+    """Write a constant: text is always a text cell, never a formula. Returns the cell."""
+    cell = ws.cell(row=row, column=column)
+    value = plain_value(value)
+    if isinstance(value, str):
+        cell.value = clean_text(value)
+        cell.data_type = "s"  # openpyxl made "=..." a formula on assignment: undo it
+    else:
+        cell.value = value
+    if number_format:
+        cell.number_format = number_format
+    if font is not None:
+        cell.font = font
+    return cell
+
+
+def put_input(ws: Worksheet, row: int, column: int, value: Any, number_format: str) -> Cell:
+    """Write an editable input: blue on yellow with a thin border."""
+    cell = put(ws, row, column, value, number_format, INPUT_FONT)
+    cell.fill = INPUT_FILL
+    cell.border = INPUT_BORDER
+    return cell
+
+
+class Formulas:
+    """Every formula of a workbook with the value Python computed for it.
+
+    ``cached[sheet_title][coordinate] = value``: the finishing step writes these as cached
+    results, and tests list them as the only cells allowed to hold formulas.
+    """
+
+    def __init__(self) -> None:
+        self.cached: dict[str, dict[str, float]] = defaultdict(dict)
+
+    def put(self, ws: Worksheet, row: int, column: int, formula: str, value: float,
+            number_format: str | None = None) -> Cell:
+        """Write ``=formula`` whose Python value is ``value``."""
+        cell = ws.cell(row=row, column=column)
+        cell.value = "=" + formula
+        cell.data_type = "f"
+        if number_format:
+            cell.number_format = number_format
+        self.cached[ws.title][cell.coordinate] = float(value)
+        return cell
+
+    def count(self) -> int:
+        """Number of formula cells recorded."""
+        return sum(len(cells) for cells in self.cached.values())
+
+
+def style_header(ws: Worksheet, row: int, first_column: int, headers: list[str]) -> None:
+    """Header cells: text, white bold on dark blue, wrapped."""
+    for offset, header in enumerate(headers):
+        cell = put(ws, row, first_column + offset, header, font=HEADER_FONT)
+        cell.fill = HEADER_FILL
+        cell.alignment = Alignment(wrap_text=True, vertical="center")
+    ws.row_dimensions[row].height = 30  # room for a wrapped unit
+
+
+def table_name(text: str) -> str:
+    """A valid, readable Excel table name from ``text``."""
+    name = _NAME_CHARS.sub("_", text).strip("_.") or "Table"
+    return name if name[0].isalpha() else "T_" + name
+
+
+def add_table(ws: Worksheet, name: str, first_row: int, first_column: int, headers: list[str],
+              n_rows: int, style: str = "TableStyleLight9") -> Table:
+    """An Excel table with filter buttons over a header row plus ``n_rows`` data rows.
+
+    Column names are given explicitly so openpyxl never has to read the cells back.
+    """
+    last_row = first_row + max(n_rows, 1)
+    ref = (f"{get_column_letter(first_column)}{first_row}:"
+           f"{get_column_letter(first_column + len(headers) - 1)}{last_row}")
+    table = Table(displayName=table_name(name), ref=ref)
+    table.tableColumns = [TableColumn(id=i + 1, name=clean_text(h)) for i, h in enumerate(headers)]
+    table.tableStyleInfo = TableStyleInfo(name=style, showRowStripes=True)
+    table.autoFilter = AutoFilter(ref=ref)
+    ws.add_table(table)
+    return table
+
+
+def defined_name(prefix: str, *parts: str, taken: set[str]) -> str:
+    """A unique defined name such as ``price_h100_sxm_on_demand`` built from ids.
+
+    Names may hold letters, digits, ``_`` and ``.``; a prefix keeps them from looking like cell
+    references (``L4``) and from starting with a digit.
+    """
+    body = "_".join(_NAME_CHARS.sub("_", str(p)).strip("_") for p in parts if str(p))
+    base = f"{prefix}_{body}".lower() if body else prefix.lower()
+    name, number = base[:250], 2
+    while name in taken:
+        name, number = f"{base[:245]}_{number}", number + 1
+    taken.add(name)
+    return name
+
+
+def define_name(wb, name: str, ws: Worksheet, coordinate: str) -> None:
+    """Workbook-level name for one cell or range on ``ws`` (absolute reference)."""
+    absolute = "$" + coordinate.replace(":", ":$")
+    absolute = re.sub(r"\$([A-Z]+)(\d+)", r"$\1$\2", absolute)
+    sheet = ws.title.replace("'", "''")
+    wb.defined_names[name] = DefinedName(name, attr_text=f"'{sheet}'!{absolute}")
+
+
+def set_widths(ws: Worksheet, widths: dict[int, float]) -> None:
+    """Column widths in characters, keyed by 1-based column number."""
+    for column, width in widths.items():
+        ws.column_dimensions[get_column_letter(column)].width = max(6.0, min(width, 60.0))
+
+
+def text_width(values, header: str, number_format: str | None = None) -> float:
+    """Width that fits a header and sample values, in characters."""
+    longest = max((len(str(v)) for v in values), default=0)
+    if number_format and number_format != "General":
+        longest = max(longest, 12)
+    return max(len(header) * 0.9, longest) + 2
+
+
+def wrap(ws: Worksheet, cell: Cell, width_chars: float) -> Cell:
+    """Wrap a long text cell and give its row the height the lines need (Excel caps at 409)."""
+    cell.alignment = WRAP
+    per_line = max(width_chars * 0.65, 1.0)  # proportional fonts fit fewer characters
+    lines = sum(max(1, math.ceil(len(part) / per_line))
+                for part in str(cell.value or "").split("\n"))
+    current = ws.row_dimensions[cell.row].height or 15.0
+    ws.row_dimensions[cell.row].height = min(409.0, max(current, 15.0 * lines))
+    return cell
+
+
+def title_block(ws: Worksheet, title: str, subtitle: str | None = None) -> int:
+    """A bold title in A1 and an optional note in A2; returns the next free row."""
+    put(ws, 1, 1, title, font=TITLE_FONT)
+    if subtitle:
+        put(ws, 2, 1, subtitle, font=NOTE_FONT)
+        return 4
+    return 3

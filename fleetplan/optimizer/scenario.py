@@ -1,0 +1,235 @@
+"""The scenario file: workloads, fleet options and solver settings, validated by pydantic.
+
+A scenario is YAML (or TOML). Unknown fields are errors, every error is one line naming the
+field path (``scenario.yaml: workloads[0].tpot_slo_ms: must be > 0, got -5``).
+``scenario_json_schema()`` is what ``fleetplan schema`` prints for editors.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import (BaseModel, ConfigDict, Field, WithJsonSchema, field_validator,
+                      model_validator)
+
+PricingType = Literal["on_demand", "spot", "reserved_1y", "reserved_3y"]
+SolverName = Literal["auto", "highs", "cbc"]
+
+#: Hours in an hourly demand profile.
+PROFILE_HOURS = 24
+
+_PROFILE_SCHEMA = {
+    "anyOf": [{"type": "array", "items": {"type": "number", "minimum": 0},
+               "minItems": PROFILE_HOURS, "maxItems": PROFILE_HOURS},
+              {"type": "string", "description": "CSV file with 24 values (one column)"},
+              {"type": "null"}],
+    "description": "Relative demand per hour of the day (normalized to mean 1), or a CSV path",
+}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class RequestBucket(_Strict):
+    """One bucket of a request-size histogram."""
+
+    input_tokens: int = Field(gt=0, le=10_000_000, description="Prompt tokens per request")
+    output_tokens: int = Field(gt=0, le=10_000_000, description="Output tokens per request")
+    weight: float = Field(gt=0, description="Relative share of requests (normalized to sum 1)")
+
+
+class Workload(_Strict):
+    """A stream of requests to one model with its latency promises."""
+
+    name: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.\-]+$")
+    model: str = Field(min_length=1, description="Model id (models catalog)")
+    requests_per_s: float | None = Field(None, gt=0, description="Mean demand [requests/s]")
+    tokens_per_s: float | None = Field(None, gt=0, description="Mean demand [tokens/s]")
+    tokens_per_month: float | None = Field(None, gt=0, description="Demand [tokens/month]")
+    token_basis: Literal["total", "output"] = Field(
+        "total", description="Whether token demand counts prompt + output or output tokens only")
+    input_tokens: int | None = Field(None, gt=0, le=10_000_000,
+                                     description="Mean prompt tokens per request")
+    output_tokens: int | None = Field(None, gt=0, le=10_000_000,
+                                      description="Mean output tokens per request")
+    histogram: list[RequestBucket] | None = Field(
+        None, min_length=1, max_length=400, description="Request sizes as weighted buckets")
+    tpot_slo_ms: float | None = Field(None, gt=0, description="Time per output token SLO [ms]")
+    ttft_slo_ms: float | None = Field(None, gt=0, description="Time to first token SLO [ms]")
+    quants: list[str] = Field(["bf16"], min_length=1, description="Allowed quantizations")
+    hourly_profile: Annotated[Any, WithJsonSchema(_PROFILE_SCHEMA)] = None
+    monthly_growth: float = Field(0.0, gt=-1, le=10,
+                                  description="Demand growth per month [fraction; 0.05 = 5 %]")
+    redundancy_k: int = Field(0, ge=0, le=1000, description="Spare replicas kept (N+k)")
+
+    @field_validator("hourly_profile")
+    @classmethod
+    def _profile(cls, value: Any) -> Any:
+        if value is None or isinstance(value, str):
+            return value
+        if not isinstance(value, list) or len(value) != PROFILE_HOURS:
+            got = len(value) if isinstance(value, list) else repr(value)
+            message = f"must be a list of {PROFILE_HOURS} numbers or a CSV path, got {got}"
+            raise ValueError(message)
+        return check_profile(value)
+
+    @model_validator(mode="after")
+    def _one_demand_and_sizes(self) -> Workload:
+        given = [n for n in ("requests_per_s", "tokens_per_s", "tokens_per_month")
+                 if getattr(self, n) is not None]
+        if len(given) != 1:
+            message = ("give exactly one of requests_per_s, tokens_per_s, tokens_per_month, "
+                       f"got {', '.join(given) or 'none'}")
+            raise ValueError(message)
+        has_means = self.input_tokens is not None or self.output_tokens is not None
+        if has_means == (self.histogram is not None):
+            message = "give either input_tokens and output_tokens, or a histogram"
+            raise ValueError(message)
+        if has_means and (self.input_tokens is None or self.output_tokens is None):
+            message = "give both input_tokens and output_tokens"
+            raise ValueError(message)
+        return self
+
+    def buckets(self) -> list[tuple[int, int, float]]:
+        """Request buckets as (input tokens, output tokens, share of requests)."""
+        if self.histogram is None:
+            return [(int(self.input_tokens), int(self.output_tokens), 1.0)]
+        total = sum(b.weight for b in self.histogram)
+        return [(b.input_tokens, b.output_tokens, b.weight / total) for b in self.histogram]
+
+
+def check_profile(values: list) -> list[float]:
+    """24 finite, non-negative numbers, not all zero (raises ValueError otherwise)."""
+    numbers = []
+    for hour, value in enumerate(values):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not ok or not math.isfinite(value) or value < 0:
+            message = f"hour {hour}: must be a finite number >= 0, got {value!r}"
+            raise ValueError(message)
+        numbers.append(float(value))
+    if sum(numbers) <= 0:
+        message = "must have at least one value > 0"
+        raise ValueError(message)
+    return numbers
+
+
+class GpuOption(_Strict):
+    """A GPU type the fleet may use, with its own pricing options and caps."""
+
+    id: str = Field(min_length=1, description="GPU id (gpus catalog)")
+    pricing: list[PricingType] | None = Field(
+        None, min_length=1, description="Pricing types allowed for this GPU (default: fleet's)")
+    max_gpus: int | None = Field(None, ge=0, description="Availability cap at any time [GPUs]")
+    max_gpus_by_pricing: dict[PricingType, int] | None = Field(
+        None, description="Availability cap per pricing type [GPUs]")
+    gpus_per_node: int | None = Field(None, ge=1, le=1024,
+                                      description="Node size when buying whole nodes [GPUs]")
+    usd_per_gpu_hour: dict[PricingType, float] | None = Field(
+        None, description="Own prices per pricing type [USD/GPU-hour], replacing the catalog's")
+    provider: str | None = Field(None, description="Price rows from this provider only")
+    region: str | None = Field(None, description="Price rows from this region only")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_id(cls, value: Any) -> Any:
+        return {"id": value} if isinstance(value, str) else value
+
+    @field_validator("usd_per_gpu_hour", "max_gpus_by_pricing")
+    @classmethod
+    def _positive(cls, value: dict | None) -> dict | None:
+        for pricing, number in (value or {}).items():
+            if not math.isfinite(number) or number < 0:
+                message = f"{pricing}: must be >= 0, got {number!r}"
+                raise ValueError(message)
+        return value
+
+
+class Fleet(_Strict):
+    """What the fleet may be built from, and the limits it must respect."""
+
+    gpus: list[GpuOption] = Field(min_length=1, description="Allowed GPU types")
+    tp: list[int] = Field([1, 2, 4, 8], min_length=1, description="Allowed tensor-parallel degrees")
+    pricing: list[PricingType] = Field(["on_demand"], min_length=1,
+                                       description="Pricing types allowed by default")
+    provider: str | None = Field(None, description="Take catalog prices from this provider only")
+    region: str | None = Field(None, description="Take catalog prices from this region only")
+    spot_max_share: float | None = Field(None, ge=0, le=1,
+                                         description="Largest share of GPUs that may be spot")
+    whole_nodes: bool = Field(False, description="Buy GPUs in whole nodes (gpus_per_node)")
+    budget_usd_per_month: float | None = Field(None, gt=0, description="Budget cap [USD/month]")
+    target_utilization: float = Field(0.8, gt=0, le=1,
+                                      description="Share of a replica's capacity planned")
+    horizon_months: int = Field(12, ge=1, le=120, description="Planning horizon [months]")
+    hours_per_month: float = Field(730.0, gt=0, le=744, description="Hours in a month [h]")
+    share_replicas: bool = Field(True, description="Workloads of one model may share replicas")
+
+    @field_validator("tp")
+    @classmethod
+    def _tp(cls, values: list[int]) -> list[int]:
+        for value in values:
+            if value < 1 or value > 1024:
+                message = f"must be whole numbers between 1 and 1024, got {value}"
+                raise ValueError(message)
+        return sorted(set(values))
+
+
+class WhatIf(_Strict):
+    """Re-solves that price binding constraints (marginal values)."""
+
+    enabled: bool = Field(True, description="Measure savings of relaxing binding constraints")
+    tpot_slo_factor: float = Field(1.5, gt=1, le=100,
+                                   description="Looser TPOT SLO tried per workload (x SLO)")
+    time_limit_s: float = Field(10.0, gt=0, description="Time limit of each re-solve [s]")
+
+
+class SolverOptions(_Strict):
+    time_limit_s: float = Field(60.0, gt=0, le=86400, description="Time limit per solve [s]")
+    mip_gap: float = Field(5e-3, ge=0, lt=1,
+                           description="Relative gap to the proven bound accepted as optimal")
+    solver: SolverName = Field("auto", description="auto (HiGHS, else CBC), highs or cbc")
+    threads: int | None = Field(None, ge=1, le=1024, description="Solver threads")
+
+
+class Scenario(_Strict):
+    """A fleet planning question."""
+
+    name: str = Field("scenario", min_length=1, max_length=120)
+    description: str = ""
+    workloads: list[Workload] = Field(min_length=1, max_length=500)
+    fleet: Fleet
+    capacity_profiles: str | None = Field(
+        None, description="CSV of measured max requests/s per replica (replaces the model)")
+    catalogs: list[str] = Field([], description="Catalog override files (CSV or XLSX)")
+    solver: SolverOptions = SolverOptions()
+    what_if: WhatIf = WhatIf()
+
+    @field_validator("workloads")
+    @classmethod
+    def _unique_names(cls, workloads: list[Workload]) -> list[Workload]:
+        seen: set[str] = set()
+        for workload in workloads:
+            if workload.name in seen:
+                message = f"workload names must be unique, '{workload.name}' repeats"
+                raise ValueError(message)
+            seen.add(workload.name)
+        return workloads
+
+    @field_validator("fleet")
+    @classmethod
+    def _unique_gpus(cls, fleet: Fleet) -> Fleet:
+        ids = [g.id.lower() for g in fleet.gpus]
+        repeated = sorted({i for i in ids if ids.count(i) > 1})
+        if repeated:
+            message = f"gpus: each GPU once, '{repeated[0]}' repeats"
+            raise ValueError(message)
+        return fleet
+
+
+def scenario_json_schema() -> dict:
+    """JSON Schema of the scenario file."""
+    schema = Scenario.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "fleetplan scenario"
+    return schema

@@ -1,0 +1,177 @@
+"""Read a scenario file (YAML or TOML) into a validated :class:`Scenario`.
+
+Every problem becomes one ``ScenarioError`` line: ``<file>: <field path>: <what is wrong>``.
+Relative paths inside a scenario (hourly profile CSVs, capacity profiles, catalog overrides)
+are resolved against the scenario file's folder.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+import typing
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from fleetplan.errors import ScenarioError
+from fleetplan.optimizer.scenario import PROFILE_HOURS, Scenario, check_profile
+
+_BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
+           "less_than_equal": "<="}
+_BOUND_KEYS = {"greater_than": "gt", "greater_than_equal": "ge", "less_than": "lt",
+               "less_than_equal": "le"}
+
+
+def field_path(location: tuple) -> str:
+    """``('workloads', 0, 'tpot_slo_ms')`` -> ``workloads[0].tpot_slo_ms``."""
+    text = ""
+    for part in location:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part != "[key]":
+            text += f".{part}" if text else str(part)
+    return text or "(top level)"
+
+
+def _model_at(location: tuple) -> type[BaseModel] | None:
+    """The pydantic model class that holds the last field of ``location``."""
+    model: Any = Scenario
+    for part in location[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part) if isinstance(model, type) else None
+        if field is None:
+            return None
+        model = _inner_model(field.annotation)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _inner_model(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for argument in typing.get_args(annotation):
+        found = _inner_model(argument)
+        if found is not None:
+            return found
+    return None
+
+
+def _shown(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def error_message(error: dict) -> str:
+    """One pydantic error as ``<path>: <what is wrong>``."""
+    kind, location = error["type"], tuple(error["loc"])
+    context, value = error.get("ctx", {}), error.get("input")
+    path = field_path(location)
+    if kind in _BOUNDS:
+        bound = context.get(_BOUND_KEYS[kind])
+        return f"{path}: must be {_BOUNDS[kind]} {bound:g}, got {_shown(value)}"
+    if kind == "missing":
+        return f"{path}: is required"
+    if kind == "extra_forbidden":
+        return _unknown_field(location)
+    if kind == "literal_error":
+        return f"{path}: must be {context.get('expected')}, got {_shown(value)}"
+    if kind == "value_error":
+        return f"{path}: {str(context.get('error', error['msg']))}"
+    message = error["msg"].replace("Input should be", "must be")
+    message = message[0].lower() + message[1:]
+    return f"{path}: {message}, got {_shown(value)}"
+
+
+def _unknown_field(location: tuple) -> str:
+    name, model = str(location[-1]), _model_at(location)
+    valid = sorted(model.model_fields) if model is not None else []
+    close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    listed = f" (valid: {', '.join(valid)})" if valid else ""
+    return f"{field_path(location)}: unknown field{hint}{listed}"
+
+
+def read_data(path: Path) -> dict:
+    """The raw mapping in a YAML or TOML file (one-line ScenarioError when unreadable)."""
+    if not path.is_file():
+        message = f"{path}: scenario file not found"
+        raise ScenarioError(message)
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = tomllib.loads(text) if path.suffix.lower() == ".toml" else yaml.safe_load(text)
+    except yaml.YAMLError as problem:
+        mark = getattr(problem, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        what = getattr(problem, "problem", None) or "not valid YAML"
+        message = f"{path}: {where}invalid YAML: {what}"
+        raise ScenarioError(message) from None
+    except tomllib.TOMLDecodeError as problem:
+        message = f"{path}: invalid TOML: {problem}"
+        raise ScenarioError(message) from None
+    if not isinstance(data, dict):
+        message = (f"{path}: must be a mapping of fields (workloads, fleet, ...), "
+                   f"got {type(data).__name__}")
+        raise ScenarioError(message)
+    return data
+
+
+def validate_scenario(data: dict, source: str = "scenario") -> Scenario:
+    """A Scenario from a mapping, or one ScenarioError line naming the first bad field."""
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as problem:
+        errors = problem.errors()
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        message = f"{source}: {error_message(errors[0])}{more}"
+        raise ScenarioError(message) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read, validate and resolve a scenario file."""
+    path = Path(path)
+    scenario = validate_scenario(read_data(path), source=str(path))
+    return resolve_paths(scenario, path.parent, source=str(path))
+
+
+def resolve_paths(scenario: Scenario, folder: Path, source: str = "scenario") -> Scenario:
+    """Read hourly-profile CSVs into the scenario; make other paths absolute."""
+    workloads = []
+    for index, workload in enumerate(scenario.workloads):
+        if isinstance(workload.hourly_profile, str):
+            where = f"{source}: workloads[{index}].hourly_profile"
+            profile = read_profile_csv(_absolute(workload.hourly_profile, folder), where)
+            workload = workload.model_copy(update={"hourly_profile": profile})
+        workloads.append(workload)
+    profiles = scenario.capacity_profiles
+    update = {"workloads": workloads,
+              "capacity_profiles": None if profiles is None else str(_absolute(profiles, folder)),
+              "catalogs": [str(_absolute(p, folder)) for p in scenario.catalogs]}
+    return scenario.model_copy(update=update)
+
+
+def _absolute(path: str, folder: Path) -> Path:
+    candidate = Path(path).expanduser()
+    return candidate if candidate.is_absolute() else (folder / candidate).resolve()
+
+
+def read_profile_csv(path: Path, where: str) -> list[float]:
+    """24 values from the last column of a CSV (a header row is allowed)."""
+    if not path.is_file():
+        message = f"{where}: file not found: {path}"
+        raise ScenarioError(message)
+    table = pd.read_csv(path)
+    values = pd.to_numeric(table.iloc[:, -1], errors="coerce") if len(table.columns) else None
+    if values is None or len(values) != PROFILE_HOURS or values.isna().any():
+        count = 0 if values is None else int(values.notna().sum())
+        message = (f"{where}: {path.name} must hold {PROFILE_HOURS} numbers in its last "
+                   f"column, got {count}")
+        raise ScenarioError(message)
+    try:
+        return check_profile(values.astype(float).tolist())
+    except ValueError as problem:
+        message = f"{where}: {path.name}: {problem}"
+        raise ScenarioError(message) from None

@@ -1,0 +1,106 @@
+"""Fixtures for export tests: small sweep tables and a real spreadsheet (LibreOffice headless).
+
+LibreOffice only recalculates an .xlsx on load when its profile says so, so every test worker
+(pytest-xdist) seeds its own profile with recalculation set to "always". Without ``soffice``
+the recalculation tests skip with a message, except in CI (``CI`` set), where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.exports.samples import (
+    EXAMPLE_SCENARIO, INFEASIBLE_SCENARIO, STRESS_SCENARIO, make_plan, synthetic_sweep,
+)
+
+_NAMESPACES = ('xmlns:oor="http://openoffice.org/2001/registry" '
+               'xmlns:xs="http://www.w3.org/2001/XMLSchema" '
+               'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"')
+_RECALC_ITEM = ('<item oor:path="/org.openoffice.Office.Calc/Formula/Load">'
+                '<prop oor:name="{}" oor:op="fuse"><value>0</value></prop></item>')
+# recalculation mode 0 = "always recalculate" when a file is loaded
+_RECALC_PROFILE = ('<?xml version="1.0" encoding="UTF-8"?>\n'
+                   f"<oor:items {_NAMESPACES}>\n"
+                   + "\n".join(_RECALC_ITEM.format(mode) for mode in ("OOXMLRecalcMode",
+                                                                      "ODFRecalcMode"))
+                   + "\n</oor:items>\n")
+_PDF_FILTER = 'pdf:calc_pdf_Export:{"SinglePageSheets":{"type":"boolean","value":"true"}}'
+
+
+class LibreOffice:
+    """``soffice --headless`` with a private profile that recalculates workbooks on load."""
+
+    def __init__(self, binary: str, profile: Path) -> None:
+        self.binary = binary
+        self.profile = profile
+        (profile / "user").mkdir(parents=True, exist_ok=True)
+        (profile / "user" / "registrymodifications.xcu").write_text(_RECALC_PROFILE)
+
+    def convert(self, path: Path, target: str, outdir: Path) -> Path:
+        outdir.mkdir(parents=True, exist_ok=True)
+        command = [self.binary, "--headless", "--norestore",
+                   f"-env:UserInstallation={self.profile.as_uri()}",
+                   "--convert-to", target, "--outdir", str(outdir), str(path)]
+        env = {**os.environ, "HOME": str(self.profile)}
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env,
+                              check=False)
+        result = outdir / (path.stem + "." + target.split(":")[0])
+        if done.returncode != 0 or not result.exists():
+            pytest.fail(f"soffice failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+        return result
+
+    def recalculate(self, path: Path) -> Path:
+        """A recalculated copy of ``path`` (same name, in a sibling folder)."""
+        return self.convert(path, "xlsx", path.parent / f"recalculated-{path.stem}")
+
+    def pdf(self, path: Path) -> Path:
+        """``path`` printed to PDF, one page per sheet."""
+        return self.convert(path, _PDF_FILTER, path.parent / f"pdf-{path.stem}")
+
+
+@pytest.fixture(scope="session")
+def libreoffice(tmp_path_factory) -> LibreOffice:
+    binary = shutil.which("soffice") or shutil.which("libreoffice")
+    if binary is None:
+        message = ("LibreOffice is not installed (no soffice on PATH); install "
+                   "libreoffice-calc-nogui to run the recalculation tests")
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    return LibreOffice(binary, tmp_path_factory.mktemp(f"libreoffice-profile-{worker}"))
+
+
+@pytest.fixture
+def small_sweep() -> pd.DataFrame:
+    return synthetic_sweep()
+
+
+@pytest.fixture(scope="session")
+def real_sweep() -> pd.DataFrame:
+    """The engine's own output for a few GPUs, models and batches."""
+    from fleetplan.sweeps import sweep
+
+    return sweep(["h100-sxm", "l4", "a100-80gb-sxm"], ["llama-3.1-8b", "llama-3.1-70b"],
+                 ["bf16", "fp8"], tps=[1, 2], batches=[1, 4, 16, 64, 256])
+
+
+@pytest.fixture(scope="session")
+def example_plan():
+    return make_plan(EXAMPLE_SCENARIO)
+
+
+@pytest.fixture(scope="session")
+def stress_plan():
+    return make_plan(STRESS_SCENARIO)
+
+
+@pytest.fixture(scope="session")
+def infeasible_plan():
+    return make_plan(INFEASIBLE_SCENARIO)

@@ -1,0 +1,99 @@
+"""Plan workbooks recalculated by LibreOffice: values, errors, and a price change."""
+
+from __future__ import annotations
+
+import math
+
+import openpyxl
+import pytest
+
+from fleetplan.exports import write_plan
+from tests.exports.samples import assert_recalculation_matches, cell_values, formula_cells
+
+pytestmark = pytest.mark.libreoffice
+
+
+@pytest.mark.parametrize("plan_fixture", ["example_plan", "stress_plan", "infeasible_plan"])
+def test_recalculated_values_equal_python(tmp_path, libreoffice, request, plan_fixture):
+    path = write_plan(request.getfixturevalue(plan_fixture), tmp_path / "plan.xlsx")
+    compared = assert_recalculation_matches(path, libreoffice.recalculate(path))
+    assert compared == len(formula_cells(path)) > 0
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-9)
+    return a == b
+
+
+def _header_cells(ws, header: str, count: int) -> list[str]:
+    for row in ws.iter_rows():
+        for cell in row:
+            if cell.value == header:
+                return [cell.offset(row=i + 1).coordinate for i in range(count)]
+    raise AssertionError(header)
+
+
+def test_raising_one_gpu_price_raises_exactly_its_costs(tmp_path, libreoffice, example_plan):
+    delta = 1.0
+    gpu, pricing = "h100-sxm", "on_demand"
+    path = write_plan(example_plan, tmp_path / "base.xlsx")
+    wb = openpyxl.load_workbook(path)
+    sheet, coordinate = next(wb.defined_names[f"price_{gpu.replace('-', '_')}_{pricing}"]
+                             .destinations)
+    price_cell = (sheet, coordinate.replace("$", ""))
+    wb[sheet][price_cell[1]].value += delta
+    wb.save(tmp_path / "edited.xlsx")
+    before = cell_values(libreoffice.recalculate(path))
+    after = cell_values(libreoffice.recalculate(tmp_path / "edited.xlsx"))
+    changed = {key for key in before if not _same(before[key], after.get(key))}
+    assert price_cell in changed
+
+    fleet = example_plan.fleet.reset_index(drop=True)
+    hours = example_plan.assumptions["hours_per_month"]
+    months = example_plan.assumptions["horizon_months"]
+    hit = (fleet["gpu"] == gpu) & (fleet["pricing_type"] == pricing)
+    row_delta = (fleet["replicas_mean"] * fleet["tp"] * delta * hours).where(hit, 0.0)
+    assert hit.sum() >= 1 and (~hit).sum() >= 1
+    ws = wb["Fleet"]
+    for name, scale in (("usd_per_gpu_hour (USD/GPU-hour)", None),
+                        ("usd_per_month (USD/month)", 1.0), ("usd_total (USD)", months)):
+        for index, coordinate in enumerate(_header_cells(ws, name, len(fleet))):
+            key = ("Fleet", coordinate)
+            expected = delta if scale is None and hit[index] else (
+                0.0 if scale is None else row_delta[index] * scale)
+            assert after[key] - before[key] == pytest.approx(expected, rel=1e-9, abs=1e-9)
+            assert (key in changed) == bool(hit[index])
+
+    monthly = row_delta.sum()  # the example buys no idle node GPUs
+    summary = {row[0].value: row[1].coordinate for row in wb["Summary"].iter_rows(max_col=2)
+               if row[0].value}
+    for label, factor in (("Total cost per month", 1), ("Total cost per year", 12),
+                          (f"Total over the horizon ({months:g} months)", months)):
+        key = ("Summary", summary[label])
+        assert after[key] - before[key] == pytest.approx(monthly * factor, rel=1e-9)
+
+    by_model = row_delta.groupby(fleet["model"]).sum()
+    workloads = example_plan.workloads.reset_index(drop=True)
+    for index, coordinate in enumerate(_header_cells(wb["Workloads"], "usd_per_month (USD/month)",
+                                                     len(workloads))):
+        key = ("Workloads", coordinate)
+        expected = by_model.get(workloads.loc[index, "model"], 0.0)
+        assert after[key] - before[key] == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+    other_gpus = {("Costs", c.offset(column=2).coordinate) for c in wb["Costs"]["A"]
+                  if c.value in set(fleet["gpu"]) - {gpu} and c.offset(column=2).data_type == "f"}
+    assert other_gpus and not other_gpus & changed
+    assert {sheet for sheet, _ in changed} <= {"Assumptions", "Fleet", "Costs", "Workloads",
+                                               "Summary"}
+    formulas = set(formula_cells(path))
+    assert changed - {price_cell} <= formulas  # only formulas move; decisions stay put
+
+
+def test_renders_one_page_per_sheet(tmp_path, libreoffice, example_plan):
+    import re
+
+    path = write_plan(example_plan, tmp_path / "plan.xlsx")
+    pdf = libreoffice.pdf(path).read_bytes()
+    pages = re.findall(rb"/Type\s*/Page[^s]", pdf)
+    assert len(pages) == len(openpyxl.load_workbook(path).sheetnames) == 9

@@ -1,0 +1,93 @@
+"""Plans as Parquet (folder or suffix-named files) and JSON; suffix dispatch errors."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import duckdb
+import pandas as pd
+import polars as pl
+import pyarrow.parquet as pq
+import pytest
+
+import fleetplan
+from fleetplan.errors import InvalidValueError
+from fleetplan.exports import write_plan, write_sweep
+from fleetplan.exports.parquet import read_provenance
+from fleetplan.exports.plan_parquet import plan_tables
+from fleetplan.optimizer.plan import FleetPlan
+from tests.exports.samples import synthetic_sweep
+
+
+def test_parquet_folder_read_back(tmp_path, example_plan):
+    folder = write_plan(example_plan, tmp_path / "plan.parquet")
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == sorted(f"{n}.parquet" for n in plan_tables(example_plan))
+    fleet = pd.read_parquet(folder / "fleet.parquet")
+    pd.testing.assert_frame_equal(fleet, example_plan.fleet.reset_index(drop=True),
+                                  check_dtype=False)
+    total = duckdb.sql(f"SELECT sum(usd_per_month) FROM read_parquet('{folder}/fleet.parquet')"
+                       ).fetchall()[0][0]
+    assert total == pytest.approx(example_plan.fleet["usd_per_month"].sum())
+    summary = pl.read_parquet(folder / "summary.parquet")
+    assert summary["status"].to_list() == [example_plan.status]
+    assert summary["usd_per_month"].to_list() == pytest.approx([example_plan.usd_per_month])
+    record = read_provenance(folder / "fleet.parquet")
+    assert record["kind"] == "plan.fleet"
+    assert record["fleetplan_version"] == fleetplan.__version__
+    assert record["parameters"]["scenario"]["name"] == "exports example"
+    assert record["catalog_versions"] == json.loads(json.dumps(
+        example_plan.assumptions["catalog_versions"]))
+    kv = pl.read_parquet_metadata(folder / "workloads.parquet")
+    assert json.loads(kv["columns"])["usd_per_m_tokens"]["unit"] == "USD/1M tokens"
+    schema = pq.read_schema(folder / "fleet.parquet")
+    assert schema.field("usd_per_month").metadata[b"unit"] == b"USD/month"
+
+
+def test_parquet_files_layout(tmp_path, example_plan):
+    write_plan(example_plan, tmp_path / "q1.parquet", layout="files")
+    names = sorted(os.listdir(tmp_path))
+    assert names == sorted(f"q1.{n}.parquet" for n in plan_tables(example_plan))
+    routing = pd.read_parquet(tmp_path / "q1.routing.parquet")
+    assert len(routing) == len(example_plan.routing)
+
+
+def test_parquet_folder_replaces_previous_plan(tmp_path, example_plan, infeasible_plan):
+    folder = tmp_path / "plan.parquet"
+    write_plan(example_plan, folder)
+    write_plan(infeasible_plan, folder)
+    assert pd.read_parquet(folder / "summary.parquet")["status"].tolist() == ["infeasible"]
+    assert os.listdir(tmp_path) == ["plan.parquet"]
+
+
+def test_json_round_trip(tmp_path, example_plan):
+    path = write_plan(example_plan, tmp_path / "plan.json")
+    back = FleetPlan.from_json(path)
+    assert back.status == example_plan.status
+    assert back.fleet["usd_per_month"].tolist() == pytest.approx(
+        example_plan.fleet["usd_per_month"].tolist())
+
+
+def test_bad_layout(tmp_path, example_plan):
+    with pytest.raises(InvalidValueError, match="layout must be one of folder, files"):
+        write_plan(example_plan, tmp_path / "p.parquet", layout="zip")
+
+
+@pytest.mark.parametrize(("writer", "path", "message"), [
+    ("plan", "plan.csv", r"plan to '.*plan.csv'.*\.xlsx, \.parquet, \.json"),
+    ("sweep", "sweep.json", r"sweep to '.*sweep.json'.*\.parquet, \.xlsx, \.csv"),
+    ("sweep", "sweep", "must end with"),
+])
+def test_unknown_suffix(tmp_path, example_plan, writer, path, message):
+    monkey_path = tmp_path / path
+    with pytest.raises(InvalidValueError, match=message):
+        if writer == "plan":
+            write_plan(example_plan, monkey_path)
+        else:
+            write_sweep(synthetic_sweep(), monkey_path)
+
+
+def test_partitions_need_parquet(tmp_path):
+    with pytest.raises(InvalidValueError, match="partition_by needs a .parquet output"):
+        write_sweep(synthetic_sweep(), tmp_path / "s.csv", partition_by=["gpu"])

@@ -1,0 +1,211 @@
+"""Scenario -> candidates -> plan, with a stand-in performance engine, measured capacity
+profiles, price selection, and infeasibility reasons."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fleetplan.errors import ScenarioError
+from fleetplan.optimizer.planner import plan_scenario, prepare
+from fleetplan.optimizer.scenario_io import validate_scenario
+from tests.optimizer.plan_checker import check_plan
+
+#: Stand-in engine: best achievable TPOT [ms] and output tokens/s per GPU at the knee.
+BEST_TPOT_MS = {"h100-sxm": 7.1, "l4": 20.0, "a10g": 25.0}
+TOKENS_PER_S = {"h100-sxm": 3000.0, "l4": 600.0, "a10g": 500.0}
+
+
+class FakeEngine:
+    """Records its calls; capacity = tokens/s x tp / output_len when the TPOT SLO is met."""
+
+    def __init__(self):
+        self.calls: list[pd.DataFrame] = []
+
+    def __call__(self, cases: pd.DataFrame, catalogs=None) -> pd.DataFrame:
+        self.calls.append(cases.copy())
+        best = cases["gpu"].map(BEST_TPOT_MS).to_numpy()
+        slo = cases["tpot_slo_ms"].fillna(np.inf).to_numpy()
+        meets = slo >= best
+        req_s = cases["gpu"].map(TOKENS_PER_S).to_numpy() * cases["tp"] / cases["output_len"]
+        reason = np.where(meets, "", [f"TPOT SLO {s:g} ms is below the best achievable {b:g} ms"
+                                      for s, b in zip(slo, best, strict=True)])
+        return cases.assign(req_s=np.where(meets, req_s * np.minimum(1, slo / 50), 0.0),
+                            valid=meets, fits=True, reason=reason, batch=np.where(meets, 32, 0),
+                            tpot_ms=np.minimum(slo, 50.0), ttft_ms=200.0)
+
+
+def scenario(**fleet) -> dict:
+    return {
+        "workloads": [
+            {"name": "chat", "model": "llama-3.1-8b", "requests_per_s": 20,
+             "input_tokens": 1000, "output_tokens": 200, "tpot_slo_ms": 40,
+             "quants": ["bf16", "fp8"], "redundancy_k": 1},
+            {"name": "rag", "model": "llama-3.1-70b", "tokens_per_s": 6000,
+             "histogram": [{"input_tokens": 2000, "output_tokens": 200, "weight": 1},
+                           {"input_tokens": 500, "output_tokens": 100, "weight": 1}],
+             "tpot_slo_ms": 60, "hourly_profile": [0.5] * 12 + [1.5] * 12}],
+        "fleet": {"gpus": ["h100-sxm", {"id": "l4", "usd_per_gpu_hour": {"on_demand": 0.5}}],
+                  "tp": [1, 2, 16], **fleet},
+        "solver": {"mip_gap": 0.0},
+    }
+
+
+def test_one_engine_call_for_every_case_and_variant(shipped):
+    engine = FakeEngine()
+    prepared = prepare(validate_scenario(scenario()), shipped, estimate=engine)
+    assert len(engine.calls) == 1
+    cases = engine.calls[0]
+    # chat: 1 bucket x 2 quants; rag: 2 buckets x 1 quant; x 2 GPUs x tp 1,2 (16 > node);
+    # twice: at the SLO and at the looser what-if SLO
+    assert len(cases) == (2 + 2) * 2 * 2 * 2
+    assert set(cases["tp"]) == {1, 2}
+    assert set(cases["mode"]) == {"slo"}
+    assert set(prepared.candidates["pool"]) == {"llama-3.1-8b", "llama-3.1-70b"}
+    assert (prepared.relaxed_candidates["req_s_per_replica"].to_numpy()
+            >= prepared.candidates["req_s_per_replica"].to_numpy()).all()
+
+
+def test_plan_from_a_scenario_passes_the_checker(shipped):
+    data = scenario()
+    plan = plan_scenario(validate_scenario(data), shipped, estimate=FakeEngine())
+    prepared = prepare(validate_scenario(data), shipped, estimate=FakeEngine())
+    assert plan.status == "optimal"
+    assert check_plan(plan, prepared.problem) == []
+    assert len(plan.periods) == 24 and plan.periods["solved_as"].nunique() == 2
+    assert set(plan.workloads["workload"]) == {"chat", "rag"}
+    assert plan.workloads["served_fraction"].tolist() == [1.0, 1.0]
+    assert plan.assumptions["capacity_source"] == "engine"
+    assert "catalog_versions" in plan.assumptions
+
+
+def test_prices_default_to_the_cheapest_catalog_row_and_say_which(shipped):
+    prepared = prepare(validate_scenario(scenario()), shipped, estimate=FakeEngine())
+    prices = prepared.prices.set_index(["gpu", "pricing_type"])
+    h100 = prices.loc[("h100-sxm", "on_demand")]
+    catalog = shipped.prices
+    cheapest = catalog[(catalog["gpu"] == "h100-sxm") & (catalog["pricing_type"] == "on_demand")]
+    assert h100["usd_per_gpu_hour"] == cheapest["usd_per_gpu_hour"].min()
+    assert h100["origin"] == "catalog" and h100["source"]
+    assert prices.loc[("l4", "on_demand"), "usd_per_gpu_hour"] == 0.5
+    assert prices.loc[("l4", "on_demand"), "origin"] == "scenario"
+
+
+def test_provider_pin_and_missing_prices(shipped):
+    providers = shipped.prices.loc[shipped.prices["gpu"] == "h100-sxm", "provider"]
+    pinned = prepare(validate_scenario(scenario(provider=providers.iloc[0])), shipped,
+                     estimate=FakeEngine()).prices
+    assert set(pinned.loc[pinned["gpu"] == "h100-sxm", "provider"]) == {providers.iloc[0]}
+    with pytest.raises(ScenarioError, match=r"fleet.gpus\[0\]: no price for h100-sxm with "
+                                            r"pricing on_demand \(provider nobody\)"):
+        prepare(validate_scenario(scenario(provider="nobody")), shipped, estimate=FakeEngine())
+    prices = shipped.prices
+    on_demand_only = dataclasses.replace(shipped,
+                                         prices=prices[prices["pricing_type"] == "on_demand"])
+    noted = prepare(validate_scenario(scenario(pricing=["on_demand", "reserved_3y"])),
+                    on_demand_only, estimate=FakeEngine())
+    assert "no reserved_3y price for h100-sxm; reserved_3y not used for it" in noted.problem.notes
+    assert set(noted.prices["pricing_type"]) == {"on_demand"}
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (("workloads", 0, "model"), "llama-8b", r"workloads\[0\].model: unknown model 'llama-8b'"),
+    (("workloads", 1, "quants"), ["fp9"], r"workloads\[1\].quants: unknown quant 'fp9'"),
+    (("fleet", "gpus", 0), "h100", r"fleet.gpus\[0\].id: unknown gpu 'h100'; did you mean"),
+])
+def test_unknown_ids_name_their_field(shipped, path, value, message):
+    data = scenario()
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(ScenarioError, match=message):
+        prepare(validate_scenario(data), shipped, estimate=FakeEngine())
+
+
+def test_an_unreachable_tpot_slo_is_explained(shipped):
+    data = scenario()
+    data["workloads"][1]["tpot_slo_ms"] = 5
+    plan = plan_scenario(validate_scenario(data), shipped, estimate=FakeEngine())
+    assert plan.status == "infeasible"
+    unmet = plan.unmet_demand
+    assert set(unmet["workload"]) == {"rag"}
+    assert unmet["unmet_fraction"].min() == pytest.approx(1.0)
+    expected = ("TPOT SLO 5 ms is below the best achievable 7.1 ms for llama-3.1-70b "
+                "on any allowed GPU")
+    assert set(unmet["reason"]) == {expected}
+    assert f"rag: {expected}" in plan.messages
+    assert plan.workloads.set_index("workload").loc["chat", "served_fraction"] == 1.0
+
+
+def test_an_availability_cap_is_explained(shipped):
+    data = scenario()
+    data["fleet"]["gpus"] = [{"id": "l4", "max_gpus": 2}]
+    plan = plan_scenario(validate_scenario(data), shipped, estimate=FakeEngine())
+    assert plan.status == "infeasible"
+    assert any(m.startswith("chat: needs") and "l4 but availability is 2" in m
+               for m in plan.messages)
+    assert (plan.unmet_demand["unmet_req_s"] > 0).all()
+
+
+def test_measured_capacity_profiles_replace_the_engine(shipped, tmp_path):
+    profile = tmp_path / "capacity.csv"
+    profile.write_text("gpu,tp,input_tokens,output_tokens,max_req_s,model\n"
+                       "h100-sxm,1,1024,256,10,llama-3.1-8b\n"
+                       "h100-sxm,1,4096,256,4,\n"
+                       "l4,1,1024,256,2,llama-3.1-8b\n"
+                       "l4,1,4096,512,0,\n")
+    data = scenario()
+    data["capacity_profiles"] = str(profile)
+    data["workloads"] = data["workloads"][:1]
+    engine = FakeEngine()
+    plan = plan_scenario(validate_scenario(data), shipped, estimate=engine)
+    assert engine.calls == []
+    assert plan.assumptions["capacity_source"] == "profiles"
+    chat = plan.candidates[plan.candidates["workload"] == "chat"]
+    assert sorted(chat["req_s_per_replica"]) == [2.0, 10.0]  # smallest covering buckets
+    assert plan.status == "optimal"
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("gpu,tp,input_tokens,output_tokens\nl4,1,1,1\n", "lacks the column max_req_s"),
+    ("gpu,tp,input_tokens,output_tokens,max_req_s\nl4,1,1,1,-3\n",
+     r"row 2, column max_req_s: must be a number >= 0, got '-3'"),
+    ("gpu,tp,input_tokens,output_tokens,max_req_s\nl4,0.5,1,1,3\n",
+     r"row 2, column tp: must be a whole number > 0"),
+])
+def test_bad_capacity_profiles(shipped, tmp_path, content, message):
+    profile = tmp_path / "capacity.csv"
+    profile.write_text(content)
+    data = scenario()
+    data["capacity_profiles"] = str(profile)
+    with pytest.raises(ScenarioError, match=message):
+        prepare(validate_scenario(data), shipped, estimate=FakeEngine())
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # engine's own
+def test_the_real_engine_gives_usable_candidates(shipped):
+    data = scenario()
+    data["what_if"] = {"enabled": False}
+    prepared = prepare(validate_scenario(data), shipped)
+    candidates = prepared.candidates
+    assert (candidates["req_s_per_replica"] > 0).any()
+    served = candidates[candidates["req_s_per_replica"] > 0]
+    assert (served["tpot_ms"] <= 60 + 1e-9).all()
+    plan = plan_scenario(validate_scenario(data), shipped)
+    assert plan.feasible
+    assert check_plan(plan, prepared.problem) == []
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # engine's own
+def test_a_looser_slo_never_costs_more_with_the_real_engine(shipped):
+    data = scenario()
+    data["what_if"] = {"enabled": False}
+    data["workloads"] = data["workloads"][:1]
+    tight = plan_scenario(validate_scenario(data), shipped)
+    data["workloads"][0]["tpot_slo_ms"] = 80
+    loose = plan_scenario(validate_scenario(data), shipped)
+    assert loose.objective_usd <= tight.objective_usd * (1 + 1e-9)

@@ -1,0 +1,117 @@
+"""Model structure: dominated configurations, merged periods, per-period solving, parseable
+names, and binding constraints priced by re-solving."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from fleetplan.optimizer.decompose import is_separable, solve_by_period, solve_fleet
+from fleetplan.optimizer.marginals import binding_limits, marginal_values
+from fleetplan.optimizer.model import build_model
+from fleetplan.optimizer.optimize import WhatIfOptions, optimize_problem
+from fleetplan.optimizer.periods import merge_identical_periods
+from fleetplan.optimizer.prune import dominated_configs
+from fleetplan.optimizer.solve import SolveOptions, solve_model
+from tests.optimizer.instances import make_problem
+
+EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)
+
+
+def test_a_slower_configuration_on_the_same_gpu_is_dominated():
+    problem = make_problem([[10.0, 5.0], [8.0, 5.0], [20.0, 1.0]], [[10.0, 10.0]],
+                           {("g0", "on_demand"): 1.0}, gpu=["g0", "g0", "g0"])
+    assert dominated_configs(problem) == ["c1"]  # c2 is faster on one bucket only
+
+
+def test_a_capped_gpu_does_not_dominate():
+    offers = {("g0", "on_demand"): 2.0, ("g1", "on_demand"): 1.0}
+    free = make_problem([[5.0], [10.0]], [[10.0]], offers)
+    capped = make_problem([[5.0], [10.0]], [[10.0]], offers, max_gpus={"g1": 1})
+    assert dominated_configs(free) == ["c0"]
+    assert dominated_configs(capped) == []
+
+
+def test_equal_configurations_keep_one():
+    problem = make_problem([[5.0], [5.0]], [[10.0]],
+                           {("g0", "on_demand"): 1.0, ("g1", "on_demand"): 1.0})
+    assert dominated_configs(problem) == ["c1"]
+
+
+def test_pruning_never_changes_the_optimum():
+    rng = np.random.default_rng(7)
+    for _ in range(5):
+        capacity = rng.choice([0.0, 3.0, 5.0, 8.0], size=(4, 2))
+        offers = {(f"g{c}", "on_demand"): float(rng.choice([1.0, 1.5, 2.0])) for c in range(4)}
+        problem = make_problem(capacity, [[6.0, 4.0]], offers)
+        full = solve_model(build_model(problem), EXACT)  # every configuration kept
+        plan = optimize_problem(problem, EXACT)
+        if full.has_solution:
+            assert plan.objective_usd == pytest.approx(full.objective)
+        else:
+            assert plan.status == "infeasible"
+
+
+def test_identical_periods_of_a_month_merge():
+    problem = make_problem([[10.0]], [[5.0], [7.0], [5.0], [5.0]], {("g0", "on_demand"): 1.0},
+                           hours=[1.0, 2.0, 3.0, 4.0])
+    merged, representative = merge_identical_periods(problem)
+    assert representative.tolist() == [0, 1, 0, 0]
+    assert merged.periods.set_index("period")["hours"].to_dict() == {0: 8.0, 1: 2.0}
+
+
+def test_periods_solved_one_by_one_match_the_whole_model():
+    problem = make_problem([[10.0, 4.0], [30.0, 9.0]], [[25.0, 5.0], [12.0, 1.0], [40.0, 9.0]],
+                           {("g0", "on_demand"): 1.0, ("g1", "on_demand"): 2.5},
+                           hours=[1.0, 2.0, 3.0])
+    assert is_separable(problem)
+    whole = solve_model(build_model(problem), EXACT)
+    split = solve_by_period(build_model(problem), EXACT)
+    assert split.status == "optimal"
+    assert split.objective == pytest.approx(whole.objective)
+    assert split.bound <= split.objective + 1e-9
+
+
+def test_reserved_pricing_links_periods_and_the_start_is_used():
+    problem = make_problem([[10.0]], [[30.0], [10.0], [20.0]],
+                           {("g0", "on_demand"): 1.0, ("g0", "reserved_1y"): 0.6})
+    assert not is_separable(problem)
+    outcome = solve_fleet(build_model(problem), EXACT)
+    assert outcome.status == "optimal"
+    # 2 reserved for 3 h (3.6) + 1 on-demand for 1 h = 4.6 < 1 reserved + 3 od hours (4.8)
+    assert outcome.objective == pytest.approx(4.6)
+
+
+def test_variable_and_constraint_names_parse_back_to_their_rows():
+    problem = make_problem([[10.0], [5.0]], [[20.0]],
+                           {("g0", "on_demand"): 1.0, ("g1", "on_demand"): 1.0},
+                           max_gpus={"g0": 4}, redundancy_k=1)
+    model = build_model(problem)
+    names = [v.name for v in model.lp.variables()]
+    assert all(re.fullmatch(r"(route|replicas|nodes)(_(m?\d+))+", n) for n in names)
+    constraints = model.constraint_table()
+    assert {"demand", "capacity", "nodes", "availability", "redundancy"} <= set(
+        constraints["family"])
+    assert all(re.fullmatch(r"[a-z_]+_\d+", n) for n in constraints["name"])
+
+
+def test_binding_availability_is_priced_by_a_re_solve():
+    problem = make_problem([[10.0], [10.0]], [[40.0]],
+                           {("g0", "on_demand"): 1.0, ("g1", "on_demand"): 2.0},
+                           max_gpus={"g0": 2})
+    plan = optimize_problem(problem, EXACT, WhatIfOptions(enabled=True))
+    row = plan.binding_constraints.set_index("family").loc["availability"]
+    assert row["subject"] == "g0"
+    assert row["saving_usd_per_month"] == pytest.approx(1.0)  # one g0 replaces one g1
+    assert row["description"] == ("availability g0: one more g0 available would save $1.00 "
+                                  "per month")
+
+
+def test_slack_limits_are_not_binding():
+    problem = make_problem([[10.0]], [[10.0]], {("g0", "on_demand"): 1.0}, max_gpus={"g0": 5})
+    model = build_model(problem)
+    solve_model(model, EXACT)
+    assert binding_limits(model).empty
+    assert marginal_values(model, 1.0, 0.0, EXACT).empty
