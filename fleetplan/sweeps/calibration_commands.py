@@ -61,7 +61,7 @@ def validate_command(paths: Paths, gpu: GpuOption = None, tp: TpOption = None, q
 def calibrate_command(paths: Paths, output: Annotated[Path, typer.Option("-o", "--output", help="Fitted factors CSV")],
                       gpu: GpuOption = None, tp: TpOption = None, quant: QuantOption = "bf16", model: ModelOption = None,
                       catalog: CatalogOption = None) -> None:
-    """Fit MBU, MFU, step overhead and TP scaling per GPU and precision; print errors before and after.
+    """Fit MBU, MFUs, overheads and TP scaling per GPU and precision; print errors before and after.
 
     The output has the efficiency catalog's columns: use it with ``--catalog factors.csv``.
     """
