@@ -27,6 +27,7 @@ _COMMAND_MODULES = (
     "fleetplan.sweeps.commands",
     "fleetplan.optimizer.commands",
     "fleetplan.optimizer.procurement_commands",
+    "fleetplan.optimizer.whatif_commands",
     "fleetplan.exports.commands",
 )
 

@@ -1,0 +1,58 @@
+"""What-if grid speed: scenarios/s for a 1,000-scenario grid with 1 and 2 local worker processes.
+
+The grid varies demand (10 values), TPOT SLO (10 values) and the L40S price (10 values) around a
+small one-workload scenario (tests/optimizer/fixtures/small_scenario.yaml). The 200-million-row
+Dask sweep figure is printed by bench_distributed_sweep.py.
+
+Usage: python benchmarks/bench_whatif.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+BASE = Path(__file__).resolve().parents[1] / "tests" / "optimizer" / "fixtures" / "small_scenario.yaml"
+
+
+def grid_yaml(n: int) -> str:
+    demand = [round(0.5 + 0.25 * i, 2) for i in range(n)]
+    tpot = [30 + 5 * i for i in range(n)]
+    price = [round(0.6 + 0.1 * i, 2) for i in range(n)]
+    return (f"base: {BASE}\naxes:\n  demand_multiplier: {demand}\n  tpot_slo_ms: {tpot}\n"
+            f"  price_multiplier: {{l40s: {price}}}\n")
+
+
+def run(workers: int, n: int) -> tuple[int, float, int]:
+    from fleetplan.optimizer.whatif import expand, load_grid
+    from fleetplan.optimizer.whatif_run import run_grid
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "grid.yaml"
+        path.write_text(grid_yaml(n))
+        grid, base = load_grid(path)
+        cases = expand(grid)
+        start = time.perf_counter()
+        results = run_grid(grid, base, cases, Path(folder) / "cases", workers=workers)
+        seconds = time.perf_counter() - start
+    solved = int(results["status"].isin(["optimal", "time_limit"]).sum())
+    return len(cases), seconds, solved
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="a 64-scenario grid")
+    n = 4 if parser.parse_args().quick else 10
+    rates = {}
+    for workers in (1, 2):
+        count, seconds, solved = run(workers, n)
+        rates[workers] = count / seconds
+        print(f"{workers} worker(s): {count} scenarios ({solved} solved, the rest infeasible or failed) in "
+              f"{seconds:.1f} s = {rates[workers]:.2f} scenarios/s")
+    print(f"speed-up with 2 workers: {rates[2] / rates[1]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""What-if grids: expansion, scenario variants, infeasible and failing cases, resume, Dask, CLI."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fleetplan.cli import main
+from fleetplan.errors import ScenarioError
+from fleetplan.optimizer.whatif import Grid, apply_case, case_id, expand, load_grid, scaled_catalogs
+from fleetplan.optimizer.whatif_run import run_grid
+
+SMALL = Path(__file__).parent / "fixtures" / "small_scenario.yaml"
+
+
+def grid_file(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "grid.yaml"
+    path.write_text(f"base: {SMALL}\n" + body)
+    return path
+
+
+@pytest.fixture
+def small_grid(tmp_path):
+    return load_grid(grid_file(tmp_path, "axes:\n  demand_multiplier: [1, 3]\n  tpot_slo_ms: [50, 1]\n"))
+
+
+def test_expand_product_and_cases(tmp_path):
+    grid, _ = load_grid(grid_file(tmp_path, "axes:\n  demand_multiplier: [1, 2]\n  price_multiplier: {l40s: [0.5, 1]}\n"
+                                            "  pricing: {od: [on_demand], mixed: [on_demand, spot]}\n"))
+    cases = expand(grid)
+    assert len(cases) == 8
+    assert list(cases[0]) == ["demand_multiplier", "price_multiplier[l40s]", "pricing"]
+    named, _ = load_grid(grid_file(tmp_path, "cases:\n  - {name: double, demand_multiplier: 2}\n"))
+    assert expand(named) == [{"name": "double", "demand_multiplier": 2}]
+
+
+def test_apply_case_changes_the_scenario(small_grid, shipped):
+    grid, base = small_grid
+    data, multipliers = apply_case(base, {"demand_multiplier": 3, "tpot_slo_ms": 40}, grid)
+    assert data["workloads"][0]["requests_per_s"] == 60 and data["workloads"][0]["tpot_slo_ms"] == 40
+    assert base["workloads"][0]["requests_per_s"] == 20  # the base is not modified
+    cheaper = scaled_catalogs(shipped, {"l40s": 0.5})
+    before = shipped.prices.query("gpu == 'l40s'")["usd_per_gpu_hour"].to_numpy()
+    assert (cheaper.prices.query("gpu == 'l40s'")["usd_per_gpu_hour"].to_numpy() == before * 0.5).all()
+    allowed = Grid(base="x", axes={"allowed_gpus": {"one": ["l40s"]}})
+    assert apply_case(base, {"allowed_gpus": "one"}, allowed)[0]["fleet"]["gpus"] == ["l40s"]
+    with pytest.raises(ScenarioError, match="names gpu 'b200', which the base scenario's fleet does not allow"):
+        apply_case(base, {"max_gpus[b200]": 8}, grid)
+    with pytest.raises(ScenarioError, match="unknown what-if axis 'context'"):
+        apply_case(base, {"context": 8}, grid)
+
+
+def test_run_grid_reports_infeasible_cases_and_more_demand_costs_more(small_grid, tmp_path):
+    grid, base = small_grid
+    results = run_grid(grid, base, expand(grid), tmp_path / "cases").set_index(["demand_multiplier", "tpot_slo_ms"])
+    assert results.loc[(1, 50), "status"] == "optimal"
+    assert results.loc[(3, 50), "usd_per_month"] >= results.loc[(1, 50), "usd_per_month"]
+    assert results.loc[(1, 1), "status"] == "infeasible"
+    assert "TPOT SLO 1 ms is below the best achievable" in results.loc[(1, 1), "message"]
+
+
+def test_a_failing_case_is_a_row_not_an_abort(small_grid, tmp_path):
+    grid, base = small_grid
+    results = run_grid(grid, base, [{"demand_multiplier": 1}, {"demand_multiplier": -1}], tmp_path / "c")
+    assert list(results["status"]) == ["optimal", "error"]
+    assert "requests_per_s" in results["message"].iloc[1]
+
+
+def test_resume_skips_solved_cases(small_grid, tmp_path):
+    grid, base = small_grid
+    cases = [{"demand_multiplier": 1}, {"demand_multiplier": 2}]
+    folder = tmp_path / "cases"
+    run_grid(grid, base, cases[:1], folder)
+    cached = folder / f"{case_id(cases[0])}.json"
+    row = json.loads(cached.read_text())
+    cached.write_text(json.dumps({**row, "usd_per_month": 123.0}))  # a marker only a skipped case keeps
+    seen = []
+    results = run_grid(grid, base, cases, folder, progress=lambda done, total: seen.append((done, total)))
+    assert results["usd_per_month"].iloc[0] == 123.0
+    assert seen == [(2, 2)]  # only the second case was solved
+
+
+def test_dask_results_equal_local_results(small_grid, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    grid, base = small_grid
+    cases = expand(grid)
+    local = run_grid(grid, base, cases, tmp_path / "local")
+    with distributed.LocalCluster(n_workers=2, processes=False, dashboard_address=":0") as cluster, \
+            distributed.Client(cluster) as client:
+        remote = run_grid(grid, base, cases, tmp_path / "dask", client=client)
+    columns = ["case_id", "status", "usd_per_month", "gpus_peak", "message"]
+    pd.testing.assert_frame_equal(local[columns], remote[columns])
+
+
+def test_cli_writes_workbook_and_parquet(tmp_path, capsys):
+    grid = grid_file(tmp_path, "axes:\n  demand_multiplier: [1, 2]\n")
+    assert main(["whatif", str(grid), "-o", str(tmp_path / "grid.xlsx"), "--workers", "1"]) == 0
+    sheets = pd.read_excel(tmp_path / "grid.xlsx", sheet_name=None)
+    assert {"Scenarios", "By demand_multiplier", "Base plan fleet", "Read me"} <= set(sheets)
+    assert len(sheets["Scenarios"]) == 2 and (tmp_path / "grid-base.xlsx").is_file()
+    assert main(["whatif", str(grid), "-o", str(tmp_path / "grid.parquet"), "--workers", "1", "--no-base-plan"]) == 0
+    table = pd.read_parquet(tmp_path / "grid.parquet" / "scenarios.parquet")
+    assert list(table["demand_multiplier"]) == [1, 2]
+    assert "2 scenarios, 0 infeasible or failed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("body", "match"), [
+    ("axes:\n  demand_multiplier: [1]\ncases:\n  - {demand_multiplier: 2}\n", "give either axes or cases"),
+    ("axes:\n  demand_multipler: [1]\n", "demand_multipler"),
+])
+def test_bad_grid_files(tmp_path, capsys, body, match):
+    assert main(["whatif", str(grid_file(tmp_path, body)), "-o", str(tmp_path / "g.xlsx")]) == 2
+    assert match in capsys.readouterr().err
+
+
+def test_missing_grid_file(tmp_path, capsys):
+    assert main(["whatif", str(tmp_path / "none.yaml"), "-o", str(tmp_path / "g.xlsx")]) == 2
+    assert "does not exist" in capsys.readouterr().err
