@@ -65,7 +65,8 @@ def engine_cases(scenario: Scenario, buckets: pd.DataFrame, names: dict,
         looser["tpot_slo_ms"] = looser["tpot_slo_ms"] * scenario.what_if.tpot_slo_factor
         cases = pd.concat([cases, looser], ignore_index=True)
     has_slo = cases["tpot_slo_ms"].notna() | cases["ttft_slo_ms"].notna()
-    cases["mode"] = np.where(has_slo, "slo", "offline")
+    with_slo = "max_rate" if scenario.fleet.capacity_model == "load" else "slo"
+    cases["mode"] = np.where(has_slo, with_slo, "offline")
     return cases.reset_index(drop=True)
 
 

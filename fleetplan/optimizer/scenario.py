@@ -164,6 +164,9 @@ class Fleet(_Strict):
     horizon_months: int = Field(12, ge=1, le=120, description="Planning horizon [months]")
     hours_per_month: float = Field(730.0, gt=0, le=744, description="Hours in a month [h]")
     share_replicas: bool = Field(True, description="Workloads of one model may share replicas")
+    capacity_model: Literal["load", "knee"] = Field(
+        "load", description="Replica capacity: 'load' = the largest request rate whose loaded TPOT and TTFT "
+                            "meet the SLOs (queueing model); 'knee' = the rate at the largest batch meeting them")
 
     @field_validator("tp")
     @classmethod

@@ -88,5 +88,5 @@ def _prefill(c, rows):
 def _decode_ms_per_request(decode: pd.DataFrame, cases: pd.DataFrame) -> np.ndarray:
     """Decode-pool time one request takes: ``G * TPOT / B`` [ms]; infinite where no batch fits."""
     batch = decode["batch"].to_numpy(dtype=float)
-    per_request = throughput._safe_divide(cases["output_len"].to_numpy(dtype=float) * decode["tpot_ms"], batch)
+    per_request = throughput.safe_divide(cases["output_len"].to_numpy(dtype=float) * decode["tpot_ms"], batch)
     return np.where(batch > 0, per_request, np.inf)

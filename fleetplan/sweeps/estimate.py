@@ -98,7 +98,7 @@ def _operating_batch(c, rows, cases):
     given = np.nan_to_num(cases["batch"].to_numpy(dtype=float)).astype(np.int64)
     batch = np.select([mode == "batch", mode == "slo"], [given, knee], offline)
     reason = np.full(len(cases), "", dtype=object)
-    in_slo = mode == "slo"
+    in_slo = np.isin(mode, ["slo", "max_rate"])  # an idle replica that misses the SLOs has knee 0
     reason[in_slo] = operating_points.slo_reason(c, rows, knee, tpot_slo, ttft_slo)[in_slo]
     return batch, reason
 

@@ -52,7 +52,7 @@ def apply_load(table: pd.DataFrame, c, rows, rate: np.ndarray, cases: pd.DataFra
         "usd_per_m_total_tokens": throughput.usd_per_m_tokens(
             table["usd_per_hour"], served * (rows.input_len + rows.output_len)),
         "usd_per_k_requests": throughput.usd_per_k_requests(table["usd_per_hour"], served),
-        "rate_req_s": rate, "capacity_req_s": capacity, "utilization": rate / capacity,
+        "rate_req_s": rate, "capacity_req_s": capacity, "utilization": throughput.safe_divide(rate, capacity),
         **{name: state[name] for name in LOAD_COLUMNS[3:]},
     }
     for name, values in updates.items():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def _safe_divide(numerator, denominator):
+def safe_divide(numerator, denominator):
     """``numerator / denominator``, NaN where the denominator is not positive."""
     denominator = np.asarray(denominator, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -23,7 +23,7 @@ def decode_tok_s(batch, tpot_ms):
     >>> round(float(decode_tok_s(1, 6.823)), 1)
     146.6
     """
-    return _safe_divide(np.asarray(batch, dtype=float) * 1e3, tpot_ms)
+    return safe_divide(np.asarray(batch, dtype=float) * 1e3, tpot_ms)
 
 
 def decode_ceiling_tok_s(memory_bw_tb_s, mbu, context_len, kv_bytes_per_token):
@@ -34,7 +34,7 @@ def decode_ceiling_tok_s(memory_bw_tb_s, mbu, context_len, kv_bytes_per_token):
     >>> round(float(decode_ceiling_tok_s(3.35, 0.7, 2000, 131072)))
     8945
     """
-    return _safe_divide(np.asarray(memory_bw_tb_s, dtype=float) * 1e12 * mbu,
+    return safe_divide(np.asarray(memory_bw_tb_s, dtype=float) * 1e12 * mbu,
                         np.asarray(context_len, dtype=float) * kv_bytes_per_token)
 
 
@@ -46,7 +46,7 @@ def prefill_tok_s(input_len, prefill_work_ms):
     >>> round(float(prefill_tok_s(128, 4.139)))
     30925
     """
-    return _safe_divide(np.asarray(input_len, dtype=float) * 1e3, prefill_work_ms)
+    return safe_divide(np.asarray(input_len, dtype=float) * 1e3, prefill_work_ms)
 
 
 def request_rate_req_s(batch, tpot_ms, output_len, prefill_work_ms):
@@ -58,9 +58,9 @@ def request_rate_req_s(batch, tpot_ms, output_len, prefill_work_ms):
     >>> round(float(request_rate_req_s(162, 24.96, 256, 4.1)), 2)
     22.97
     """
-    per_request_ms = np.asarray(prefill_work_ms, dtype=float) + _safe_divide(
+    per_request_ms = np.asarray(prefill_work_ms, dtype=float) + safe_divide(
         np.asarray(output_len, dtype=float) * tpot_ms, batch)
-    return _safe_divide(1e3, per_request_ms)
+    return safe_divide(1e3, per_request_ms)
 
 
 def little_concurrency(req_s, latency_ms):
@@ -78,7 +78,7 @@ def usd_per_m_tokens(usd_per_hour, tok_s):
     >>> round(float(usd_per_m_tokens(2.0, 6000)), 4)
     0.0926
     """
-    return _safe_divide(np.asarray(usd_per_hour, dtype=float) * 1e6, np.asarray(tok_s, dtype=float) * 3600.0)
+    return safe_divide(np.asarray(usd_per_hour, dtype=float) * 1e6, np.asarray(tok_s, dtype=float) * 3600.0)
 
 
 def usd_per_k_requests(usd_per_hour, req_s):
@@ -87,4 +87,4 @@ def usd_per_k_requests(usd_per_hour, req_s):
     >>> round(float(usd_per_k_requests(3.6, 1.0)), 3)
     1.0
     """
-    return _safe_divide(np.asarray(usd_per_hour, dtype=float) * 1e3, np.asarray(req_s, dtype=float) * 3600.0)
+    return safe_divide(np.asarray(usd_per_hour, dtype=float) * 1e3, np.asarray(req_s, dtype=float) * 3600.0)

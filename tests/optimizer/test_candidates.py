@@ -63,7 +63,7 @@ def test_one_engine_call_for_every_case_and_variant(shipped):
     # twice: at the SLO and at the looser what-if SLO
     assert len(cases) == (2 + 2) * 2 * 2 * 2
     assert set(cases["tp"]) == {1, 2}
-    assert set(cases["mode"]) == {"slo"}
+    assert set(cases["mode"]) == {"max_rate"}  # capacity from the load model by default
     assert set(prepared.candidates["pool"]) == {"llama-3.1-8b", "llama-3.1-70b"}
     assert (prepared.relaxed_candidates["req_s_per_replica"].to_numpy()
             >= prepared.candidates["req_s_per_replica"].to_numpy()).all()
@@ -209,3 +209,14 @@ def test_a_looser_slo_never_costs_more_with_the_real_engine(shipped):
     data["workloads"][0]["tpot_slo_ms"] = 80
     loose = plan_scenario(validate_scenario(data), shipped)
     assert loose.objective_usd <= tight.objective_usd * (1 + 1e-9)
+
+
+def test_capacity_model_load_is_queueing_aware_and_knee_is_available(shipped):
+    load = prepare(validate_scenario(scenario()), shipped).candidates.set_index(["workload", "bucket", "config"])
+    knee = prepare(validate_scenario(scenario(capacity_model="knee")), shipped).candidates.set_index(
+        ["workload", "bucket", "config"])
+    shared = load.index.intersection(knee.index)
+    assert len(shared) > 0
+    # The load model keeps the SLO under queueing, so a replica is never credited with more than the
+    # knee's rate.
+    assert (load.loc[shared, "req_s_per_replica"] <= knee.loc[shared, "req_s_per_replica"] * 1.0001).all()
