@@ -120,14 +120,14 @@ def _explain(family: str, problem: Problem, solution: dict) -> list[str]:
     if family == "availability":
         reasons = []
         peak = nodes.groupby(["gpu", "period"])["gpus"].sum().groupby("gpu").max()
-        for gpu, cap in problem.gpus.dropna(subset=["max_gpus"])[["gpu", "max_gpus"]].itertuples(
-                index=False):
+        caps = problem.gpus.dropna(subset=["max_gpus"])
+        for gpu, cap in zip(caps["gpu"], caps["max_gpus"]):
             if peak.get(gpu, 0.0) > cap + 1e-6:
                 reasons.append(f"needs {peak[gpu]:.0f} {gpu} but availability is {cap:.0f}")
         offer_peak = nodes.groupby(["gpu", "pricing_type", "period"])["gpus"].sum().groupby(
             ["gpu", "pricing_type"]).max()
-        for gpu, pricing, cap in problem.offers.dropna(subset=["max_gpus"])[
-                ["gpu", "pricing_type", "max_gpus"]].itertuples(index=False):
+        offers = problem.offers.dropna(subset=["max_gpus"])
+        for gpu, pricing, cap in zip(offers["gpu"], offers["pricing_type"], offers["max_gpus"]):
             if offer_peak.get((gpu, pricing), 0.0) > cap + 1e-6:
                 reasons.append(f"needs {offer_peak[(gpu, pricing)]:.0f} {gpu} {pricing} "
                                f"but availability is {cap:.0f}")
@@ -151,6 +151,6 @@ def explain_unmet(problem: Problem, unmet: pd.DataFrame, options: SolveOptions,
     limit_text = "; ".join(limits) if limits else "not enough capacity within the limits"
     unmet = unmet.drop(columns="reason").merge(slo, on=["workload", "bucket"], how="left")
     unmet["reason"] = unmet["reason"].fillna(limit_text)
-    messages = [f"{w}: {r}" for w, r in
-                unmet[["workload", "reason"]].drop_duplicates().itertuples(index=False)]
+    pairs = unmet[["workload", "reason"]].drop_duplicates()
+    messages = [f"{w}: {r}" for w, r in zip(pairs["workload"], pairs["reason"])]
     return unmet, messages

@@ -118,11 +118,11 @@ def price_binding_limits(model: FleetModel, base_usd_per_month: float, base_gap:
     """Binding limits with the monthly saving of relaxing each by one step."""
     binding = binding_limits(model)
     rows = []
-    for row in binding.head(MAX_RESOLVES).itertuples(index=False):
-        relaxed, change, template = _relax(model.problem, row.family, row.subject)
+    for row in binding.head(MAX_RESOLVES).to_dict("records"):
+        relaxed, change, template = _relax(model.problem, row["family"], row["subject"])
         saving, noise = _saving(base_usd_per_month, base_gap, relaxed, options)
-        rows.append({**row._asdict(), "change": change, "saving_usd_per_month": saving,
-                     "description": f"{row.family} {row.subject}: "
+        rows.append({**row, "change": change, "saving_usd_per_month": saving,
+                     "description": f"{row['family']} {row['subject']}: "
                                     + template.format(saving=_money(saving, noise))})
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -135,8 +135,8 @@ def price_slo_relaxations(problem: Problem, relaxed_candidates: pd.DataFrame,
     workloads = problem.workloads
     if relaxed_candidates.empty or "tpot_slo_ms" not in workloads:
         return pd.DataFrame(columns=COLUMNS)
-    for workload, slo in workloads.dropna(subset=["tpot_slo_ms"])[
-            ["workload", "tpot_slo_ms"]].itertuples(index=False):
+    with_slo = workloads.dropna(subset=["tpot_slo_ms"])
+    for workload, slo in zip(with_slo["workload"], with_slo["tpot_slo_ms"]):
         looser = relaxed_candidates[relaxed_candidates["workload"] == workload]
         if looser.empty:
             continue

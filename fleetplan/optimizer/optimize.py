@@ -101,10 +101,9 @@ def spare_shortfall_messages(model) -> list[str]:
         return []
     short = short.assign(value=[v.varValue or 0.0 for v in short["var"]])
     short = short[short["value"] > 1e-6]
+    worst = short.groupby("workload").agg(k=("redundancy_k", "first"), v=("value", "max"))
     return [f"{w}: cannot keep N+{int(k)} spare replicas within the limits "
-            f"(short by up to {v:.2f} replicas)" for w, k, v in
-            short.groupby("workload").agg(k=("redundancy_k", "first"),
-                                          v=("value", "max")).itertuples()]
+            f"(short by up to {v:.2f} replicas)" for w, k, v in zip(worst.index, worst["k"], worst["v"])]
 
 
 def problem_assumptions(problem: Problem) -> dict:

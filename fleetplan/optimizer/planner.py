@@ -71,8 +71,9 @@ def _candidates(scenario: Scenario, catalogs, buckets: pd.DataFrame, names: dict
         quants = {w.name: q for w, q in zip(scenario.workloads, names["quants"], strict=True)}
         table = profile_candidates(read_profiles(scenario.capacity_profiles), buckets, names,
                                    quants)
+        uncovered = uncovered_reasons(buckets, table)
         notes = [f"{w} bucket {b}: {r}" for w, b, r in
-                 uncovered_reasons(buckets, table).itertuples(index=False)]
+                 zip(uncovered["workload"], uncovered["bucket"], uncovered["reason"])]
         return table, "profiles", notes
     cases = candidate_tables.engine_cases(scenario, buckets, names,
                                           catalogs.gpus["gpus_per_node"])
