@@ -1,10 +1,11 @@
 """What-if grid speed: scenarios/s for a 1,000-scenario grid with 1 and 2 local worker processes.
 
 The grid varies demand (10 values), TPOT SLO (10 values) and the L40S price (10 values) around a
-small one-workload scenario (tests/optimizer/fixtures/small_scenario.yaml). The 200-million-row
-Dask sweep figure is printed by bench_distributed_sweep.py.
+small one-workload scenario (tests/optimizer/fixtures/small_scenario.yaml). Then, unless
+--skip-sweep, the >= 200-million-row sweep through Dask of bench_distributed_sweep.py (rows/s and
+peak memory per worker).
 
-Usage: python benchmarks/bench_whatif.py [--quick]
+Usage: python benchmarks/bench_whatif.py [--quick] [--skip-sweep]
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ def run(workers: int, n: int) -> tuple[int, float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="a 64-scenario grid")
-    n = 4 if parser.parse_args().quick else 10
+    parser.add_argument("--quick", action="store_true", help="a 64-scenario grid and a small sweep")
+    parser.add_argument("--skip-sweep", action="store_true", help="only the what-if grid")
+    args = parser.parse_args()
+    n = 4 if args.quick else 10
     rates = {}
     for workers in (1, 2):
         count, seconds, solved = run(workers, n)
@@ -52,6 +55,12 @@ def main() -> None:
         print(f"{workers} worker(s): {count} scenarios ({solved} solved, the rest infeasible or failed) in "
               f"{seconds:.1f} s = {rates[workers]:.2f} scenarios/s")
     print(f"speed-up with 2 workers: {rates[2] / rates[1]:.2f}x")
+    if not args.skip_sweep:
+        import subprocess
+        import sys
+
+        command = [sys.executable, str(Path(__file__).with_name("bench_distributed_sweep.py")), "--workers", "2"]
+        subprocess.run(command + (["--quick"] if args.quick else []), check=True)
 
 
 if __name__ == "__main__":
