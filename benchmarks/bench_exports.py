@@ -26,19 +26,6 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 GPUS = ["h100-sxm", "h200", "a100-80gb-sxm", "l40s", "b200", "mi300x", "l4", "gh200"]
 MODELS = ["llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "qwen2.5-72b", "qwen3-30b-a3b"]
 TARGETS = {"sweep-xlsx": 15.0, "sweep-parquet": 10.0}
-EXAMPLE = {
-    "name": "benchmark example",
-    "workloads": [
-        {"name": "chat", "model": "llama-3.1-8b", "requests_per_s": 40, "input_tokens": 1000,
-         "output_tokens": 250, "tpot_slo_ms": 40, "ttft_slo_ms": 1000,
-         "hourly_profile": [0.5] * 8 + [1.5] * 8 + [1.0] * 8},
-        {"name": "summarize", "model": "llama-3.1-70b", "requests_per_s": 3, "input_tokens": 3000,
-         "output_tokens": 400, "tpot_slo_ms": 60, "quants": ["bf16", "fp8"]},
-    ],
-    "fleet": {"gpus": ["h100-sxm", "a100-80gb-sxm", "l4"], "tp": [1, 2, 4, 8]},
-}
-
-
 def _rss_mb() -> float:
     """Resident memory now [MB] (Linux /proc)."""
     with open("/proc/self/status", encoding="ascii") as status:
@@ -56,15 +43,11 @@ def _single_thread() -> None:
 
 
 def _example_plan():
-    """The optimizer's built-in example if it has one, else a two-workload scenario."""
-    import warnings
-
+    """The plan of the built-in example scenario (what `fleetplan plan` writes)."""
+    from fleetplan.optimizer.example import example_scenario
     from fleetplan.optimizer.planner import plan_scenario
-    from fleetplan.optimizer.scenario import Scenario
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return plan_scenario(Scenario.model_validate(EXAMPLE))
+    return plan_scenario(example_scenario())
 
 
 def _sweep_frame(rows: int):

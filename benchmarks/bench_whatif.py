@@ -52,7 +52,7 @@ def main() -> None:
     for workers in (1, 2):
         count, seconds, solved = run(workers, n)
         rates[workers] = count / seconds
-        print(f"{workers} worker(s): {count} scenarios ({solved} solved, the rest infeasible or failed) in "
+        print(f"{workers} worker(s): {count} scenarios ({solved} solved, {count - solved} infeasible or failed) in "
               f"{seconds:.1f} s = {rates[workers]:.2f} scenarios/s")
     print(f"speed-up with 2 workers: {rates[2] / rates[1]:.2f}x")
     if not args.skip_sweep:
