@@ -8,7 +8,6 @@ numbers buried in a formula. Every one can be overridden per call (``sweep(..., 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields, replace
 
 import numpy as np
@@ -142,6 +141,3 @@ def median_price_usd_per_gpu_hour(prices: pd.DataFrame, gpus: pd.Index, pricing_
     rows = prices[prices["pricing_type"] == pricing_type]
     return rows.groupby("gpu")["usd_per_gpu_hour"].median().reindex(gpus)
 
-
-def is_missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
