@@ -125,8 +125,11 @@ def _costs(best: pd.DataFrame, workload: dict, catalogs, usd_per_kwh, pue, load,
     out["power_kw"] = out["nodes"] * owned["node_power_kw"].to_numpy(dtype=float)
     tokens_per_month = workload["demand_req_s"] * workload["output_len"] * hours * 3600.0
     prices = cheapest_prices(catalogs.prices)
+    for column in ("usd_per_node", "node_power_kw", "life_years", "hosting_usd_per_node_month"):
+        out[column] = owned[column].to_numpy(dtype=float)
     for kind in RENT_TYPES:
         price = prices["usd_per_gpu_hour"].reindex(pd.MultiIndex.from_arrays([best["gpu"], [kind] * len(best)]))
+        out[f"price_{kind}_usd_per_gpu_hour"] = price.to_numpy()
         out[f"rent_{kind}_usd_per_month"] = rent_usd_per_month(out["gpus_needed"], price.to_numpy(), hours)
         out[f"rent_{kind}_source"] = prices["source"].reindex(price.index).to_numpy()
     power = power_usd_per_month(out["nodes"], owned["node_power_kw"].to_numpy(), load, pue, usd_per_kwh, hours)

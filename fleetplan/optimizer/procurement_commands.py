@@ -43,7 +43,8 @@ def compare_command(
                     utilization=utilization, usd_per_kwh=usd_per_kwh, pue=pue, power_load=power_load)
     _print(table)
     if output is not None:
-        _write(table, output)
+        _write(table, output, {"hours_per_month": 730.0, "usd_per_kwh": usd_per_kwh, "pue": pue,
+                               "power_load": power_load})
         typer.echo(f"wrote {output}", err=True)
 
 
@@ -59,7 +60,7 @@ def _print(table) -> None:
     Console(file=sys.stdout, width=160).print(view)
 
 
-def _write(table, path: Path) -> None:
+def _write(table, path: Path, params: dict) -> None:
     from fleetplan.exports.atomic import write_text_atomic
     from fleetplan.exports.csv import write_csv
 
@@ -69,9 +70,9 @@ def _write(table, path: Path) -> None:
     elif suffix == ".json":
         write_text_atomic(path, table.to_json(orient="records", indent=2))
     elif suffix == ".xlsx":
-        from fleetplan.exports.validation_workbook import write_table_workbook
+        from fleetplan.exports.compare_workbook import write_compare_xlsx
 
-        write_table_workbook(table, path, sheet="Compare")
+        write_compare_xlsx(table, path, params=params)
     else:
         message = f"compare output must be .csv, .json or .xlsx, got '{path.name}'"
         raise InvalidValueError(message)

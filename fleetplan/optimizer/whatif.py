@@ -6,7 +6,8 @@ named ``cases``. Axes:
 
 - ``demand_multiplier``: scales every workload's demand;
 - ``tpot_slo_ms``, ``ttft_slo_ms``, ``input_tokens``, ``monthly_growth``: set on every workload;
-- ``price_multiplier: {gpu: [factors]}``: scales that GPU's catalog and scenario prices;
+- ``price_multiplier: {gpu: [factors]}``: scales that GPU's catalog and scenario prices; a key
+  ``provider:<name>`` scales every catalog price of that provider;
 - ``max_gpus: {gpu: [caps]}``: availability caps;
 - ``allowed_gpus: {set name: [gpu ids]}`` and ``pricing: {mix name: [pricing types]}``: named
   alternatives.
@@ -172,11 +173,14 @@ def _scale_own_prices(scenario: dict, multipliers: dict[str, float]) -> None:
 
 
 def scaled_catalogs(catalogs, multipliers: dict[str, float]):
-    """Catalogs whose price rows of the named GPUs are multiplied."""
+    """Catalogs whose price rows of the named GPUs (or ``provider:<name>``) are multiplied."""
     if not multipliers:
         return catalogs
     prices = catalogs.prices.copy()
-    for gpu, factor in multipliers.items():
-        rows = prices["gpu"] == gpu
+    for key, factor in multipliers.items():
+        if key.startswith("provider:"):
+            rows = prices["provider"].str.lower() == key[len("provider:"):]
+        else:
+            rows = prices["gpu"] == key
         prices.loc[rows, "usd_per_gpu_hour"] = prices.loc[rows, "usd_per_gpu_hour"] * factor
     return replace(catalogs, prices=prices)

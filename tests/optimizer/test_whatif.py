@@ -43,6 +43,10 @@ def test_apply_case_changes_the_scenario(small_grid, shipped):
     cheaper = scaled_catalogs(shipped, {"l40s": 0.5})
     before = shipped.prices.query("gpu == 'l40s'")["usd_per_gpu_hour"].to_numpy()
     assert (cheaper.prices.query("gpu == 'l40s'")["usd_per_gpu_hour"].to_numpy() == before * 0.5).all()
+    by_provider = scaled_catalogs(shipped, {"provider:aws": 2.0})
+    aws = shipped.prices["provider"] == "aws"
+    assert (by_provider.prices.loc[aws, "usd_per_gpu_hour"] == shipped.prices.loc[aws, "usd_per_gpu_hour"] * 2).all()
+    assert (by_provider.prices.loc[~aws, "usd_per_gpu_hour"] == shipped.prices.loc[~aws, "usd_per_gpu_hour"]).all()
     allowed = Grid(base="x", axes={"allowed_gpus": {"one": ["l40s"]}})
     assert apply_case(base, {"allowed_gpus": "one"}, allowed)[0]["fleet"]["gpus"] == ["l40s"]
     with pytest.raises(ScenarioError, match="names gpu 'b200', which the base scenario's fleet does not allow"):
