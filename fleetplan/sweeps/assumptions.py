@@ -19,7 +19,7 @@ from fleetplan.errors import InvalidValueError, check_range
 # Lever -> (low, high, integer): the allowed range of each serving lever.
 LEVER_RANGES = {"pp": (1, 64, True), "prefix_hit_rate": (0.0, 0.99, False), "spec_tokens": (0, 16, True),
                 "spec_acceptance": (0.0, 0.99, False), "spec_draft_cost": (0.0, 1.0, False),
-                "dequant_overhead": (0.0, 5.0, False)}
+                "dequant_overhead": (0.0, 5.0, False), "prefill_chunk_tokens": (0, 1_000_000, True)}
 LEVERS = tuple(LEVER_RANGES)
 
 
@@ -58,6 +58,8 @@ class Assumptions:
     spec_draft_cost : draft cost per drafted token as a share of the verification step [fraction];
         about 0.05 for a 1B draft of a 70B model, less for multi-token-prediction heads
     dequant_overhead : extra matmul time of weight-only quantized models [fraction]; 0 = off
+    prefill_chunk_tokens : chunked prefill, tokens per chunk [tokens]; 0 = off (a prompt runs whole
+        in one step)
     """
 
     mbu: float | None = None
@@ -79,6 +81,7 @@ class Assumptions:
     spec_acceptance: float = 0.0
     spec_draft_cost: float = 0.0
     dequant_overhead: float = 0.0
+    prefill_chunk_tokens: int = 0
 
     def validated(self) -> Assumptions:
         """Check every value is in its allowed range; return self."""
@@ -93,7 +96,7 @@ class Assumptions:
                 continue
             exclusive_low = name in ("mbu", "mfu", "mfu_prefill", "usd_per_gpu_hour", "network_gb_s")
             check_range(name, value, low, high, low_inclusive=not exclusive_low,
-                        integer=name in ("max_num_seqs", "pp", "spec_tokens"))
+                        integer=name in ("max_num_seqs", "pp", "spec_tokens", "prefill_chunk_tokens"))
         return self
 
 

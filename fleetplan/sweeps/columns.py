@@ -55,4 +55,5 @@ LEVER_COLUMNS: dict[str, Column] = {
     "spec_acceptance": Column("float64", "fraction", "Acceptance rate of each drafted token"),
     "spec_draft_cost": Column("float64", "fraction", "Draft cost per drafted token, as a share of a verification step"),
     "dequant_overhead": Column("float64", "fraction", "Extra matmul time of weight-only quantization"),
+    "prefill_chunk_tokens": Column("float64", "tokens", "Chunked prefill: prompt tokens per step (0 = whole prompt)"),
 }

@@ -55,6 +55,7 @@ SpecTokensOption = Annotated[str | None, typer.Option(help=LEVER_HELP["spec_toke
 SpecAcceptOption = Annotated[str | None, typer.Option(help=LEVER_HELP["spec_acceptance"] + "; a list sweeps it")]
 SpecCostOption = Annotated[str | None, typer.Option(help=LEVER_HELP["spec_draft_cost"] + "; a list sweeps it")]
 DequantOption = Annotated[str | None, typer.Option(help=LEVER_HELP["dequant_overhead"] + "; a list sweeps it")]
+ChunkOption = Annotated[str | None, typer.Option(help="Chunked prefill: prompt tokens per step (0 = off); a list sweeps it")]
 
 
 def _numbers(name: str, text: str) -> list[float]:
@@ -98,7 +99,7 @@ def sweep_command(
     price: PriceOption = None, reserve_fraction: ReserveOption = None, max_num_seqs: MaxSeqsOption = None,
     pp: PpOption = None, prefix_hit_rate: PrefixOption = None, spec_tokens: SpecTokensOption = None,
     spec_acceptance: SpecAcceptOption = None, spec_draft_cost: SpecCostOption = None,
-    dequant_overhead: DequantOption = None,
+    dequant_overhead: DequantOption = None, prefill_chunk_tokens: ChunkOption = None,
 ) -> None:
     """Evaluate every combination of the axes: memory, TPOT, TTFT, throughput and cost."""
     from fleetplan.sweeps.engine import iter_sweep, make_grid
@@ -114,7 +115,7 @@ def sweep_command(
                      **_factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs),
                      **_levers(pp=pp, prefix_hit_rate=prefix_hit_rate, spec_tokens=spec_tokens,
                                spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
-                               dequant_overhead=dequant_overhead))
+                               dequant_overhead=dequant_overhead, prefill_chunk_tokens=prefill_chunk_tokens))
     if scheduler or workers is not None or os.environ.get("FLEETPLAN_SCHEDULER"):
         _sweep_on_dask(grid, output, scheduler, workers, chunk_rows, drop_invalid, catalog, locals())
         return

@@ -23,7 +23,7 @@ REQUIRED = ("gpu", "model", "quant", "tp", "input_len", "output_len")
 OPTIONAL_NUMBERS = {  # column -> (low, low inclusive, high)
     "batch": (1, True, 10_000_000), "tpot_slo_ms": (0, False, 1e7), "ttft_slo_ms": (0, False, 1e8),
     "mbu": (0, False, 1), "mfu": (0, False, 1), "mfu_prefill": (0, False, 1), "step_overhead_ms": (0, True, 1000), "tp_scaling": (0.5, True, 1), "request_overhead_ms": (0, True, 1000),
-    "usd_per_gpu_hour": (0, False, 1e4), "rate_req_s": (0, False, 1e7), "prefill_chunk_tokens": (0, True, 1e7),
+    "usd_per_gpu_hour": (0, False, 1e4), "rate_req_s": (0, False, 1e7),
 }
 POSITIVE_INTEGERS = {"tp": 1024, "input_len": 100_000_000, "output_len": 10_000_000}
 MODES = ("batch", "slo", "offline", *LOAD_MODES)

@@ -22,26 +22,21 @@ def load_rates(c, rows, cases: pd.DataFrame) -> np.ndarray:
     searched = mode == "max_rate"
     if searched.any():
         best = load.max_rate_under_slo(c, rows, cases["tpot_slo_ms"].to_numpy(dtype=float),
-                                       cases["ttft_slo_ms"].to_numpy(dtype=float),
-                                       chunk_tokens=_chunk_tokens(cases))
+                                       cases["ttft_slo_ms"].to_numpy(dtype=float))
         rate[searched] = best[searched]
     return rate
 
 
-def _chunk_tokens(cases: pd.DataFrame) -> np.ndarray:
-    return cases["prefill_chunk_tokens"].fillna(0).to_numpy(dtype=float)
-
-
 def loaded_batch(c, rows, rate: np.ndarray, cases: pd.DataFrame) -> np.ndarray:
     """The decode batch the rate sustains (Little's law), at least one sequence [sequences]."""
-    state = load.at_rate(c, rows, np.nan_to_num(rate), chunk_tokens=_chunk_tokens(cases))
+    state = load.at_rate(c, rows, np.nan_to_num(rate))
     return np.maximum(np.round(np.nan_to_num(state["batch"])), 1).astype(np.int64)
 
 
 def apply_load(table: pd.DataFrame, c, rows, rate: np.ndarray, cases: pd.DataFrame) -> pd.DataFrame:
     """Replace latency, throughput and cost of the load-mode rows by their values at ``rate``."""
     chosen = ~np.isnan(rate)
-    state = load.at_rate(c, rows, np.nan_to_num(rate), chunk_tokens=_chunk_tokens(cases))
+    state = load.at_rate(c, rows, np.nan_to_num(rate))
     capacity = load.capacity_req_s(c, rows)
     served = np.where(state["stable"], rate, np.nan)
     updates = {

@@ -49,11 +49,17 @@ def memory_limits(c, context_len):
     return memory.max_batch_fits(budget, context_len, c["kv_bytes_per_token"]), reserve
 
 
+def prompt_steps(c, input_len):
+    """Decode steps a prompt's prefill rides: ``ceil(S / chunk)`` with chunked prefill, else 1 [steps]."""
+    chunk = c["prefill_chunk_tokens"]
+    return np.where(chunk > 0, np.ceil(np.asarray(input_len, dtype=float) / np.where(chunk > 0, chunk, 1.0)), 1.0)
+
+
 def latencies_ms(c, rows: Rows):
-    """(TPOT, TTFT) at each row's batch; TTFT waits for one in-flight step behind its prefill."""
+    """(TPOT, TTFT) at each row's batch; TTFT is the prefill plus the in-flight step(s) it rides."""
     tpot, _, _ = decode_step_ms(c, rows.batch, rows.context_len)
     prefill_total, _ = prefill_ms(c, rows.input_len)
-    return tpot, prefill_total + tpot
+    return tpot, prefill_total + prompt_steps(c, rows.input_len) * tpot
 
 
 def evaluate(c, rows: Rows) -> dict[str, np.ndarray]:
@@ -71,7 +77,7 @@ def evaluate(c, rows: Rows) -> dict[str, np.ndarray]:
         "weight_gb": c["weight_gb"], "kv_gb": kv, "memory_gb": c["weight_gb"] + kv + reserve,
         "max_batch": max_batch, "fits": (rows.batch <= max_batch) & (max_batch > 0),
         "bound_is_compute": compute_ms > memory_ms,
-        "tpot_ms": tpot, "ttft_ms": prefill_total + tpot,
+        "tpot_ms": tpot, "ttft_ms": prefill_total + prompt_steps(c, rows.input_len) * tpot,
         "decode_tok_s": decode, "decode_tok_s_per_gpu": decode / c["gpus"],
         "prefill_tok_s": throughput.prefill_tok_s(rows.input_len, prefill_work),
         "output_tok_s": output_tok_s, "req_s": req_s, "usd_per_hour": usd_per_hour,

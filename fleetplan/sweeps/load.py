@@ -30,7 +30,6 @@ from fleetplan.sweeps import kernel, operating_points, throughput
 
 FIXED_POINT_PASSES = 60
 RATE_BISECTION_PASSES = 40
-NO_CHUNKING = 0  # chunked prefill off: a prompt runs whole in one step
 
 
 def md1_wait_ms(utilization, service_ms):
@@ -91,18 +90,17 @@ def capacity_req_s(c, rows: kernel.Rows) -> np.ndarray:
                     0.0)
 
 
-def at_rate(c, rows: kernel.Rows, rate_req_s, *, chunk_tokens=NO_CHUNKING) -> dict:
+def at_rate(c, rows: kernel.Rows, rate_req_s) -> dict:
     """Mean and p90/p99 TPOT and TTFT, decode batch and stability at ``rate_req_s`` [ms, sequences].
 
-    ``chunk_tokens`` is the chunked-prefill lever: prompts are split into chunks of that many
-    tokens, each riding one decode step (lower tail inter-token latency, a prompt spread over
-    more steps); 0 (off) runs each prompt whole in one step.
+    Chunked prefill (the ``prefill_chunk_tokens`` lever) splits prompts into chunks, each riding one
+    decode step: lower tail inter-token latency, a prompt spread over more steps.
     """
     with np.errstate(invalid="ignore"):  # configurations that cannot run carry NaN through
-        return _at_rate(c, rows, rate_req_s, chunk_tokens)
+        return _at_rate(c, rows, rate_req_s)
 
 
-def _at_rate(c, rows, rate_req_s, chunk_tokens) -> dict:
+def _at_rate(c, rows, rate_req_s) -> dict:
     rate = np.asarray(rate_req_s, dtype=float) / 1e3  # requests per ms
     latency_ms, work_ms = kernel.prefill_ms(c, rows.input_len)
     rho_p = rate * work_ms
@@ -115,8 +113,7 @@ def _at_rate(c, rows, rate_req_s, chunk_tokens) -> dict:
     t_dec = _decode_ms(c, rows, np.minimum(batch, cap))
     tpot = np.where(stable, t_dec * stretch, np.inf)
     wait = np.where(stable, md1_wait_ms(rho_p, work_ms), np.inf)
-    chunk = np.asarray(chunk_tokens, dtype=float)
-    chunks = np.where(chunk > 0, np.ceil(np.asarray(rows.input_len, dtype=float) / np.where(chunk > 0, chunk, 1.0)), 1.0)
+    chunks = kernel.prompt_steps(c, rows.input_len)
     share = np.clip(rate * chunks * tpot, 0.0, 1.0)
     prompt_ms = latency_ms + chunks * tpot  # each chunk joins one (stretched) decode step
     out = {"batch": np.minimum(batch, cap), "stable": stable, "tpot_ms": tpot, "ttft_ms": wait + prompt_ms,
@@ -128,7 +125,7 @@ def _at_rate(c, rows, rate_req_s, chunk_tokens) -> dict:
     return out
 
 
-def max_rate_under_slo(c, rows: kernel.Rows, tpot_slo_ms, ttft_slo_ms, *, chunk_tokens=NO_CHUNKING) -> np.ndarray:
+def max_rate_under_slo(c, rows: kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
     """Largest request rate whose mean TPOT and TTFT meet the SLOs (NaN = none) [requests/s].
 
     TPOT and TTFT grow with the rate, so a vectorized bisection over ``[0, capacity]`` finds it for
@@ -138,11 +135,11 @@ def max_rate_under_slo(c, rows: kernel.Rows, tpot_slo_ms, ttft_slo_ms, *, chunk_
     low = np.zeros_like(high)
     for _ in range(RATE_BISECTION_PASSES):
         middle = (low + high) / 2.0
-        state = at_rate(c, rows, middle, chunk_tokens=chunk_tokens)
+        state = at_rate(c, rows, middle)
         ok = state["stable"] & (np.isnan(tpot_slo_ms) | (state["tpot_ms"] <= tpot_slo_ms)) & (
             np.isnan(ttft_slo_ms) | (state["ttft_ms"] <= ttft_slo_ms))
         low, high = np.where(ok, middle, low), np.where(ok, high, middle)
-    idle = at_rate(c, rows, np.zeros_like(high), chunk_tokens=chunk_tokens)
+    idle = at_rate(c, rows, np.zeros_like(high))
     meets_idle = (np.isnan(tpot_slo_ms) | (idle["tpot_ms"] <= tpot_slo_ms)) & (
         np.isnan(ttft_slo_ms) | (idle["ttft_ms"] <= ttft_slo_ms))
     return np.where(meets_idle, low, 0.0)

@@ -90,11 +90,19 @@ def test_chunked_prefill_trades_tail_inter_token_latency_for_time_to_first_token
     from fleetplan.sweeps.estimate import case_arrays
 
     cases = pd.DataFrame([{"gpu": "h100-sxm", "model": "llama-3.1-8b", "quant": "fp8", "tp": 1,
-                           "input_len": 8192, "output_len": 512}])
+                           "input_len": 8192, "output_len": 512, "prefill_chunk_tokens": chunk} for chunk in (0, 1024)])
     _, _, c, rows = case_arrays(cases)
-    rate = np.array([0.5 * load.capacity_req_s(c, rows)[0]])
-    whole, chunked = load.at_rate(c, rows, rate), load.at_rate(c, rows, rate, chunk_tokens=1024)
-    assert chunked["tpot_ms"][0] == whole["tpot_ms"][0]  # the same work, spread differently
-    assert chunked["tpot_p99_ms"][0] < whole["tpot_p99_ms"][0]
+    rate = np.full(2, 0.5 * load.capacity_req_s(c, rows)[0])
+    state = load.at_rate(c, rows, rate)
+    assert state["tpot_ms"][1] == state["tpot_ms"][0]  # the same work, spread differently
+    assert state["tpot_p99_ms"][1] < state["tpot_p99_ms"][0]
     # Eight chunks ride eight steps instead of one.
-    assert chunked["ttft_ms"][0] - whole["ttft_ms"][0] == pytest.approx(7 * whole["tpot_ms"][0])
+    assert state["ttft_ms"][1] - state["ttft_ms"][0] == pytest.approx(7 * state["tpot_ms"][0])
+
+
+def test_chunked_prefill_is_a_sweep_axis():
+    table = sweep(**BASE, contexts=[4000], batches=[32], prefill_chunk_tokens=[0, 512])
+    whole, chunked = table.iloc[0], table.iloc[1]
+    assert list(table["prefill_chunk_tokens"]) == [0, 512]
+    assert chunked["tpot_ms"] == whole["tpot_ms"]
+    assert chunked["ttft_ms"] - whole["ttft_ms"] == pytest.approx((np.ceil(4000 / 512) - 1) * whole["tpot_ms"])
