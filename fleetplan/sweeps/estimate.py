@@ -15,7 +15,7 @@ from fleetplan.sweeps import kernel, operating_points
 from fleetplan.sweeps.assumptions import LEVER_RANGES, assumptions_from
 from fleetplan.sweeps.columns import SWEEP_COLUMNS
 from fleetplan.sweeps.configs import CONFIG_KEYS, as_arrays, config_frame
-from fleetplan.sweeps.estimate_load import LOAD_COLUMNS, LOAD_MODES, apply_load, load_rates, load_reasons, loaded_batch
+from fleetplan.sweeps.estimate_load import LOAD_COLUMNS, LOAD_MODES, apply_load, evaluate_load
 from fleetplan.sweeps.table import build_table
 from fleetplan.sweeps.validate import catalog_or_default
 
@@ -57,9 +57,10 @@ def estimate_cases(cases: pd.DataFrame, catalogs=None, **overrides) -> pd.DataFr
     """
     cases, configs, c, rows = case_arrays(cases, catalogs, **overrides)
     batch, slo_reason = _operating_batch(c, rows, cases)
-    rate = load_rates(c, rows, cases)
-    batch = np.where(np.isnan(rate), batch, loaded_batch(c, rows, rate, cases))
-    slo_reason = np.where(slo_reason == "", load_reasons(rate, c, rows), slo_reason)
+    loaded = evaluate_load(c, rows, cases)
+    if loaded is not None:
+        batch = np.where(np.isnan(loaded.rate), batch, loaded.batch())
+        slo_reason = np.where(slo_reason == "", loaded.reasons(), slo_reason)
     rows = rows._replace(batch=batch.astype(np.int64))
     metrics = kernel.evaluate(c, rows._replace(batch=np.maximum(batch, 1)))
     table = build_table(configs, rows, metrics, extra_reason=slo_reason)
@@ -69,8 +70,8 @@ def estimate_cases(cases: pd.DataFrame, catalogs=None, **overrides) -> pd.DataFr
     for column in ("usd_per_m_output_tokens", "usd_per_m_total_tokens", "usd_per_k_requests"):
         table.loc[stopped, column] = np.nan
     table["valid"] &= slo_reason == ""
-    if not np.isnan(rate).all():
-        table = apply_load(table, c, rows, rate, cases)
+    if loaded is not None:
+        table = apply_load(table, loaded, c, rows)
     extra = [name for name in (*SWEEP_COLUMNS, *LOAD_COLUMNS)
              if name in table and (name not in cases.columns or name in REPLACED)]
     return pd.concat([cases.drop(columns=list(REPLACED), errors="ignore").reset_index(drop=True),
