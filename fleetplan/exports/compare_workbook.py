@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from fleetplan.exports.xlsx_common import (add_table, define_name, defined_name, put, put_input, set_widths,
-                                           style_header)
+                                           style_header, table_sheet)
 from fleetplan.exports.xlsx_package import Book
 
 RENT_TYPES = ("on_demand", "spot", "reserved_1y", "reserved_3y")
@@ -102,11 +102,7 @@ def write_compare_xlsx(table: pd.DataFrame, path: str | Path, *, params: dict) -
     book = Book()
     names = _assumptions(book, table, params)
     _compare_sheet(book, table, names)
-    sources = book.wb.create_sheet("Sources")
     source_columns = [c for c in table.columns if c.endswith("_source")]
-    style_header(sources, 1, 1, ["gpu", *source_columns])
-    for row, record in enumerate(table.to_dict("records"), start=2):
-        for column, name in enumerate(["gpu", *source_columns], start=1):
-            put(sources, row, column, record.get(name))
+    table_sheet(book.wb.create_sheet("Sources"), table[["gpu", *source_columns]], "Sources")
     book.wb.properties.title = "fleetplan rent-or-buy comparison"
     return book.save(path)

@@ -10,21 +10,10 @@ from openpyxl.chart import Reference, ScatterChart, Series
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports.atomic import atomic_path
-from fleetplan.exports.xlsx_common import add_table, put, set_widths, style_header
+from fleetplan.exports.xlsx_common import table_sheet
 
 COLUMNS = ["source", "gpu", "model", "quant", "tp", "input_len", "output_len", "scenario", "qps", "metric",
            "value", "predicted", "ape_pct"]
-
-
-def _sheet_from_frame(ws, frame: pd.DataFrame, name: str) -> None:
-    headers = [str(c) for c in frame.columns]
-    style_header(ws, 1, 1, headers)
-    for r, record in enumerate(frame.itertuples(index=False), start=2):
-        for c, value in enumerate(record, start=1):
-            put(ws, r, c, value if not isinstance(value, float) or value == value else None)
-    add_table(ws, name, 1, 1, headers, len(frame))
-    ws.freeze_panes = "A2"
-    set_widths(ws, {i + 1: max(10, min(40, len(h) + 4)) for i, h in enumerate(headers)})
 
 
 def _chart(ws, n_rows: int, value_column: int, predicted_column: int) -> ScatterChart:
@@ -57,23 +46,13 @@ def write_validation(compared: pd.DataFrame, path: str | Path) -> Path:
     wb = Workbook()
     ws = wb.active
     ws.title = "Rows"
-    _sheet_from_frame(ws, rows, "Validation")
+    table_sheet(ws, rows, "Validation")
     ws.add_chart(_chart(ws, len(rows), rows.columns.get_loc("value") + 1, rows.columns.get_loc("predicted") + 1),
                  "P2")
     for name, table in summaries(compared).items():
         sheet = wb.create_sheet(name.replace(",", "")[:31])
-        _sheet_from_frame(sheet, table.round(2).reset_index(), "Summary_" + name.replace(",", "").replace(" ", "_"))
+        table_sheet(sheet, table.round(2).reset_index(), "Summary_" + name.replace(",", "").replace(" ", "_"))
     with atomic_path(path) as temporary:
         wb.save(temporary)
     return path
 
-
-def write_table_workbook(frame: pd.DataFrame, path: str | Path, *, sheet: str) -> Path:
-    """One table as an Excel table on one sheet, written atomically."""
-    wb = Workbook()
-    ws = wb.active
-    ws.title = sheet[:31]
-    _sheet_from_frame(ws, frame, sheet)
-    with atomic_path(path) as temporary:
-        wb.save(temporary)
-    return Path(path)

@@ -225,3 +225,15 @@ def title_block(ws: Worksheet, title: str, subtitle: str | None = None) -> int:
         put(ws, 2, 1, subtitle, font=NOTE_FONT)
         return 4
     return 3
+
+
+def table_sheet(ws: Worksheet, frame, name: str) -> None:
+    """``frame`` as an Excel table named ``name`` from A1: header, text-safe cells, frozen header."""
+    headers = [str(c) for c in frame.columns]
+    style_header(ws, 1, 1, headers)
+    for r, record in enumerate(frame.itertuples(index=False), start=2):
+        for c, value in enumerate(record, start=1):
+            put(ws, r, c, value if not isinstance(value, float) or value == value else None)
+    add_table(ws, name, 1, 1, headers, len(frame))
+    ws.freeze_panes = "A2"
+    set_widths(ws, {i + 1: max(10, min(40, len(h) + 4)) for i, h in enumerate(headers)})

@@ -50,22 +50,22 @@ def _cost_chart(ws, n_rows: int, axis: str) -> LineChart:
 def write_grid_xlsx(results: pd.DataFrame, path: Path, *, axes: list[str], base_fleet: pd.DataFrame | None,
                     metadata: dict) -> Path:
     from fleetplan.exports.atomic import atomic_path
-    from fleetplan.exports.validation_workbook import _sheet_from_frame
+    from fleetplan.exports.xlsx_common import table_sheet
 
     wb = Workbook()
     ws = wb.active
     ws.title = "Scenarios"
-    _sheet_from_frame(ws, results, "Scenarios")
+    table_sheet(ws, results, "Scenarios")
     taken = {"Scenarios"}
     for axis, table in pivots(results, axes).items():
         sheet = wb.create_sheet(_sheet_name(f"By {axis}", taken))
-        _sheet_from_frame(sheet, table, "By_" + re.sub(r"\W", "_", axis))
+        table_sheet(sheet, table, "By_" + re.sub(r"\W", "_", axis))
         if len(table):
             sheet.add_chart(_cost_chart(sheet, len(table), axis), f"A{len(table) + 4}")
     if base_fleet is not None:
-        _sheet_from_frame(wb.create_sheet(_sheet_name("Base plan fleet", taken)), base_fleet, "Base_fleet")
+        table_sheet(wb.create_sheet(_sheet_name("Base plan fleet", taken)), base_fleet, "Base_fleet")
     notes = wb.create_sheet(_sheet_name("Read me", taken))
-    _sheet_from_frame(notes, pd.DataFrame({"key": list(metadata), "value": [str(v) for v in metadata.values()]}),
+    table_sheet(notes, pd.DataFrame({"key": list(metadata), "value": [str(v) for v in metadata.values()]}),
                       "Provenance")
     with atomic_path(path) as temporary:
         wb.save(temporary)
