@@ -41,7 +41,10 @@ def config_frame(catalogs, keys: pd.DataFrame, assumptions: Assumptions,
     _add_factors(frame, catalogs, assumptions, per_config)
     _add_levers(frame, assumptions, per_config, quants["weight_only"].to_numpy(dtype=bool))
     per_stage = latency.stage_fraction(frame["n_layers"], frame["pp"])  # layers on the busiest stage
-    frame["kv_bytes_per_token"] = _kv_bytes_per_token_per_gpu(models, kv_quants, frame["tp"]) * per_stage
+    frame["kv_bytes_per_token_model"] = _kv_bytes_per_token_model(models, kv_quants)
+    shard = memory.kv_shard_fraction(models["n_kv_heads"].to_numpy(dtype=float), frame["tp"].to_numpy(dtype=float),
+                                     (models["attention"] == "mla").to_numpy())
+    frame["kv_bytes_per_token"] = frame["kv_bytes_per_token_model"] * shard * per_stage
     frame["weight_gb"] = memory.weight_gb(frame["params_total_b"], frame["bytes_per_weight"]) * per_stage / frame["tp"]
     frame["config_reason"] = _config_reasons(frame, gpus, models, quants, kv_quants)
     return frame
@@ -57,16 +60,15 @@ def _peak_tflops(gpus: pd.DataFrame, precision: pd.Series) -> np.ndarray:
     return peak
 
 
-def _kv_bytes_per_token_per_gpu(models: pd.DataFrame, kv_quants: pd.DataFrame, tp: pd.Series) -> np.ndarray:
-    is_mla = (models["attention"] == "mla").to_numpy()
+def _kv_bytes_per_token_model(models: pd.DataFrame, kv_quants: pd.DataFrame) -> np.ndarray:
+    """KV bytes per token of the whole model (all layers, all KV heads) [bytes/token]."""
     element = kv_quants["kv_bytes_per_element"].to_numpy(dtype=float)
     layers = models["n_layers"].to_numpy(dtype=float)
-    kv_heads = models["n_kv_heads"].to_numpy(dtype=float)
-    dense = memory.kv_bytes_per_token(layers, kv_heads, models["head_dim"].to_numpy(dtype=float), element)
+    dense = memory.kv_bytes_per_token(layers, models["n_kv_heads"].to_numpy(dtype=float),
+                                      models["head_dim"].to_numpy(dtype=float), element)
     latent = memory.kv_bytes_per_token_mla(layers, models["kv_lora_rank"].to_numpy(dtype=float),
                                            models["qk_rope_head_dim"].to_numpy(dtype=float), element)
-    whole = np.where(is_mla, latent, dense)
-    return whole * memory.kv_shard_fraction(kv_heads, tp.to_numpy(dtype=float), is_mla)
+    return np.where((models["attention"] == "mla").to_numpy(), latent, dense)
 
 
 def _add_factors(frame: pd.DataFrame, catalogs, assumptions: Assumptions, per_config) -> None:

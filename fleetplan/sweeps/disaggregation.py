@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.errors import InvalidValueError
-from fleetplan.sweeps import latency, memory, throughput
+from fleetplan.sweeps import latency, throughput
 from fleetplan.sweeps.estimate import case_arrays, estimate_cases
 from fleetplan.sweeps.validate import catalog_or_default
 
@@ -24,17 +24,6 @@ REQUIRED = ("model", "input_len", "output_len", "prefill_gpu", "prefill_tp", "de
 def _side(cases: pd.DataFrame, side: str) -> pd.DataFrame:
     frame = cases.drop(columns=[c for c in cases.columns if c.startswith(("prefill_", "decode_"))])
     return frame.assign(gpu=cases[f"{side}_gpu"], tp=cases[f"{side}_tp"])
-
-
-def _kv_bytes_per_token(catalogs, cases: pd.DataFrame) -> np.ndarray:
-    models = catalogs.models.reindex(cases["model"])
-    kv_quant = cases["kv_quant"] if "kv_quant" in cases and cases["kv_quant"].notna().all() else (
-        catalogs.quants["default_kv_quant"].reindex(cases["quant"]).to_numpy())
-    element = catalogs.quants["kv_bytes_per_element"].reindex(kv_quant).to_numpy(dtype=float)
-    dense = memory.kv_bytes_per_token(models["n_layers"], models["n_kv_heads"], models["head_dim"], element)
-    latent = memory.kv_bytes_per_token_mla(models["n_layers"], models["kv_lora_rank"], models["qk_rope_head_dim"],
-                                           element)
-    return np.where((models["attention"] == "mla").to_numpy(), latent, dense)
 
 
 def disaggregated(cases: pd.DataFrame, catalogs=None, **overrides) -> pd.DataFrame:
@@ -56,7 +45,7 @@ def disaggregated(cases: pd.DataFrame, catalogs=None, **overrides) -> pd.DataFra
     # come from the decode step alone (the TTFT SLO belongs to the prefill side).
     decode = estimate_cases(_side(cases, "decode").drop(columns=["ttft_slo_ms"], errors="ignore"), catalogs,
                             **overrides)
-    kv_bytes = _kv_bytes_per_token(catalogs, cases) * cases["input_len"].to_numpy(dtype=float)
+    kv_bytes = prefill_configs["kv_bytes_per_token_model"].to_numpy() * cases["input_len"].to_numpy(dtype=float)
     links = np.minimum(cases["prefill_tp"], cases["decode_tp"]).to_numpy(dtype=float)
     transfer_ms = latency.kv_transfer_time_ms(kv_bytes, c_p["network_gb_s"], links)
     decode_ms_per_request = _decode_ms_per_request(decode, cases)
