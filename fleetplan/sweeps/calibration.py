@@ -158,15 +158,11 @@ def predict_server(rows: pd.DataFrame, catalogs=None, factors: pd.DataFrame | No
     state = load.at_rate(c, kernel_rows, np.minimum(offered, capacity * 0.999))
     slots = operating_points.batch_cap(c, kernel_rows.context_len)
     queue_ms = load.finite_run_wait_ms(offered, capacity, rows["n_requests"].to_numpy(dtype=float), slots)
-    ttft = np.where(offered < capacity, state["ttft_ms"], state["ttft_ms"] - _steady_wait(state) + queue_ms)
+    # Overloaded runs: the finite run's admission wait replaces the steady-state queueing wait.
+    ttft = np.where(offered < capacity, state["ttft_ms"], state["ttft_ms"] - state["wait_ms"] + queue_ms)
     by_metric = {"tpot_ms": state["tpot_ms"], "ttft_ms": ttft, "req_s": achieved,
                  "output_tok_s": achieved * kernel_rows.output_len,
                  "total_tok_s": achieved * (kernel_rows.input_len + kernel_rows.output_len)}
     metric = rows["metric"].to_numpy()
     return np.select([metric == name for name in by_metric], list(by_metric.values()), np.nan)
 
-
-def _steady_wait(state: dict) -> np.ndarray:
-    from fleetplan.sweeps.load import md1_wait_ms
-
-    return np.nan_to_num(md1_wait_ms(state["prefill_share"], 0.0), posinf=0.0)

@@ -117,7 +117,7 @@ def _at_rate(c, rows, rate_req_s) -> dict:
     share = np.clip(rate * chunks * tpot, 0.0, 1.0)
     prompt_ms = latency_ms + chunks * tpot  # each chunk joins one (stretched) decode step
     out = {"batch": np.minimum(batch, cap), "stable": stable, "tpot_ms": tpot, "ttft_ms": wait + prompt_ms,
-           "prefill_share": rho_p}
+           "wait_ms": wait, "prefill_share": rho_p}
     for q in (0.9, 0.99):
         long_step = np.where(share > 1.0 - q, t_dec + work_ms / chunks, t_dec)
         out[f"tpot_p{int(q * 100)}_ms"] = np.where(stable, np.maximum(long_step, 0.0), np.inf)
