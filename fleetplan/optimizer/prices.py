@@ -31,10 +31,10 @@ def _catalog_rows(catalog_prices: pd.DataFrame, gpu: str, provider: str | None,
     return rows
 
 
-def cheapest_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """The cheapest row per pricing type (ties: first by provider, region)."""
+def cheapest_rows(rows: pd.DataFrame, keys: tuple[str, ...] = ("pricing_type",)) -> pd.DataFrame:
+    """The cheapest row per ``keys`` (ties: first by provider, region)."""
     ordered = rows.sort_values(["usd_per_gpu_hour", "provider", "region"], kind="stable")
-    return ordered.drop_duplicates("pricing_type")
+    return ordered.drop_duplicates(list(keys))
 
 
 def select_prices(scenario: Scenario, catalog_prices: pd.DataFrame,

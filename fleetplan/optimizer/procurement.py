@@ -75,9 +75,11 @@ def break_even_months(capex_usd, rent_usd_per_month, opex_usd_per_month):
 
 
 def cheapest_prices(prices: pd.DataFrame) -> pd.DataFrame:
-    """The cheapest price of each (gpu, pricing type), with its provider, region and source."""
-    order = prices.sort_values("usd_per_gpu_hour", kind="stable")
-    return order.drop_duplicates(["gpu", "pricing_type"]).set_index(["gpu", "pricing_type"])
+    """The cheapest price of each (gpu, pricing type), with its provider, region and source
+    (the optimizer's rule, ``prices.cheapest_rows``)."""
+    from fleetplan.optimizer.prices import cheapest_rows
+
+    return cheapest_rows(prices, ("gpu", "pricing_type")).set_index(["gpu", "pricing_type"])
 
 
 def check_inputs(demand_req_s: float, utilization: float, usd_per_kwh: float, pue: float, load: float) -> None:
