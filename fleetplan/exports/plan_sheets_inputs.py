@@ -129,6 +129,8 @@ def _used_candidates(plan) -> pd.DataFrame:
     keys = ["workload", "bucket", "config"]
     routed = plan.routing.groupby(keys, as_index=False)["req_s"].sum()
     used = routed.merge(plan.candidates, on=keys, how="left")
+    if "stage" in used:  # a prefill stage has no decode frontier of its own
+        used = used[used["stage"].fillna("serve") != "prefill"]
     used = used.sort_values("req_s", ascending=False).drop_duplicates(["workload", "config"])
     workloads = list(dict.fromkeys(used["workload"]))[:MAX_FRONTIER_WORKLOADS]
     return used[used["workload"].isin(workloads)].reset_index(drop=True)

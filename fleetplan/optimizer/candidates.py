@@ -16,9 +16,9 @@ from fleetplan.errors import ScenarioError, UnknownNameError
 from fleetplan.optimizer.scenario import Scenario
 
 #: Columns of the candidate table the optimizer reads (plus ``variant`` for what-ifs).
-CANDIDATE_COLUMNS = ["workload", "bucket", "config", "pool", "model", "gpu", "quant", "tp",
-                     "input_len", "output_len", "req_s_per_replica", "batch", "tpot_ms",
-                     "ttft_ms", "valid", "reason"]
+CANDIDATE_COLUMNS = ["workload", "bucket", "config", "route", "stage", "stages", "pool", "model",
+                     "gpu", "quant", "tp", "input_len", "output_len", "req_s_per_replica", "batch",
+                     "tpot_ms", "ttft_ms", "valid", "reason"]
 
 
 def config_ids(model, gpu, quant, tp) -> pd.Series:
@@ -46,24 +46,31 @@ def canonical_names(scenario: Scenario, catalogs) -> dict:
     return {"models": models, "quants": quants, "gpus": gpus}
 
 
-def engine_cases(scenario: Scenario, buckets: pd.DataFrame, names: dict,
-                 gpus_per_node: pd.Series) -> pd.DataFrame:
-    """Every (workload bucket, GPU, quant, TP) case, and a looser-TPOT variant per workload.
-
-    TP degrees larger than a GPU's node are left out (tensor parallelism stays in one node).
-    """
+def bucket_cases(scenario: Scenario, buckets: pd.DataFrame, names: dict) -> pd.DataFrame:
+    """Every (workload bucket, quant) with its SLOs, and a looser-TPOT variant per workload."""
     per_workload = pd.DataFrame({
         "workload": [w.name for w in scenario.workloads], "model": names["models"],
         "quant": names["quants"]}).explode("quant")
-    configs = pd.DataFrame({"gpu": names["gpus"]}).merge(
-        pd.DataFrame({"tp": scenario.fleet.tp}), how="cross")
-    configs = configs[configs["tp"] <= configs["gpu"].map(gpus_per_node).fillna(np.inf)]
     cases = buckets.drop(columns=["model", "req_s", "share"]).merge(per_workload, on="workload")
-    cases = cases.merge(configs, how="cross").assign(variant="base")
+    cases = cases.assign(variant="base")
     if scenario.what_if.enabled:
         looser = cases[cases["tpot_slo_ms"].notna()].assign(variant="tpot_relaxed")
         looser["tpot_slo_ms"] = looser["tpot_slo_ms"] * scenario.what_if.tpot_slo_factor
         cases = pd.concat([cases, looser], ignore_index=True)
+    return cases
+
+
+def replica_options(gpus: list[str], tps: list[int], gpus_per_node: pd.Series) -> pd.DataFrame:
+    """(gpu, tp) pairs; TP degrees larger than a GPU's node are left out (TP stays in a node)."""
+    options = pd.DataFrame({"gpu": gpus}).merge(pd.DataFrame({"tp": tps}), how="cross")
+    return options[options["tp"] <= options["gpu"].map(gpus_per_node).fillna(np.inf)]
+
+
+def engine_cases(scenario: Scenario, buckets: pd.DataFrame, names: dict,
+                 gpus_per_node: pd.Series) -> pd.DataFrame:
+    """Every (workload bucket, GPU, quant, TP) case, and a looser-TPOT variant per workload."""
+    configs = replica_options(names["gpus"], scenario.fleet.tp, gpus_per_node)
+    cases = bucket_cases(scenario, buckets, names).merge(configs, how="cross")
     has_slo = cases["tpot_slo_ms"].notna() | cases["ttft_slo_ms"].notna()
     with_slo = "max_rate" if scenario.fleet.capacity_model == "load" else "slo"
     cases["mode"] = np.where(has_slo, with_slo, "offline")
@@ -90,15 +97,34 @@ def from_engine(cases: pd.DataFrame, catalogs, estimate=None) -> pd.DataFrame:
 
 
 def finish(candidates: pd.DataFrame, share_replicas: bool) -> pd.DataFrame:
-    """Add config and pool ids; a pool is a model (shared) or a workload (not shared)."""
+    """Add config, route and pool ids; a pool is a model (shared) or a workload (not shared).
+
+    A colocated configuration is its own route; the two stages of a disaggregated pair share
+    the route ``model/quant/prefill-gpu-tpN>decode-gpu-tpM`` and are configurations
+    ``<route>#prefill`` and ``<route>#decode``.
+    """
     candidates = candidates.copy()
     config = config_ids(candidates["model"], candidates["gpu"], candidates["quant"],
                         candidates["tp"])
+    stage = candidates["stage"].fillna("serve") if "stage" in candidates \
+        else pd.Series("serve", candidates.index)
+    staged = (stage != "serve").to_numpy()
+    route = config.copy()
+    if staged.any():
+        pairs = candidates[staged]
+        route[staged] = (pairs["model"].astype(str) + "/" + pairs["quant"].astype(str) + "/"
+                         + pairs["prefill_gpu"].astype(str) + "-tp"
+                         + pairs["prefill_tp"].astype(int).astype(str) + ">"
+                         + pairs["decode_gpu"].astype(str) + "-tp"
+                         + pairs["decode_tp"].astype(int).astype(str))
+        config[staged] = route[staged] + "#" + stage[staged]
+    candidates["stage"], candidates["stages"] = stage, np.where(staged, 2, 1)
     if share_replicas:
-        candidates["config"], candidates["pool"] = config, candidates["model"].astype(str)
+        candidates["config"], candidates["route"] = config, route
+        candidates["pool"] = candidates["model"].astype(str)
     else:
         candidates["config"] = candidates["workload"] + ":" + config
+        candidates["route"] = candidates["workload"] + ":" + route
         candidates["pool"] = candidates["workload"]
     columns = [c for c in CANDIDATE_COLUMNS if c in candidates] + ["variant"]
     return candidates[columns].reset_index(drop=True)
-

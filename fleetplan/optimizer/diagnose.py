@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.optimizer.model import build_model
-from fleetplan.optimizer.problem import Problem
+from fleetplan.optimizer.problem import Problem, complete_routes
 from fleetplan.optimizer.results import solution_tables
 from fleetplan.optimizer.decompose import solve_fleet
 from fleetplan.optimizer.solve import SolveOptions
@@ -26,7 +26,8 @@ from fleetplan.optimizer.summary import usd
 
 logger = logging.getLogger(__name__)
 
-_ACHIEVABLE = re.compile(r"best achievable ([0-9.]+) ms")
+_ACHIEVABLE = {metric: re.compile(rf"{metric} SLO [0-9.e+]+ ms is below the best achievable ([0-9.]+) ms")
+               for metric in ("TPOT", "TTFT")}
 
 
 def _fmt(value: float) -> str:
@@ -37,7 +38,7 @@ def slo_reasons(problem: Problem) -> pd.DataFrame:
     """(workload, bucket, reason) for buckets with demand and no usable candidate."""
     candidates = problem.candidates
     demand = problem.demand[problem.demand["req_s"] > 0][["workload", "bucket"]].drop_duplicates()
-    best = candidates.groupby(["workload", "bucket"])["req_s_per_replica"].max()
+    best = complete_routes(candidates).groupby(["workload", "bucket"])["req_s_per_replica"].max()
     capacity = demand.set_index(["workload", "bucket"]).index.map(best).fillna(0).to_numpy()
     dead = demand[capacity <= 0]
     if dead.empty:
@@ -55,14 +56,27 @@ def _bucket_reason(candidates: pd.DataFrame, workloads: pd.DataFrame, workload: 
     if rows.empty:
         return f"no allowed configuration can serve {model}"
     reasons = rows["reason"].astype(str) if "reason" in rows else pd.Series("", index=rows.index)
-    achievable = reasons.str.extract(_ACHIEVABLE, expand=False).astype(float)
-    slo = workloads.loc[workload, "tpot_slo_ms"] if "tpot_slo_ms" in workloads else np.nan
-    if achievable.notna().any() and pd.notna(slo):
-        return (f"TPOT SLO {_fmt(slo)} ms is below the best achievable "
-                f"{_fmt(achievable.min())} ms for {model} on any allowed GPU")
+    missed = {metric: reasons.str.extract(pattern, expand=False).astype(float)
+              for metric, pattern in _ACHIEVABLE.items()}
+    missed = {metric: best for metric, best in missed.items()
+              if best.notna().any() and pd.notna(_slo(workloads, workload, metric))}
+    if len(missed) == 1:  # every configuration that fits misses the same SLO
+        metric, best = next(iter(missed.items()))
+        return (f"{metric} SLO {_fmt(_slo(workloads, workload, metric))} ms is below the best "
+                f"achievable {_fmt(best.min())} ms for {model} on any allowed GPU")
+    if missed:
+        parts = [f"{metric} {_fmt(best.min())} ms (SLO {_fmt(_slo(workloads, workload, metric))} ms)"
+                 for metric, best in missed.items()]
+        return (f"no allowed configuration serves {model} within both SLOs; best achievable "
+                + " and ".join(parts) + " on different configurations")
     common = reasons[reasons != ""].value_counts()
     detail = f": {common.index[0]}" if not common.empty else ""
     return f"no allowed configuration serves {model} within its SLOs{detail}"
+
+
+def _slo(workloads: pd.DataFrame, workload: str, metric: str) -> float:
+    column = f"{metric.lower()}_slo_ms"
+    return workloads.loc[workload, column] if column in workloads else np.nan
 
 
 def _unmet_share(problem: Problem, options: SolveOptions) -> tuple[float, dict | None]:

@@ -42,6 +42,12 @@ Write :math:`Y_{ct} = \sum_{p\in R} y_{cp} + \sum_{p\in F} y_{cpt}`, the load
 A configuration belongs to one model pool, so a replica serves one model; workloads of the
 same model may share replicas, their loads adding linearly (Mélange's assumption). Routing
 fractions are continuous, so demand is never sliced into whole-replica chunks.
+
+Prefill/decode disaggregation: a bucket may be routed to a pair of configurations instead of
+one, a prefill configuration (prompts) and a decode configuration (generation, possibly another
+GPU type). The pair's one routing share loads both, each at its own capacity, so both pools are
+sized in whole replicas: :math:`x_{wbrt}` for a route :math:`r` with stages :math:`c \in r`
+adds :math:`x_{wbrt} d_{wbt} / (\rho \kappa_{wbc})` to :math:`L_{ct}` of each stage.
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ import pulp
 
 from fleetplan.optimizer.lp_tables import (add_constraints, coded, expressions, per_period,
                                             variables)
-from fleetplan.optimizer.problem import RESERVED_PRICING, Problem
+from fleetplan.optimizer.problem import RESERVED_PRICING, Problem, complete_routes
 
 logger = logging.getLogger(__name__)
 
@@ -106,18 +112,24 @@ def build_model(problem: Problem, *, elastic: bool = False) -> FleetModel:
 
 
 def define_routes(model: FleetModel) -> None:
-    """Routing shares x for every usable candidate and period with demand."""
+    """Routing shares x for every usable route and period with demand.
+
+    One row per (route, stage configuration): the stages of a disaggregated route share its
+    routing variable, each loading its own configuration.
+    """
     p = model.problem
-    usable = p.candidates[p.candidates["req_s_per_replica"] > 0][
-        ["workload", "bucket", "config", "req_s_per_replica"]]
+    usable = complete_routes(p.candidates, p.configs["config"])[
+        ["workload", "bucket", "route", "config", "req_s_per_replica"]]
     demand = p.demand[p.demand["req_s"] > 0][["workload", "bucket", "period", "req_s"]]
-    routes = usable.merge(demand, on=["workload", "bucket"]).merge(
+    shares = usable[["workload", "bucket", "route"]].drop_duplicates().merge(
+        demand, on=["workload", "bucket"])
+    shares = coded(shares, ["workload", "route"])
+    shares["var"] = variables(model.lp, "route", shares, ["workload_code", "bucket", "route_code",
+                                                 "period"], cat="Continuous", up=1)
+    routes = usable.merge(shares, on=["workload", "bucket", "route"]).merge(
         p.configs[["config", "pool"]], on="config")
     routes["load"] = routes["req_s"] / (p.target_utilization * routes["req_s_per_replica"])
-    routes = coded(routes, ["workload", "config"])
-    routes["var"] = variables(model.lp, "route", routes, ["workload_code", "bucket", "config_code",
-                                                 "period"], cat="Continuous", up=1)
-    model.routes = routes
+    model.routes = routes.drop(columns=["workload_code", "route_code"])
 
 
 def define_replicas(model: FleetModel) -> None:
@@ -167,7 +179,8 @@ def define_demand(model: FleetModel) -> None:
     keys = ["workload", "bucket", "period"]
     demand = model.problem.demand
     demand = demand[demand["req_s"] > 0][keys]
-    terms = [model.routes[[*keys, "var"]].assign(coef=1.0)]
+    shares = model.routes.drop_duplicates([*keys, "route"])  # stages share one variable
+    terms = [shares[[*keys, "var"]].assign(coef=1.0)]
     if model.elastic:
         terms.append(model.unmet[[*keys, "var"]].assign(coef=1.0))
     rows = demand.merge(expressions(pd.concat(terms, ignore_index=True), keys), on=keys,
@@ -285,8 +298,10 @@ def define_pool_cover(model: FleetModel) -> None:
     routes = model.routes
     if routes.empty or model.elastic:  # unmet demand needs no replicas
         return
-    best = routes.groupby(["workload", "bucket", "period"]).agg(
-        pool=("pool", "first"), req_s=("req_s", "first"), load=("load", "min"))
+    per_route = routes.groupby(["workload", "bucket", "period", "route"]).agg(
+        pool=("pool", "first"), load=("load", "sum"))  # a route's stages all need replicas
+    best = per_route.groupby(["workload", "bucket", "period"]).agg(
+        pool=("pool", "first"), load=("load", "min"))
     need = best.groupby(["pool", "period"])["load"].sum()
     busy = best.reset_index()[["workload", "pool", "period"]].drop_duplicates().merge(
         p.workloads[["workload", "redundancy_k"]], on="workload")

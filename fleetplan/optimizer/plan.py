@@ -79,8 +79,10 @@ class FleetPlan:
             gpus (= replicas x tp).
         nodes: (gpu, pricing_type): gpus_per_node, nodes_peak, gpus_bought_peak,
             gpus_used_peak, max_gpus (availability cap, NaN = none), usd_per_month.
-        routing: (workload, bucket, period, config): input_len, output_len, fraction
-            (of the bucket's demand), req_s, tpot_ms, ttft_ms, batch.
+        routing: (workload, bucket, period, config): route, input_len, output_len, fraction
+            (of the bucket's demand), req_s, tpot_ms, ttft_ms, batch. The two stages of a
+            disaggregated route (``<route>#prefill``, ``<route>#decode``) each carry the
+            route's whole fraction.
         workloads: (workload): model, demand_req_s_mean, demand_req_s_peak,
             tokens_per_month, served_fraction, tpot_slo_ms, tpot_ms_max, ttft_slo_ms,
             ttft_ms_max, utilization (load / capacity of the replicas it uses, hour-weighted),

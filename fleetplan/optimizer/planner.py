@@ -12,6 +12,7 @@ import pandas as pd
 from fleetplan.optimizer import candidates as candidate_tables
 from fleetplan.optimizer.capacity_profiles import (profile_candidates, read_profiles,
                                                    uncovered_reasons)
+from fleetplan.optimizer.disaggregated_candidates import disaggregated_candidates
 from fleetplan.optimizer.demand import demand_table, plan_periods, workload_buckets
 from fleetplan.optimizer.optimize import WhatIfOptions, optimize_problem
 from fleetplan.optimizer.plan import FleetPlan
@@ -67,6 +68,7 @@ def _workload_table(scenario: Scenario, models: list[str]) -> pd.DataFrame:
 
 def _candidates(scenario: Scenario, catalogs, buckets: pd.DataFrame, names: dict,
                 estimate) -> tuple[pd.DataFrame, str, list[str]]:
+    pairs = disaggregated_candidates(scenario, catalogs, buckets, names)
     if scenario.capacity_profiles is not None:
         quants = {w.name: q for w, q in zip(scenario.workloads, names["quants"], strict=True)}
         table = profile_candidates(read_profiles(scenario.capacity_profiles), buckets, names,
@@ -75,9 +77,13 @@ def _candidates(scenario: Scenario, catalogs, buckets: pd.DataFrame, names: dict
         notes = [f"{w} bucket {b}: {r}" for w, b, r in
                  zip(uncovered["workload"], uncovered["bucket"], uncovered["reason"])]
         return table, "profiles", notes
+    options = scenario.fleet.disaggregation
+    if options is not None and not options.colocated:
+        return pairs, "engine", []
     cases = candidate_tables.engine_cases(scenario, buckets, names,
                                           catalogs.gpus["gpus_per_node"])
-    return candidate_tables.from_engine(cases, catalogs, estimate), "engine", []
+    colocated = candidate_tables.from_engine(cases, catalogs, estimate)
+    return pd.concat([colocated, pairs], ignore_index=True), "engine", []
 
 
 def prepare(scenario: Scenario, catalogs=None, *, estimate=None) -> PreparedScenario:
@@ -99,7 +105,8 @@ def prepare(scenario: Scenario, catalogs=None, *, estimate=None) -> PreparedScen
     problem = Problem(
         workloads=_workload_table(scenario, names["models"]), periods=periods,
         demand=demand_table(scenario, buckets, periods),
-        configs=base[["config", "pool", "gpu", "tp", "model", "quant"]].drop_duplicates("config"),
+        configs=base[["config", "pool", "gpu", "tp", "model", "quant", "stage"]].drop_duplicates(
+            "config"),
         candidates=base, offers=_offer_table(scenario, names["gpus"], prices),
         gpus=_gpu_table(scenario, names["gpus"], catalogs.gpus),
         target_utilization=fleet.target_utilization, hours_per_month=fleet.hours_per_month,

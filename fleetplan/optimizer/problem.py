@@ -31,7 +31,10 @@ class Problem:
         demand: workload, bucket, period, req_s [requests/s]; rows with req_s <= 0 ignored.
         configs: config, pool, gpu, tp [GPUs per replica].
         candidates: workload, bucket, config, req_s_per_replica [requests/s one replica
-            completes at 100 % utilization while meeting the workload's SLOs; <= 0 unusable].
+            completes at 100 % utilization while meeting the workload's SLOs; <= 0 unusable];
+            optional route and stages: a route is what a request is sent to, served by
+            ``stages`` configurations at once (a disaggregated pair: a prefill and a decode
+            configuration, one row each); by default every configuration is its own route.
         offers: gpu, pricing_type, usd_per_gpu_hour [USD/GPU-hour], max_gpus [GPUs of this
             pricing type at any time; NaN = no cap].
         gpus: gpu, gpus_per_node [GPUs bought together; 1 = any count], max_gpus [cap over all
@@ -63,6 +66,31 @@ class Problem:
     def with_changes(self, **changes) -> Problem:
         """A copy with some fields replaced (used for what-if re-solves)."""
         return replace(self, **changes)
+
+
+def with_routes(candidates: pd.DataFrame) -> pd.DataFrame:
+    """Candidates with ``route`` and ``stages`` filled (a configuration is its own route)."""
+    candidates = candidates.copy()
+    if "route" not in candidates:
+        candidates["route"] = candidates["config"]
+    if "stages" not in candidates:
+        candidates["stages"] = 1
+    return candidates
+
+
+def complete_routes(candidates: pd.DataFrame, configs: pd.Series | None = None) -> pd.DataFrame:
+    """Usable candidate rows whose route has all its stages usable (and in ``configs``).
+
+    A disaggregated route needs both its prefill and its decode configuration: one alone serves
+    nothing, so a route missing a stage (pruned, or unable to meet an SLO) is dropped whole.
+    """
+    candidates = with_routes(candidates)
+    usable = candidates["req_s_per_replica"] > 0
+    if configs is not None:
+        usable &= candidates["config"].isin(configs)
+    usable_rows = candidates[usable]
+    count = usable_rows.groupby(["workload", "bucket", "route"])["config"].transform("size")
+    return usable_rows[count == usable_rows["stages"]]
 
 
 def flat_periods(hours_per_month: float = 730.0, horizon_months: float = 12.0) -> pd.DataFrame:

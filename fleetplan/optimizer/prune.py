@@ -7,7 +7,9 @@ and never breaks a constraint, so some optimal plan does not use c:
 - its GPUs are no harder to get: the same GPU type with no more GPUs per replica, or a GPU type
   without availability caps that is bought GPU by GPU (no node rounding);
 - with a spot share cap, the same GPUs per replica (a smaller replica would change the share).
-Exactly equal configurations keep the first by id. Fewer near-identical configurations leave
+Exactly equal configurations keep the first by id. Stages of disaggregated routes are never
+pruned and never prune: a stage serves nothing alone, so comparing it with a whole replica
+says nothing. Fewer near-identical configurations leave
 the branch-and-bound far less to explore.
 """
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fleetplan.optimizer.problem import Problem
+from fleetplan.optimizer.problem import Problem, with_routes
 
 
 def _capacity_matrix(problem: Problem, configs: list[str]) -> np.ndarray:
@@ -45,7 +47,9 @@ def _free_gpus(problem: Problem) -> set[str]:
 
 def dominated_configs(problem: Problem) -> list[str]:
     """Ids of configurations some other configuration of the same pool dominates."""
-    configs = problem.configs.sort_values("config").reset_index(drop=True)
+    staged = set(with_routes(problem.candidates).query("stages > 1")["config"])
+    configs = problem.configs[~problem.configs["config"].isin(staged)]
+    configs = configs.sort_values("config").reset_index(drop=True)
     ids = configs["config"].tolist()
     capacity = _capacity_matrix(problem, ids)
     price = _replica_prices(problem, configs)

@@ -152,7 +152,7 @@ def routing_table(model: FleetModel, solution: dict) -> pd.DataFrame:
     routes = routes.drop(columns=[c for c in extras if c in routes]).merge(
         model.problem.candidates[[*keys, *extras]], on=keys, how="left")
     routes = routes.assign(fraction=routes["value"], req_s=routes["value"] * routes["req_s"])
-    columns = ["workload", "bucket", "period", "config", "fraction", "req_s", *extras]
+    columns = ["workload", "bucket", "period", "config", "route", "fraction", "req_s", *extras]
     return routes[columns].sort_values(["workload", "bucket", "period", "config"]).reset_index(
         drop=True)
 
@@ -193,7 +193,8 @@ def _workload_summary(model: FleetModel, solution: dict, routes: pd.DataFrame,
     demand = p.demand[p.demand["req_s"] > 0].assign(hours=lambda d: d["period"].map(hours))
     tokens = _optional(demand, "input_len", 0.0) + _optional(demand, "output_len", 0.0)
     per_period = demand.groupby(["workload", "period"])["req_s"].sum()
-    served_req_s = routes.groupby(["workload", "bucket", "period"])["value"].sum()
+    shares = routes.drop_duplicates(["workload", "bucket", "period", "route"])  # one per route
+    served_req_s = shares.groupby(["workload", "bucket", "period"])["value"].sum()
     served = served_req_s.reindex(pd.MultiIndex.from_frame(
         demand[["workload", "bucket", "period"]])).fillna(0.0).clip(upper=1.0).to_numpy()
     weight = demand["req_s"] * demand["hours"]

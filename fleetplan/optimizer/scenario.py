@@ -146,6 +146,35 @@ class GpuOption(_Strict):
         return value
 
 
+class Disaggregation(_Strict):
+    """Prefill/decode pairs offered to the optimizer next to colocated replicas: prompts on a
+    prefill pool, generation on a decode pool (possibly another GPU type), the KV cache moved
+    between them."""
+
+    prefill_gpus: list[str] | None = Field(
+        None, min_length=1, description="GPU ids for prefill pools (default: every fleet GPU)")
+    decode_gpus: list[str] | None = Field(
+        None, min_length=1, description="GPU ids for decode pools (default: every fleet GPU)")
+    prefill_tp: list[int] | None = Field(
+        None, min_length=1, description="TP degrees of prefill replicas (default: fleet.tp)")
+    decode_tp: list[int] | None = Field(
+        None, min_length=1, description="TP degrees of decode replicas (default: fleet.tp)")
+    colocated: bool = Field(True, description="Keep colocated replicas as candidates too")
+
+    @field_validator("prefill_tp", "decode_tp")
+    @classmethod
+    def _tp(cls, values: list[int] | None) -> list[int] | None:
+        return None if values is None else _tp_degrees(values)
+
+
+def _tp_degrees(values: list[int]) -> list[int]:
+    for value in values:
+        if value < 1 or value > 1024:
+            message = f"must be whole numbers between 1 and 1024, got {value}"
+            raise ValueError(message)
+    return sorted(set(values))
+
+
 class Fleet(_Strict):
     """What the fleet may be built from, and the limits it must respect."""
 
@@ -168,14 +197,13 @@ class Fleet(_Strict):
         "load", description="Replica capacity: 'load' = the largest request rate whose loaded TPOT and TTFT "
                             "meet the SLOs (queueing model); 'knee' = the rate at the largest batch meeting them")
 
+    disaggregation: Disaggregation | None = Field(
+        None, description="Also offer prefill/decode disaggregated pairs as candidates")
+
     @field_validator("tp")
     @classmethod
     def _tp(cls, values: list[int]) -> list[int]:
-        for value in values:
-            if value < 1 or value > 1024:
-                message = f"must be whole numbers between 1 and 1024, got {value}"
-                raise ValueError(message)
-        return sorted(set(values))
+        return _tp_degrees(values)
 
 
 class WhatIf(_Strict):

@@ -44,6 +44,18 @@ def md1_wait_ms(utilization, service_ms):
     return np.where(rho >= 1.0, np.inf, np.maximum(wait, 0.0))
 
 
+def md1_max_utilization(slack_ms, service_ms):
+    """Largest utilization whose M/D/1 mean wait stays within ``slack_ms``: the inverse of
+    ``md1_wait_ms``, ``rho = 2a / (1 + 2a)`` with ``a = slack / s`` [fraction]; 0 without slack.
+
+    >>> float(md1_max_utilization(5.0, 10.0))
+    0.5
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.maximum(np.asarray(slack_ms, dtype=float), 0.0) / np.asarray(service_ms, dtype=float)
+    return np.where(np.isinf(ratio), 1.0, np.nan_to_num(2.0 * ratio / (1.0 + 2.0 * ratio)))
+
+
 def wait_quantile_ms(mean_wait_ms, utilization, quantile):
     """Quantile of the wait: 0 with probability ``1 - rho``, else exponential with mean ``W / rho`` [ms].
 

@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 from tests.exports.samples import (
-    EXAMPLE_SCENARIO, INFEASIBLE_SCENARIO, STRESS_SCENARIO, make_plan, synthetic_sweep,
+    DISAGGREGATED_SCENARIO, EXAMPLE_SCENARIO, INFEASIBLE_SCENARIO, STRESS_SCENARIO, make_plan,
+    synthetic_sweep,
 )
 
 _NAMESPACES = ('xmlns:oor="http://openoffice.org/2001/registry" '
@@ -104,3 +105,8 @@ def stress_plan():
 @pytest.fixture(scope="session")
 def infeasible_plan():
     return make_plan(INFEASIBLE_SCENARIO)
+
+
+@pytest.fixture(scope="session")
+def disaggregated_plan():
+    return make_plan(DISAGGREGATED_SCENARIO)

@@ -146,6 +146,16 @@ INFEASIBLE_SCENARIO = {
 }
 
 
+#: Long prompts under a tight TPOT SLO: prefill on H100, decode on H200 beats colocation.
+DISAGGREGATED_SCENARIO = {
+    "name": "disaggregated",
+    "workloads": [
+        {"name": "rag", "model": "llama-3.1-70b", "requests_per_s": 6, "input_tokens": 6000,
+         "output_tokens": 300, "tpot_slo_ms": 50, "ttft_slo_ms": 3000, "quants": ["fp8"]}],
+    "fleet": {"gpus": ["h100-sxm", "h200"], "tp": [1, 2], "disaggregation": {}},
+}
+
+
 def make_plan(scenario: dict):
     """Optimize a scenario dict into a FleetPlan."""
     from fleetplan.optimizer.planner import plan_scenario

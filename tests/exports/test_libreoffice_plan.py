@@ -13,7 +13,8 @@ from tests.exports.samples import assert_recalculation_matches, cell_values, for
 pytestmark = pytest.mark.libreoffice
 
 
-@pytest.mark.parametrize("plan_fixture", ["example_plan", "stress_plan", "infeasible_plan"])
+@pytest.mark.parametrize("plan_fixture", ["example_plan", "stress_plan", "infeasible_plan",
+                                          "disaggregated_plan"])
 def test_recalculated_values_equal_python(tmp_path, libreoffice, request, plan_fixture):
     path = write_plan(request.getfixturevalue(plan_fixture), tmp_path / "plan.xlsx")
     compared = assert_recalculation_matches(path, libreoffice.recalculate(path))

@@ -73,7 +73,8 @@ def check_plan(plan: FleetPlan, problem: Problem) -> list[str]:
 def _check_demand(plan: FleetPlan, problem: Problem) -> list[str]:
     demand = problem.demand[problem.demand["req_s"] > 0]
     keys = ["workload", "bucket", "period"]
-    routed = plan.routing.groupby(keys)["fraction"].sum() if not plan.routing.empty else \
+    routing = plan.routing.drop_duplicates([*keys, "route"])  # a route's stages share a share
+    routed = routing.groupby(keys)["fraction"].sum() if not routing.empty else \
         pd.Series(dtype=float)
     unmet = plan.unmet_demand.groupby(keys)["unmet_fraction"].sum() \
         if not plan.unmet_demand.empty else pd.Series(dtype=float)

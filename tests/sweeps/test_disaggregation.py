@@ -2,6 +2,8 @@
 
 import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.sweeps import estimate_cases
@@ -55,3 +57,31 @@ def test_cli_disaggregated_estimate(capsys):
     assert code == 0 and record["decode_gpu"] == "h200" and record["kv_transfer_ms"] > 0
     assert main(["estimate", "--model", "llama-3.1-70b", "--prefill-gpu", "h100-sxm"]) == 2
     assert "needs --gpu (the decode pool)" in capsys.readouterr().err
+
+
+@given(st.floats(0.0, 1e4), st.floats(0.1, 1e3))
+def test_md1_max_utilization_inverts_the_mean_wait(slack_ms, service_ms):
+    from fleetplan.sweeps.load import md1_max_utilization, md1_wait_ms
+
+    rho = md1_max_utilization(slack_ms, service_ms)
+    assert 0.0 <= rho < 1.0
+    assert float(md1_wait_ms(rho, service_ms)) == pytest.approx(slack_ms, rel=1e-9, abs=1e-9)
+
+
+def test_a_ttft_slo_limits_the_prefill_pool_by_its_queue():
+    free = disaggregated(pair()).iloc[0]
+    fixed_ms = free["ttft_ms"]  # prefill + transfer + first decode step, no queueing
+    work_ms = 1e3 / free["prefill_req_s"]
+    slo_ms = fixed_ms + work_ms  # slack of one service time: rho = 2 / 3
+    queued = disaggregated(pair(ttft_slo_ms=slo_ms)).iloc[0]
+    assert queued["prefill_req_s"] == pytest.approx(free["prefill_req_s"] * 2 / 3)
+    assert queued["ttft_ms"] == pytest.approx(slo_ms)  # the mean wait uses the slack exactly
+    knee = disaggregated(pair(ttft_slo_ms=slo_ms), capacity_model="knee").iloc[0]
+    assert knee["prefill_req_s"] == pytest.approx(free["prefill_req_s"]) and knee["ttft_ms"] == fixed_ms
+    # an idle prefill replica paid while it waits: the prefill share of the cost grows by 3/2
+    assert queued["usd_per_k_requests"] > free["usd_per_k_requests"]
+    late = disaggregated(pair(ttft_slo_ms=fixed_ms * 0.99)).iloc[0]
+    assert not late["valid"] and late["prefill_req_s"] == 0
+    assert late["reason"] == f"TTFT SLO {fixed_ms * 0.99:g} ms is below the best achievable {fixed_ms:.1f} ms on idle pools"
+    with pytest.raises(InvalidValueError, match="capacity_model must be one of load, knee, got 'fluid'"):
+        disaggregated(pair(), capacity_model="fluid")
