@@ -24,7 +24,7 @@ from fleetplan.errors import InvalidValueError
 from fleetplan.exports.atomic import atomic_dir, atomic_path
 from fleetplan.exports.provenance import provenance, to_json, to_key_values
 from fleetplan.exports.units import description_of, unit_of
-from fleetplan.sweeps.columns import SWEEP_COLUMNS, Column
+from fleetplan.sweeps.columns import ALL_SWEEP_COLUMNS, SWEEP_COLUMNS, Column
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def _inferred_type(series: pd.Series) -> pa.DataType:
 
 
 def column_field(name: str, series: pd.Series | None = None,
-                 registry: Mapping[str, Column] = SWEEP_COLUMNS) -> pa.Field:
+                 registry: Mapping[str, Column] = ALL_SWEEP_COLUMNS) -> pa.Field:
     """The Arrow field of one column: registry type, else inferred; unit + description."""
     known = registry.get(name)
     arrow_type = _ARROW_TYPES[known.dtype] if known else _inferred_type(series)
@@ -58,7 +58,7 @@ def column_field(name: str, series: pd.Series | None = None,
 
 
 def table_schema(frame: pd.DataFrame, record: Mapping[str, Any],
-                 registry: Mapping[str, Column] = SWEEP_COLUMNS) -> pa.Schema:
+                 registry: Mapping[str, Column] = ALL_SWEEP_COLUMNS) -> pa.Schema:
     """Schema of ``frame`` in its column order, with provenance and column units as metadata."""
     fields = [column_field(str(name), frame[name], registry) for name in frame.columns]
     columns = {f.name: {"unit": f.metadata[b"unit"].decode(),

@@ -52,7 +52,10 @@ def gpu_prices(grid: pd.DataFrame) -> pd.Series:
     with np.errstate(divide="ignore", invalid="ignore"):
         price = _values(grid, "usd_per_hour") / _values(grid, "tp")
     per_gpu = pd.DataFrame({"gpu": grid["gpu"].astype(str).to_numpy(), "price": price})
-    per_gpu = per_gpu[np.isfinite(price) & grid["gpu"].notna().to_numpy()]
+    usable = np.isfinite(price) & grid["gpu"].notna().to_numpy()
+    if "prefill_tp" in grid:  # a disaggregated row's price includes its prefill replicas
+        usable &= _values(grid, "prefill_tp") == 0
+    per_gpu = per_gpu[usable]
     stats = per_gpu.groupby("gpu", sort=True)["price"].agg(["min", "max", "first"])
     consistent = (stats["max"] - stats["min"]) <= RELATIVE_TOLERANCE * stats["max"].abs()
     mixed = sorted(stats.index[~consistent])

@@ -7,7 +7,7 @@ are read from the name. Both feed Parquet field metadata and workbook headers.
 
 from __future__ import annotations
 
-from fleetplan.sweeps.columns import SWEEP_COLUMNS
+from fleetplan.sweeps.columns import ALL_SWEEP_COLUMNS
 
 # (suffix or whole name, unit), first match wins; most specific first.
 _NAME_UNITS: tuple[tuple[str, str], ...] = (
@@ -59,7 +59,7 @@ def unit_of(name: str) -> str:
     >>> unit_of("usd_per_month"), unit_of("tpot_slo_ms"), unit_of("gpu")
     ('USD/month', 'ms', '')
     """
-    column = SWEEP_COLUMNS.get(name)
+    column = ALL_SWEEP_COLUMNS.get(name)
     if column is not None:
         return column.unit
     for pattern, unit in _NAME_UNITS:
@@ -70,7 +70,7 @@ def unit_of(name: str) -> str:
 
 def description_of(name: str) -> str:
     """Description of a sweep column; ``""`` for other columns."""
-    column = SWEEP_COLUMNS.get(name)
+    column = ALL_SWEEP_COLUMNS.get(name)
     return column.description if column is not None else ""
 
 

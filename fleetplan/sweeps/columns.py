@@ -57,3 +57,17 @@ LEVER_COLUMNS: dict[str, Column] = {
     "dequant_overhead": Column("float64", "fraction", "Extra matmul time of weight-only quantization"),
     "prefill_chunk_tokens": Column("float64", "tokens", "Chunked prefill: prompt tokens per step (0 = whole prompt)"),
 }
+
+# Disaggregation columns appear when ``prefill_gpus`` is a sweep axis: the prefill replica's keys
+# after the lever columns, its per-row metrics after the cost columns. With the axis on, ``gpu``
+# and ``tp`` are the decode replica and ``usd_per_hour`` prices it with its share of prefill replicas.
+DISAGGREGATION_KEYS = ("prefill_gpu", "prefill_tp")
+DISAGGREGATION_COLUMNS: dict[str, Column] = {
+    "prefill_gpu": Column("category", "", "Prefill replica GPU id; 'none' = prefill on the decode replica (colocated)"),
+    "prefill_tp": Column("int16", "GPUs", "Tensor-parallel degree of the prefill replica (0 = colocated)"),
+    "prefill_replicas": Column("float64", "replicas", "Prefill replicas per decode replica"),
+    "kv_transfer_ms": Column("float64", "ms", "Time to move a prompt's KV cache to the decode replica"),
+}
+
+#: Every column a sweep table may have, for lookups of units, descriptions and types.
+ALL_SWEEP_COLUMNS: dict[str, Column] = {**SWEEP_COLUMNS, **LEVER_COLUMNS, **DISAGGREGATION_COLUMNS}

@@ -56,6 +56,9 @@ SpecAcceptOption = Annotated[str | None, typer.Option(help=LEVER_HELP["spec_acce
 SpecCostOption = Annotated[str | None, typer.Option(help=LEVER_HELP["spec_draft_cost"] + "; a list sweeps it")]
 DequantOption = Annotated[str | None, typer.Option(help=LEVER_HELP["dequant_overhead"] + "; a list sweeps it")]
 ChunkOption = Annotated[str | None, typer.Option(help="Chunked prefill: prompt tokens per step (0 = off); a list sweeps it")]
+PrefillGpuOption = Annotated[str | None, typer.Option(
+    help="Disaggregate: prefill replica GPU ids, 'none' = colocated; a list sweeps it (--gpu/--tp: the decode replica)")]
+PrefillTpOption = Annotated[str | None, typer.Option(help="Disaggregate: prefill replica TP degrees (default 1). " + _AXIS)]
 
 
 def _numbers(name: str, text: str) -> list[float]:
@@ -100,6 +103,7 @@ def sweep_command(
     pp: PpOption = None, prefix_hit_rate: PrefixOption = None, spec_tokens: SpecTokensOption = None,
     spec_acceptance: SpecAcceptOption = None, spec_draft_cost: SpecCostOption = None,
     dequant_overhead: DequantOption = None, prefill_chunk_tokens: ChunkOption = None,
+    prefill_gpu: PrefillGpuOption = None, prefill_tp: PrefillTpOption = None,
 ) -> None:
     """Evaluate every combination of the axes: memory, TPOT, TTFT, throughput and cost."""
     from fleetplan.sweeps.engine import iter_sweep, make_grid
@@ -112,6 +116,8 @@ def sweep_command(
                      tps=parse_axis(tp), contexts=parse_axis(context),
                      input_lens=parse_axis(input_len) if input_len else None,
                      output_lens=parse_axis(output_len), batches=parse_axis(batch), catalogs=_catalogs(catalog),
+                     prefill_gpus=_ids(prefill_gpu) if prefill_gpu is not None else None,
+                     prefill_tps=parse_axis(prefill_tp) if prefill_tp is not None else None,
                      **_factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs),
                      **_levers(pp=pp, prefix_hit_rate=prefix_hit_rate, spec_tokens=spec_tokens,
                                spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
@@ -125,7 +131,8 @@ def sweep_command(
         typer.echo(frame.to_csv(index=False), nl=False)
         return
     params = {"gpus": gpu, "models": model, "quants": quant, "kv_quants": kv_quant, "tps": tp, "contexts": context,
-              "input_lens": input_len, "output_lens": output_len, "batches": batch, "drop_invalid": drop_invalid}
+              "input_lens": input_len, "output_lens": output_len, "batches": batch, "drop_invalid": drop_invalid,
+              **({"prefill_gpus": prefill_gpu, "prefill_tps": prefill_tp or "1"} if prefill_gpu is not None else {})}
     options = {"partition_by": _ids(partition_by) if partition_by else None, "top_n": top_n,
                "tpot_slo_ms": tpot_slo_ms}
     write_stream(chunks, grid.n_rows, output, params=params, catalogs=_catalogs(catalog),

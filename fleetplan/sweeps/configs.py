@@ -14,6 +14,7 @@ from fleetplan.sweeps import latency, memory
 from fleetplan.sweeps.assumptions import LEVERS, Assumptions, efficiency_for, median_price_usd_per_gpu_hour
 
 CONFIG_KEYS = ["gpu", "model", "quant", "kv_quant", "tp"]
+PREFILL_PREFIX = "prefill."  # prefill replica constants next to a disaggregated configuration's own
 
 
 def config_frame(catalogs, keys: pd.DataFrame, assumptions: Assumptions,
@@ -48,6 +49,27 @@ def config_frame(catalogs, keys: pd.DataFrame, assumptions: Assumptions,
     frame["weight_gb"] = memory.weight_gb(frame["params_total_b"], frame["bytes_per_weight"]) * per_stage / frame["tp"]
     frame["config_reason"] = _config_reasons(frame, gpus, models, quants, kv_quants)
     return frame
+
+
+def with_prefill_side(catalogs, frame: pd.DataFrame, assumptions: Assumptions, levers=()) -> pd.DataFrame:
+    """``frame`` (with ``prefill_gpu``, ``prefill_tp``) plus its prefill replica's numeric constants,
+    prefixed ``prefill.``, from a second ``config_frame`` of (prefill_gpu, model, quant, kv_quant,
+    prefill_tp, same levers).
+
+    Colocated configurations (``prefill_tp`` 0) stand in their own gpu and tp so every constant is
+    finite; the kernel does not use them there. A prefill-side reason reads ``"prefill: <reason>"``
+    where the configuration itself can run.
+    """
+    split = frame["prefill_tp"].to_numpy() > 0
+    keys = frame[CONFIG_KEYS + list(levers)].copy()
+    keys["gpu"] = np.where(split, frame["prefill_gpu"], frame["gpu"])
+    keys["tp"] = np.where(split, frame["prefill_tp"], frame["tp"])
+    prefill = config_frame(catalogs, keys, assumptions, per_config=keys)
+    own = frame["config_reason"].to_numpy(dtype=object)
+    other = prefill["config_reason"].to_numpy(dtype=object)
+    combined = pd.concat([frame, prefill.select_dtypes(include="number").add_prefix(PREFILL_PREFIX)], axis=1)
+    combined["config_reason"] = np.where(split & (own == "") & (other != ""), "prefill: " + other, own)
+    return combined
 
 
 def _peak_tflops(gpus: pd.DataFrame, precision: pd.Series) -> np.ndarray:

@@ -10,20 +10,25 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fleetplan.sweeps.columns import LEVER_COLUMNS, SWEEP_COLUMNS
+from fleetplan.sweeps.columns import DISAGGREGATION_COLUMNS, DISAGGREGATION_KEYS, LEVER_COLUMNS, SWEEP_COLUMNS
 from fleetplan.sweeps.kernel import Rows
 
 CONTEXT_TOO_LONG = "context_len exceeds the model's max_context"
 DOES_NOT_FIT = "KV cache does not fit: batch above max_batch"
+PREFILL_DOES_NOT_FIT = "prefill replica cannot hold one prompt's KV cache"
 _BOUNDS = ["memory", "compute"]
+_REGISTRY = {**SWEEP_COLUMNS, **LEVER_COLUMNS, **DISAGGREGATION_COLUMNS}
+_LABELS = ("gpu", "model", "quant", "kv_quant", "prefill_gpu")
 
 
 def _category(codes: np.ndarray, categories) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=object), validate=False)
 
 
-def reason_codes(configs: pd.DataFrame, rows: Rows, fits: np.ndarray, extra=None):
-    """Reason per row as categorical codes: configuration reasons first, then context, then fit."""
+def reason_codes(configs: pd.DataFrame, rows: Rows, fits: np.ndarray, extra=None, prefill_fits=None):
+    """Reason per row as categorical codes: configuration reasons first, then context, then fit
+    (with ``prefill_fits``, a prefill replica too small for one prompt before a decode batch
+    too large)."""
     config_codes, config_reasons = pd.factorize(configs["config_reason"])
     categories = list(config_reasons)
     if "" not in categories:
@@ -33,7 +38,10 @@ def reason_codes(configs: pd.DataFrame, rows: Rows, fits: np.ndarray, extra=None
     codes = config_codes.astype(np.int16).take(rows.config)
     too_long = rows.context_len > configs["max_context"].to_numpy().take(rows.config)
     codes = np.where((codes == fine_code) & too_long, np.int16(len(categories) - 2), codes)
-    codes = np.where((codes == fine_code) & ~fits, np.int16(len(categories) - 1), codes)
+    if prefill_fits is not None:  # no batch fits on that pair, whatever the decode batch
+        categories.append(PREFILL_DOES_NOT_FIT)
+        codes = np.where((codes == fine_code) & ~prefill_fits, np.int16(len(categories) - 1), codes)
+    codes = np.where((codes == fine_code) & ~fits, np.int16(categories.index(DOES_NOT_FIT)), codes)
     if extra is not None:  # per-row reasons (e.g. a missed SLO) where nothing else is wrong
         extra = np.asarray(extra, dtype=object)
         usable = (codes == fine_code) & (extra != "")
@@ -44,7 +52,7 @@ def reason_codes(configs: pd.DataFrame, rows: Rows, fits: np.ndarray, extra=None
 
 
 def _output_dtype(name: str) -> str:
-    dtype = SWEEP_COLUMNS[name].dtype if name in SWEEP_COLUMNS else LEVER_COLUMNS[name].dtype
+    dtype = _REGISTRY[name].dtype
     return "int8" if name == "bound" else "int16" if dtype == "category" else dtype
 
 
@@ -65,24 +73,27 @@ def column_arrays(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason
             return out[name][offset:offset + size]
         return array.ravel() if array.shape == shape else np.broadcast_to(array, shape).ravel()
 
-    codes, reasons = reason_codes(configs, rows, metrics["fits"], extra_reason)
+    codes, reasons = reason_codes(configs, rows, metrics["fits"], extra_reason, metrics.get("prefill_fits"))
     categories = {"reason": reasons, "bound": _BOUNDS}
     values = {"tp": configs["tp"].to_numpy().take(rows.config), "context_len": rows.context_len,
               "input_len": rows.input_len, "output_len": rows.output_len, "batch": rows.batch,
               "valid": (configs["config_reason"] == "").to_numpy().take(rows.config)
               & ~(rows.context_len > configs["max_context"].to_numpy().take(rows.config)),
               "reason": codes, "bound": metrics["bound_is_compute"], **metrics}
-    for name in ("gpu", "model", "quant", "kv_quant"):
+    for name in (label for label in _LABELS if label in SWEEP_COLUMNS or label in extra_columns):
         label_codes, categories[name] = pd.factorize(configs[name])
         values[name] = label_codes.take(rows.config)
-    values.update({name: configs[name].to_numpy().take(rows.config) for name in extra_columns})
+    values.update({name: metrics[name] if name in metrics else configs[name].to_numpy().take(rows.config)
+                   for name in extra_columns if name not in values})
     return {name: full(name, values[name]) for name in (*SWEEP_COLUMNS, *extra_columns)}, categories
 
 
 def as_frame(arrays: dict, categories: dict, extra_columns=()) -> pd.DataFrame:
     """The sweep table from flat column arrays and the categories of the coded ones."""
+    keys = [name for name in extra_columns if name in LEVER_COLUMNS or name in DISAGGREGATION_KEYS]
+    trailing = [name for name in extra_columns if name not in keys]
     columns = {name: _category(arrays[name], categories[name]) if name in categories else arrays[name]
-               for name in (*list(SWEEP_COLUMNS)[:5], *extra_columns, *list(SWEEP_COLUMNS)[5:])}
+               for name in (*list(SWEEP_COLUMNS)[:5], *keys, *list(SWEEP_COLUMNS)[5:], *trailing)}
     return pd.DataFrame(columns, copy=False)
 
 
@@ -93,5 +104,6 @@ def empty_arrays(n_rows: int, extra_columns=()) -> dict:
 
 def build_table(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason=None, extra_columns=()) -> pd.DataFrame:
     """The sweep table: label columns, axes and metrics in ``SWEEP_COLUMNS`` order and dtypes,
-    with swept lever columns after the configuration keys."""
+    with swept lever (and prefill replica) keys after the configuration keys and the
+    disaggregation metrics last."""
     return as_frame(*column_arrays(configs, rows, metrics, extra_reason, extra_columns=extra_columns), extra_columns)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 
-from fleetplan.errors import InvalidValueError
+from fleetplan.errors import InvalidValueError, UnknownNameError, did_you_mean
 
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*(?::\s*(\d+)\s*)?$")
 
@@ -98,3 +99,38 @@ def lever_values(name: str, values) -> np.ndarray:
         message = f"{name} must be {kind} from {low:g} to {high:g}, got {shown}"
         raise InvalidValueError(message)
     return np.asarray(list(dict.fromkeys(array.tolist())), dtype=float)
+
+
+COLOCATED = "none"  # the prefill_gpus value of a configuration without a separate prefill replica
+
+
+def prefill_pairs(catalogs, prefill_gpus, prefill_tps) -> pd.DataFrame | None:
+    """The disaggregation axis: one row per (prefill_gpu, prefill_tp), ``None`` when it is off.
+
+    ``"none"`` (colocated) is one pair with ``prefill_tp`` 0; every GPU id is crossed with every
+    TP degree of ``prefill_tps`` (default 1). A string may list ids separated by commas.
+    """
+    if prefill_gpus is None:
+        if prefill_tps is not None:
+            message = "prefill_tps needs prefill_gpus (prefill replica GPU ids, or 'none' for colocated)"
+            raise InvalidValueError(message)
+        return None
+    names = prefill_gpus.split(",") if isinstance(prefill_gpus, str) else list(prefill_gpus)
+    if not names:
+        message = f"prefill_gpus must name at least one gpu or '{COLOCATED}'"
+        raise InvalidValueError(message)
+    ids = list(dict.fromkeys(_prefill_gpu_id(catalogs, name) for name in names))
+    tps = axis_values("prefill_tps", (1,) if prefill_tps is None else prefill_tps, high=1024)
+    pairs: list[tuple[str, int]] = []
+    for gpu in ids:
+        pairs += [(gpu, 0)] if gpu == COLOCATED else [(gpu, int(tp)) for tp in tps]
+    return pd.DataFrame(pairs, columns=["prefill_gpu", "prefill_tp"])
+
+
+def _prefill_gpu_id(catalogs, name) -> str:
+    key = str(name).strip().lower()
+    valid = [str(gpu) for gpu in catalogs.gpus.index]
+    if key != COLOCATED and key not in valid:
+        message = f"prefill_gpus: {did_you_mean(str(name), [*valid, COLOCATED], kind='gpu')}"
+        raise UnknownNameError(message)
+    return key

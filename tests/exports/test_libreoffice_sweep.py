@@ -91,3 +91,18 @@ def test_raising_one_gpu_price_raises_exactly_its_costs(tmp_path, libreoffice, s
                 assert _same(after[key], before[key])
     assert changed == expected_keys
     assert math.isclose(after[price_cell], 0.7 + delta)
+
+
+def test_disaggregated_sweep_recalculates_and_keeps_colocated_prices_live(tmp_path, libreoffice):
+    from fleetplan.exports.sweep_costs import gpu_prices
+    from fleetplan.sweeps import sweep
+
+    frame = sweep(["h200"], ["llama-3.1-70b"], ["fp8"], tps=[2], contexts=[4250], input_lens=[4000],
+                  output_lens=[500], batches=[8, 64], prefill_gpus=["none", "h100-sxm"], prefill_tps=[2])
+    # colocated rows still give H200 one price per GPU-hour; the pair rows do not spoil it
+    assert gpu_prices(frame).to_dict() == pytest.approx(
+        {"h200": frame.loc[frame["prefill_tp"] == 0, "usd_per_hour"].iloc[0] / 2})
+    path = write_sweep(frame, tmp_path / "disaggregated.xlsx")
+    assert assert_recalculation_matches(path, libreoffice.recalculate(path)) >= len(frame)
+    header = [c.value for c in next(openpyxl.load_workbook(path)["Sweep"].iter_rows(max_row=1))]
+    assert {"prefill_gpu", "prefill_replicas (replicas)", "kv_transfer_ms (ms)"} <= set(header)

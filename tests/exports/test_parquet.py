@@ -166,3 +166,20 @@ def test_unwritable_column_is_named(tmp_path):
 def test_unknown_partition_column(tmp_path):
     with pytest.raises(InvalidValueError, match="partition_by column 'vendor'"):
         write_sweep(synthetic_sweep(), tmp_path / "s.parquet", partition_by=["vendor"])
+
+
+def test_lever_and_disaggregation_columns_carry_their_registry_entries(tmp_path):
+    from fleetplan.sweeps import sweep
+    from fleetplan.sweeps.columns import DISAGGREGATION_COLUMNS, LEVER_COLUMNS
+
+    frame = sweep(["h200"], ["llama-3.1-8b"], batches=[1, 8], prefill_gpus=["none", "h100-sxm"],
+                  prefix_hit_rate=[0.0, 0.5])
+    path = write_sweep(frame, tmp_path / "split.parquet")
+    schema = pq.read_schema(path)
+    for name, column in {**DISAGGREGATION_COLUMNS, "prefix_hit_rate": LEVER_COLUMNS["prefix_hit_rate"]}.items():
+        field = schema.field(name)
+        assert field.metadata[b"description"].decode() == column.description
+        assert field.metadata[b"unit"].decode() == column.unit
+    assert schema.field("prefill_gpu").type == CATEGORY and schema.field("prefill_tp").type == pa.int16()
+    back = duckdb.sql(f"select prefill_gpu, max(prefill_replicas) as r from '{path}' group by 1 order by 1").fetchall()
+    assert back[0][0] == "h100-sxm" and back[0][1] > 0 and back[1] == ("none", 0.0)
