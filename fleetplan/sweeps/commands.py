@@ -184,7 +184,8 @@ def estimate_command(
 
     factors = _factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs)
     if prefill_gpu is not None:
-        _print_disaggregated(gpu, model, quant, kv_quant, tp, input_len, output_len, tpot_slo_ms, prefill_gpu,
+        slos = {"tpot_slo_ms": tpot_slo_ms, "ttft_slo_ms": ttft_slo_ms}
+        _print_disaggregated(gpu, model, quant, kv_quant, tp, input_len, output_len, slos, prefill_gpu,
                              prefill_tp, catalog, factors, as_json)
         return
     if cases is not None:
@@ -213,7 +214,7 @@ def estimate_command(
         _print_estimate(result)
 
 
-def _print_disaggregated(gpu, model, quant, kv_quant, tp, input_len, output_len, tpot_slo_ms, prefill_gpu, prefill_tp,
+def _print_disaggregated(gpu, model, quant, kv_quant, tp, input_len, output_len, slos, prefill_gpu, prefill_tp,
                          catalog, factors, as_json) -> None:
     from fleetplan.sweeps.disaggregation import disaggregated
 
@@ -222,7 +223,7 @@ def _print_disaggregated(gpu, model, quant, kv_quant, tp, input_len, output_len,
         raise InvalidValueError(message)
     case = pd.DataFrame([{"model": model, "quant": quant, "kv_quant": kv_quant, "input_len": input_len,
                           "output_len": output_len, "prefill_gpu": prefill_gpu, "prefill_tp": prefill_tp,
-                          "decode_gpu": gpu, "decode_tp": tp, "tpot_slo_ms": tpot_slo_ms}])
+                          "decode_gpu": gpu, "decode_tp": tp, **slos}])
     result = disaggregated(case, _catalogs(catalog), **factors)
     if as_json:
         typer.echo(result.to_json(orient="records", indent=2))

@@ -85,3 +85,18 @@ def test_a_ttft_slo_limits_the_prefill_pool_by_its_queue():
     assert late["reason"] == f"TTFT SLO {fixed_ms * 0.99:g} ms is below the best achievable {fixed_ms:.1f} ms on idle pools"
     with pytest.raises(InvalidValueError, match="capacity_model must be one of load, knee, got 'fluid'"):
         disaggregated(pair(), capacity_model="fluid")
+
+
+def test_cli_passes_the_ttft_slo_to_the_prefill_pool(capsys):
+    import json
+
+    from fleetplan.cli import main
+
+    base = ["estimate", "--model", "llama-3.1-70b", "--quant", "fp8", "--gpu", "h200", "--tp", "2",
+            "--prefill-gpu", "h100-sxm", "--prefill-tp", "2", "--input-len", "6000", "--output-len", "300",
+            "--tpot-slo-ms", "50", "--json"]
+    assert main(base) == 0
+    free = json.loads(capsys.readouterr().out)[0]
+    assert main([*base, "--ttft-slo-ms", "3000"]) == 0
+    limited = json.loads(capsys.readouterr().out)[0]
+    assert limited["ttft_ms"] == pytest.approx(3000) and limited["prefill_req_s"] < free["prefill_req_s"]
