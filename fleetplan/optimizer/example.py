@@ -65,6 +65,9 @@ fleet:
   target_utilization: 0.8          # plan replicas at 80 % of their capacity
   whole_nodes: false               # true: buy GPUs in nodes of gpus_per_node
   # budget_usd_per_month: 60000
+  # disaggregation:                # also offer prefill/decode pairs (prompts on one GPU type,
+  #   prefill_gpus: [h100-sxm]     # generation on another, KV cache moved between them)
+  #   decode_gpus: [l40s, a100-80gb-sxm]
   horizon_months: 12
   hours_per_month: 730
 
