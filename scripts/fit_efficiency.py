@@ -32,6 +32,7 @@ def efficiency_table(groups: pd.DataFrame, pooled: dict, n_rows: int) -> pd.Data
     per_gpu = groups.sort_values("n_points").drop_duplicates("gpu", keep="last").assign(precision="*")
     default = pd.DataFrame([{"gpu": "*", "precision": "*", **pooled, "n_points": n_rows}])
     table = pd.concat([groups, per_gpu, default], ignore_index=True)[["gpu", "precision", *FACTORS, "n_points"]]
+    table.insert(0, "engine", "*")  # pooled over the engines of the measurements
     table[["mbu", "mfu", "mfu_prefill", "tp_scaling"]] = table[["mbu", "mfu", "mfu_prefill", "tp_scaling"]].round(3)
     table[["step_overhead_ms", "request_overhead_ms"]] = table[["step_overhead_ms", "request_overhead_ms"]].round(2)
     table["source"], table["as_of"] = SOURCE, date.today().isoformat()

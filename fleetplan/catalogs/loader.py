@@ -114,8 +114,9 @@ def _shipped_table(name: str, folder: str | None) -> RawTable:
         where = "fleetplan/catalogs/data" if folder is None else folder
         message = f"{label}: catalog file is missing from {where}"
         raise CatalogError(message)
-    frame = _read_csv_text(source.read_text(encoding="utf-8-sig"), label)
-    return RawTable(label, str(source), _clean(frame, label), catalog=name, complete=True)
+    frame = _clean(_read_csv_text(source.read_text(encoding="utf-8-sig"), label), label)
+    return RawTable(label, str(source), load_schema(name).with_key_defaults(frame), catalog=name,
+                    complete=True)
 
 
 @functools.lru_cache(maxsize=4)
@@ -222,7 +223,8 @@ def _tables_of(path: Path, catalog: str | None) -> list[RawTable]:
     for sheet, name in chosen:
         label = str(path) if sheet is None else f"{path} sheet {sheet}"
         frame = _clean(sheets[sheet], label)
-        tables.append(RawTable(label, str(path), frame, name or _detect(frame.columns, label)))
+        name = name or _detect(frame.columns, label)
+        tables.append(RawTable(label, str(path), load_schema(name).with_key_defaults(frame), name))
     return tables
 
 
@@ -260,7 +262,7 @@ def _detect(columns: Iterable[str], label: str) -> str:
     """The catalog whose key columns are all present and whose schema shares most columns."""
     present = set(columns) - set(ORIGIN_COLUMNS)
     scores = {name: len(present & set(load_schema(name).names))
-              for name in CATALOG_NAMES if set(KEYS[name]) <= present}
+              for name in CATALOG_NAMES if set(load_schema(name).required_key) <= present}
     if not scores:
         keys = "; ".join(f"{n}: {', '.join(k)}" for n, k in KEYS.items())
         message = f"{label} row 1: no catalog has these key columns (keys are {keys})"

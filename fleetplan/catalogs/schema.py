@@ -29,7 +29,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "models": ("id",),
     "quants": ("id",),
     "prices": ("gpu", "provider", "region", "pricing_type"),
-    "efficiency": ("gpu", "precision"),
+    "efficiency": ("engine", "gpu", "precision"),
     "ownership": ("gpu",),
 }
 INDEXED_CATALOGS = ("gpus", "models", "quants")
@@ -87,9 +87,20 @@ class Schema:
         return tuple(c.name for c in self.columns)
 
     @property
+    def required_key(self) -> tuple[str, ...]:
+        """Key columns a file must have: those without a default (a missing defaulted key column,
+        such as the efficiency catalog's ``engine``, takes its default)."""
+        return tuple(k for k in self.key if not self.by_name[k].default)
+
+    @property
     def override_minimum(self) -> tuple[str, ...]:
-        """Columns every override file must have: the key plus provenance."""
-        return tuple(dict.fromkeys(self.key + PROVENANCE_COLUMNS))
+        """Columns every override file must have: the required key plus provenance."""
+        return tuple(dict.fromkeys(self.required_key + PROVENANCE_COLUMNS))
+
+    def with_key_defaults(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` with each missing defaulted key column added, filled with its default."""
+        missing = {k: self.by_name[k].default for k in self.key if k not in frame.columns}
+        return frame.assign(**missing) if missing else frame
 
 
 def data_dir() -> resources.abc.Traversable:

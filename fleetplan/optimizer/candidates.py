@@ -14,6 +14,7 @@ import pandas as pd
 
 from fleetplan.errors import ScenarioError, UnknownNameError
 from fleetplan.optimizer.scenario import Scenario
+from fleetplan.sweeps.assumptions import check_engine
 
 #: Columns of the candidate table the optimizer reads (plus ``variant`` for what-ifs).
 CANDIDATE_COLUMNS = ["workload", "bucket", "config", "route", "stage", "stages", "pool", "model",
@@ -43,7 +44,13 @@ def canonical_names(scenario: Scenario, catalogs) -> dict:
               for i, w in enumerate(scenario.workloads)]
     gpus = [require("gpu", [g.id], f"fleet.gpus[{i}].id")[0]
             for i, g in enumerate(scenario.fleet.gpus)]
-    return {"models": models, "quants": quants, "gpus": gpus}
+    engine = scenario.fleet.engine.strip().lower() if scenario.fleet.engine else None
+    try:
+        check_engine(catalogs.efficiency, engine)
+    except UnknownNameError as problem:
+        message = f"fleet.engine: {problem}"
+        raise ScenarioError(message) from None
+    return {"models": models, "quants": quants, "gpus": gpus, "engine": engine}
 
 
 def bucket_cases(scenario: Scenario, buckets: pd.DataFrame, names: dict) -> pd.DataFrame:
@@ -53,6 +60,8 @@ def bucket_cases(scenario: Scenario, buckets: pd.DataFrame, names: dict) -> pd.D
         "quant": names["quants"]}).explode("quant")
     cases = buckets.drop(columns=["model", "req_s", "share"]).merge(per_workload, on="workload")
     cases = cases.assign(variant="base")
+    if scenario.fleet.engine is not None:
+        cases["engine"] = names["engine"]
     if scenario.what_if.enabled:
         looser = cases[cases["tpot_slo_ms"].notna()].assign(variant="tpot_relaxed")
         looser["tpot_slo_ms"] = looser["tpot_slo_ms"] * scenario.what_if.tpot_slo_factor

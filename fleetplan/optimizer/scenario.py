@@ -197,6 +197,9 @@ class Fleet(_Strict):
         "load", description="Replica capacity: 'load' = the largest request rate whose loaded TPOT and TTFT "
                             "meet the SLOs (queueing model); 'knee' = the rate at the largest batch meeting them")
 
+    engine: str | None = Field(
+        None, min_length=1, description="Serving engine whose efficiency rows to use (e.g. from fleetplan "
+                                        "calibrate); default: the catalog's * rows")
     disaggregation: Disaggregation | None = Field(
         None, description="Also offer prefill/decode disaggregated pairs as candidates")
 

@@ -15,6 +15,8 @@ import pandas as pd
 
 from fleetplan.errors import InvalidValueError, check_range
 
+WILDCARD = "*"
+
 
 # Lever -> (low, high, integer): the allowed range of each serving lever.
 LEVER_RANGES = {"pp": (1, 64, True), "prefix_hit_rate": (0.0, 0.99, False), "spec_tokens": (0, 16, True),
@@ -29,6 +31,7 @@ class Assumptions:
 
     Attributes
     ----------
+    engine : serving engine whose efficiency rows to use (e.g. ``vllm``); ``None`` = the ``*`` rows
     mbu : memory-bandwidth utilization of a decode step [fraction]
     mfu : model FLOPs utilization of decode matmuls [fraction]
     mfu_prefill : model FLOPs utilization of prefill matmuls [fraction]; ``None`` = the catalog's,
@@ -62,6 +65,7 @@ class Assumptions:
         in one step)
     """
 
+    engine: str | None = None
     mbu: float | None = None
     mfu: float | None = None
     mfu_prefill: float | None = None
@@ -114,22 +118,30 @@ def assumptions_from(overrides: dict) -> Assumptions:
     return replace(Assumptions(), **given).validated()
 
 
-def efficiency_for(efficiency: pd.DataFrame, gpu: pd.Series, precision: pd.Series) -> pd.DataFrame:
+def efficiency_for(efficiency: pd.DataFrame, gpu: pd.Series, precision: pd.Series, engine=None) -> pd.DataFrame:
     """MBU, MFU, step overhead and TP scaling for each (gpu, precision) pair, most specific row first.
 
-    Lookup order: exact (gpu, precision), then (gpu, *), (*, precision), (*, *).
+    ``engine`` (one name or one per pair; None = any) picks an engine's own rows where the catalog
+    has them. Lookup order: exact (gpu, precision), then (gpu, *), (*, precision), (*, *) among the
+    engine's rows, then the same among engine ``*`` rows.
     """
     wanted = pd.DataFrame({"gpu": np.asarray(gpu, dtype=object), "precision": np.asarray(precision, dtype=object)})
+    wanted["engine"] = np.broadcast_to(np.asarray(WILDCARD if engine is None else engine, dtype=object), len(wanted))
+    wanted["engine"] = wanted["engine"].fillna(WILDCARD)
     factors = ["mbu", "mfu", "mfu_prefill", "step_overhead_ms", "tp_scaling", "request_overhead_ms"]
     result = pd.DataFrame(index=wanted.index, columns=factors, dtype=float)
-    table = efficiency.set_index(["gpu", "precision"]).reindex(columns=factors)
-    for gpu_key, precision_key in (("gpu", "precision"), ("gpu", "*"), ("*", "precision"), ("*", "*")):
-        keys = pd.MultiIndex.from_arrays([
-            wanted[gpu_key] if gpu_key != "*" else np.full(len(wanted), "*", dtype=object),
-            wanted[precision_key] if precision_key != "*" else np.full(len(wanted), "*", dtype=object),
-        ])
-        found = table.reindex(keys).set_axis(wanted.index)
-        result = result.fillna(found)
+    table = efficiency.assign(engine=efficiency.get("engine", WILDCARD))
+    table = table.set_index(["engine", "gpu", "precision"]).reindex(columns=factors)
+    any_engine = np.full(len(wanted), WILDCARD, dtype=object)
+    for engine_keys in (wanted["engine"].to_numpy(dtype=object), any_engine):
+        for gpu_key, precision_key in (("gpu", "precision"), ("gpu", "*"), ("*", "precision"), ("*", "*")):
+            keys = pd.MultiIndex.from_arrays([
+                engine_keys,
+                wanted[gpu_key] if gpu_key != "*" else any_engine,
+                wanted[precision_key] if precision_key != "*" else any_engine,
+            ])
+            found = table.reindex(keys).set_axis(wanted.index)
+            result = result.fillna(found)
     result["tp_scaling"] = result["tp_scaling"].fillna(1.0)
     result["mfu_prefill"] = result["mfu_prefill"].fillna(result["mfu"])
     result["request_overhead_ms"] = result["request_overhead_ms"].fillna(0.0)
@@ -137,6 +149,17 @@ def efficiency_for(efficiency: pd.DataFrame, gpu: pd.Series, precision: pd.Serie
         message = "efficiency catalog has no '*,*' default row and no row for some GPUs"
         raise InvalidValueError(message)
     return result
+
+
+def check_engine(efficiency: pd.DataFrame, engine: str | None) -> None:
+    """An engine must have rows in the efficiency catalog (``*`` or None = any engine)."""
+    if engine is None or engine == WILDCARD:
+        return
+    known = sorted(set(efficiency["engine"].astype(str)) - {WILDCARD}) if "engine" in efficiency else []
+    if engine not in known:
+        from fleetplan.errors import did_you_mean
+
+        raise did_you_mean(engine, [*known, WILDCARD], kind="engine (efficiency catalog)")
 
 
 def median_price_usd_per_gpu_hour(prices: pd.DataFrame, gpus: pd.Index, pricing_type: str = "on_demand") -> pd.Series:

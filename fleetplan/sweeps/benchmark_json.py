@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.errors import InvalidValueError
+from fleetplan.sweeps.calibration import engine_ids
 
 _METRICS = {"req_s": "request_throughput", "output_tok_s": "output_throughput",
             "total_tok_s": "total_token_throughput", "ttft_ms": "mean_ttft_ms", "tpot_ms": "mean_tpot_ms"}
@@ -63,4 +64,5 @@ def read_benchmark_json(path: str | Path, *, gpu: str, tp: int, quant: str = "bf
     if values["tpot_ms"] is None:
         values["tpot_ms"] = result.get("mean_itl_ms")
     rows = [{**base, "metric": metric, "value": float(value)} for metric, value in values.items() if value is not None]
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    return frame.assign(engine_id=engine_ids(frame))

@@ -63,11 +63,19 @@ def load_measurements(path: str | Path | None = None) -> pd.DataFrame:
     kv = frame["precision_kv"] if "precision_kv" in frame else frame["precision_weights"]
     frame["kv_quant"] = kv.map(lambda n: _canonical(n, PRECISION_ALIASES))
     frame["tp"] = frame["tp"].astype(int)
+    frame["engine_id"] = engine_ids(frame)
     frame["qps"] = _qps(frame.get("concurrency_or_batch", pd.Series("", index=frame.index)))
     if "n_requests" not in frame:
         counted = frame.get("dataset", pd.Series("", index=frame.index)).astype(str).str.extract(r"(\d+) requests")[0]
         frame["n_requests"] = pd.to_numeric(counted, errors="coerce").fillna(DEFAULT_RUN_REQUESTS)
     return frame
+
+
+def engine_ids(frame: pd.DataFrame) -> pd.Series:
+    """Catalog ids of the rows' serving engines (``TensorRT-LLM`` -> ``tensorrt-llm``); ``*`` if unnamed."""
+    names = frame["engine"] if "engine" in frame else pd.Series("", index=frame.index)
+    ids = names.fillna("").astype(str).map(lambda n: _canonical(n, {}))
+    return ids.where(ids != "", "*")
 
 
 def _qps(text: pd.Series) -> np.ndarray:
@@ -89,10 +97,18 @@ def predict_offline(rows: pd.DataFrame, catalogs=None, factors: pd.DataFrame | N
     """
     from fleetplan.sweeps.estimate import estimate_cases
 
-    cases = _with_factors(rows[["gpu", "model", "quant", "kv_quant", "tp", "input_len", "output_len"]].copy(), factors)
+    cases = _cases(rows, factors)
     cases["mode"] = "offline"
     merged = {**TRTLLM_ASSUMPTIONS, **assumptions}
     return estimate_cases(cases, catalogs, **merged)["output_tok_s"].to_numpy(dtype=float)
+
+
+def _cases(rows: pd.DataFrame, factors: pd.DataFrame | None) -> pd.DataFrame:
+    """Engine cases of measurement rows: their configuration, engine and (optional) factors."""
+    cases = rows[["gpu", "model", "quant", "kv_quant", "tp", "input_len", "output_len"]].copy()
+    if "engine_id" in rows:  # an engine's own efficiency rows apply where the catalog has them
+        cases["engine"] = rows["engine_id"].to_numpy(dtype=object)
+    return _with_factors(cases, factors)
 
 
 def _with_factors(cases: pd.DataFrame, factors: pd.DataFrame | None) -> pd.DataFrame:
@@ -150,7 +166,7 @@ def predict_server(rows: pd.DataFrame, catalogs=None, factors: pd.DataFrame | No
     from fleetplan.sweeps import load
     from fleetplan.sweeps.estimate import case_arrays
 
-    cases = _with_factors(rows[["gpu", "model", "quant", "kv_quant", "tp", "input_len", "output_len"]].copy(), factors)
+    cases = _cases(rows, factors)
     _, _, c, kernel_rows = case_arrays(cases, catalogs, **{**SERVING_ASSUMPTIONS, **assumptions})
     capacity = load.capacity_req_s(c, kernel_rows)
     offered = rows["qps"].to_numpy(dtype=float)

@@ -63,11 +63,13 @@ def calibrate_command(paths: Paths, output: Annotated[Path, typer.Option("-o", "
                       catalog: CatalogOption = None) -> None:
     """Fit MBU, MFUs, overheads and TP scaling per GPU and precision; print errors before and after.
 
-    The output has the efficiency catalog's columns: use it with ``--catalog factors.csv``.
+    With measurements from two or more serving engines each engine also gets its own profile
+    (rows keyed by its engine id, used with --engine). The output has the efficiency catalog's
+    columns: use it with ``--catalog factors.csv``.
     """
     from fleetplan.exports.atomic import atomic_path
     from fleetplan.sweeps.calibration import predictable
-    from fleetplan.sweeps.fitting import factors_for_rows, fit_by_gpu, with_prediction
+    from fleetplan.sweeps.fitting import factors_for_rows, fit_profiles, with_prediction
 
     measurements, catalogs = _load(paths, gpu, tp, quant, model, catalog)
     rows = predictable(measurements)
@@ -75,7 +77,7 @@ def calibrate_command(paths: Paths, output: Annotated[Path, typer.Option("-o", "
         message = "no row to fit: give offline output_tok_s rows or serving rows at a known rate"
         raise InvalidValueError(message)
     _echo_summary(with_prediction(rows, catalogs, None), "before (current factors):")
-    groups = fit_by_gpu(rows, catalogs)
+    groups = fit_profiles(rows, catalogs)
     per_row = factors_for_rows(rows, groups, catalogs)
     _echo_summary(with_prediction(rows, catalogs, per_row), "\nafter (fitted factors):")
     table = groups.assign(source=f"fleetplan calibrate {' '.join(p.name for p in paths)}",

@@ -27,9 +27,10 @@ def _catalogs(paths):
     return load_catalogs(overrides=list(paths or ()))
 
 
-def _factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs) -> dict:
+def _factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs, engine=None) -> dict:
     given = {"mbu": mbu, "mfu": mfu, "step_overhead_ms": step_overhead_ms, "usd_per_gpu_hour": price,
-             "reserve_fraction": reserve_fraction, "max_num_seqs": max_num_seqs}
+             "reserve_fraction": reserve_fraction, "max_num_seqs": max_num_seqs,
+             "engine": engine.strip().lower() if engine else None}
     return {k: v for k, v in given.items() if v is not None}
 
 
@@ -39,6 +40,7 @@ OverheadOption = Annotated[float | None, typer.Option(help="Fixed time per forwa
 PriceOption = Annotated[float | None, typer.Option("--price", help="USD per GPU-hour; default: median on-demand price")]
 ReserveOption = Annotated[float | None, typer.Option(help="Share of GPU memory kept back [0-0.95]; default 0.10")]
 MaxSeqsOption = Annotated[int | None, typer.Option(help="Serving engine's cap on concurrent sequences; default 2048")]
+EngineOption = Annotated[str | None, typer.Option(help="Use this engine's efficiency rows (e.g. from `fleetplan calibrate`); default: the * rows")]
 
 
 LEVER_HELP = {
@@ -100,6 +102,7 @@ def sweep_command(
     catalog: CatalogOption = None,
     mbu: MbuOption = None, mfu: MfuOption = None, step_overhead_ms: OverheadOption = None,
     price: PriceOption = None, reserve_fraction: ReserveOption = None, max_num_seqs: MaxSeqsOption = None,
+    engine: EngineOption = None,
     pp: PpOption = None, prefix_hit_rate: PrefixOption = None, spec_tokens: SpecTokensOption = None,
     spec_acceptance: SpecAcceptOption = None, spec_draft_cost: SpecCostOption = None,
     dequant_overhead: DequantOption = None, prefill_chunk_tokens: ChunkOption = None,
@@ -118,7 +121,7 @@ def sweep_command(
                      output_lens=parse_axis(output_len), batches=parse_axis(batch), catalogs=_catalogs(catalog),
                      prefill_gpus=_ids(prefill_gpu) if prefill_gpu is not None else None,
                      prefill_tps=parse_axis(prefill_tp) if prefill_tp is not None else None,
-                     **_factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs),
+                     **_factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs, engine),
                      **_levers(pp=pp, prefix_hit_rate=prefix_hit_rate, spec_tokens=spec_tokens,
                                spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
                                dequant_overhead=dequant_overhead, prefill_chunk_tokens=prefill_chunk_tokens))
@@ -175,6 +178,7 @@ def estimate_command(
     catalog: CatalogOption = None,
     mbu: MbuOption = None, mfu: MfuOption = None, step_overhead_ms: OverheadOption = None,
     price: PriceOption = None, reserve_fraction: ReserveOption = None, max_num_seqs: MaxSeqsOption = None,
+    engine: EngineOption = None,
     pp: PpOption = None, prefix_hit_rate: PrefixOption = None, spec_tokens: SpecTokensOption = None,
     spec_acceptance: SpecAcceptOption = None, spec_draft_cost: SpecCostOption = None,
     dequant_overhead: DequantOption = None,
@@ -182,7 +186,7 @@ def estimate_command(
     """Memory, latency, throughput and cost of one configuration (or of every row of --cases)."""
     from fleetplan.sweeps.estimate import estimate_cases
 
-    factors = _factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs)
+    factors = _factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs, engine)
     if prefill_gpu is not None:
         slos = {"tpot_slo_ms": tpot_slo_ms, "ttft_slo_ms": ttft_slo_ms}
         _print_disaggregated(gpu, model, quant, kv_quant, tp, input_len, output_len, slos, prefill_gpu,

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.sweeps import latency, memory
-from fleetplan.sweeps.assumptions import LEVERS, Assumptions, efficiency_for, median_price_usd_per_gpu_hour
+from fleetplan.sweeps.assumptions import (LEVERS, Assumptions, check_engine, efficiency_for,
+                                          median_price_usd_per_gpu_hour)
 
 CONFIG_KEYS = ["gpu", "model", "quant", "kv_quant", "tp"]
 PREFILL_PREFIX = "prefill."  # prefill replica constants next to a disaggregated configuration's own
@@ -94,7 +95,12 @@ def _kv_bytes_per_token_model(models: pd.DataFrame, kv_quants: pd.DataFrame) -> 
 
 
 def _add_factors(frame: pd.DataFrame, catalogs, assumptions: Assumptions, per_config) -> None:
-    factors = efficiency_for(catalogs.efficiency, frame["gpu"], frame["precision"].fillna("*"))
+    check_engine(catalogs.efficiency, assumptions.engine)
+    engine = assumptions.engine
+    if per_config is not None and "engine" in per_config:  # per case (e.g. a measurement's engine)
+        given = per_config["engine"].reset_index(drop=True).astype(object)
+        engine = given.where(given.notna() & (given.astype(str) != ""), engine).to_numpy(dtype=object)
+    factors = efficiency_for(catalogs.efficiency, frame["gpu"], frame["precision"].fillna("*"), engine)
     prices = median_price_usd_per_gpu_hour(catalogs.prices, pd.Index(frame["gpu"]))
     defaults = {"mbu": factors["mbu"], "mfu": factors["mfu"], "mfu_prefill": factors["mfu_prefill"],
                 "step_overhead_ms": factors["step_overhead_ms"],

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from fleetplan.sweeps.assumptions import WILDCARD
 from fleetplan.sweeps.calibration import predict_rows
 
 PRIOR = {"mbu": 0.7, "mfu": 0.5, "mfu_prefill": 0.5, "step_overhead_ms": 0.5, "tp_scaling": 0.9,
@@ -53,11 +54,30 @@ def fit_by_gpu(rows: pd.DataFrame, catalogs) -> pd.DataFrame:
     return pd.DataFrame(fitted)
 
 
+def fit_profiles(rows: pd.DataFrame, catalogs) -> pd.DataFrame:
+    """Efficiency rows fitted to ``rows``: per (GPU, precision) over every engine (engine ``*``),
+    and, when the rows come from two or more engines, per (engine, GPU, precision) as well, so that
+    each engine gets its own profile and any other engine the pooled one."""
+    pooled = fit_by_gpu(rows, catalogs).assign(engine=WILDCARD)
+    engines = sorted(set(rows["engine_id"]) - {WILDCARD}) if "engine_id" in rows else []
+    if len(engines) < 2:
+        return pooled[["engine", *pooled.columns[:-1]]]
+    per_engine = [fit_by_gpu(rows[rows["engine_id"] == engine], catalogs).assign(engine=engine)
+                  for engine in engines]
+    profiles = pd.concat([pooled, *per_engine], ignore_index=True)
+    return profiles[["engine", *pooled.columns[:-1]]]
+
+
 def factors_for_rows(rows: pd.DataFrame, groups: pd.DataFrame, catalogs) -> pd.DataFrame:
-    """Each row's fitted factors from ``fit_by_gpu`` output, matched on GPU and compute precision."""
+    """Each row's fitted factors from ``fit_profiles`` (or ``fit_by_gpu``) output, matched on GPU and
+    compute precision, and on the row's engine where the fit has a profile for it."""
     precision = catalogs.quants["compute_precision"].reindex(rows["quant"]).to_numpy()
-    keys = pd.DataFrame({"gpu": rows["gpu"].to_numpy(), "precision": precision})
-    return keys.merge(groups, on=["gpu", "precision"], how="left")[FACTORS]
+    engine = rows["engine_id"].to_numpy(dtype=object) if "engine_id" in rows else WILDCARD
+    keys = pd.DataFrame({"engine": engine, "gpu": rows["gpu"].to_numpy(), "precision": precision})
+    groups = groups if "engine" in groups else groups.assign(engine=WILDCARD)
+    own = keys.merge(groups, on=["engine", "gpu", "precision"], how="left")[FACTORS]
+    pooled = keys.assign(engine=WILDCARD).merge(groups, on=["engine", "gpu", "precision"], how="left")[FACTORS]
+    return own.fillna(pooled)
 
 
 def with_prediction(rows: pd.DataFrame, catalogs, factors: pd.DataFrame) -> pd.DataFrame:

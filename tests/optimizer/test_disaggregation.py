@@ -177,3 +177,24 @@ def test_disaggregation_needs_the_model_not_measured_profiles(tmp_path):
 def test_bad_tp_is_a_one_line_error():
     with pytest.raises(ScenarioError, match=r"fleet\.disaggregation\.prefill_tp.*between 1 and 1024"):
         scenario(prefill_tp=[0])
+
+
+def test_fleet_engine_picks_its_efficiency_rows(tmp_path):
+    from fleetplan.catalogs import load_catalogs
+
+    slow = tmp_path / "slow.csv"
+    pd.DataFrame([{"engine": "slow", "gpu": "*", "precision": "*", "mbu": 0.3, "mfu": 0.2,
+                   "step_overhead_ms": 3.0, "tp_scaling": 0.9, "request_overhead_ms": 0.0, "n_points": 0,
+                   "source": "test profile", "as_of": "2026-11-22"}]).to_csv(slow, index=False)
+    catalogs = load_catalogs([slow])
+    plain = scenario()
+    plain.fleet.disaggregation = None
+    chosen = plain.model_copy(deep=True)
+    chosen.fleet.engine = "Slow"
+    base = prepare(plain, catalogs).candidates.set_index("config")["req_s_per_replica"]
+    slower = prepare(chosen, catalogs).candidates.set_index("config")["req_s_per_replica"]
+    served = base > 0
+    assert (slower[served] < base[served]).all()
+    chosen.fleet.engine = "vllm"
+    with pytest.raises(ScenarioError, match=r"fleet\.engine: unknown engine \(efficiency catalog\) 'vllm'"):
+        prepare(chosen, catalogs)
