@@ -115,16 +115,16 @@ def sweep_command(
     if chunk_rows < 1:
         message = f"chunk-rows must be >= 1, got {chunk_rows}"
         raise InvalidValueError(message)
+    overrides = {**_factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs, engine),
+                 **_levers(pp=pp, prefix_hit_rate=prefix_hit_rate, spec_tokens=spec_tokens,
+                           spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
+                           dequant_overhead=dequant_overhead, prefill_chunk_tokens=prefill_chunk_tokens)}
     grid = make_grid(_ids(gpu), _ids(model), _ids(quant), kv_quants=_ids(kv_quant) if kv_quant else None,
                      tps=parse_axis(tp), contexts=parse_axis(context),
                      input_lens=parse_axis(input_len) if input_len else None,
                      output_lens=parse_axis(output_len), batches=parse_axis(batch), catalogs=_catalogs(catalog),
                      prefill_gpus=_ids(prefill_gpu) if prefill_gpu is not None else None,
-                     prefill_tps=parse_axis(prefill_tp) if prefill_tp is not None else None,
-                     **_factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs, engine),
-                     **_levers(pp=pp, prefix_hit_rate=prefix_hit_rate, spec_tokens=spec_tokens,
-                               spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
-                               dequant_overhead=dequant_overhead, prefill_chunk_tokens=prefill_chunk_tokens))
+                     prefill_tps=parse_axis(prefill_tp) if prefill_tp is not None else None, **dict(overrides))
     if scheduler or workers is not None or os.environ.get("FLEETPLAN_SCHEDULER"):
         _sweep_on_dask(grid, output, scheduler, workers, chunk_rows, drop_invalid, catalog, locals())
         return
@@ -135,7 +135,8 @@ def sweep_command(
         return
     params = {"gpus": gpu, "models": model, "quants": quant, "kv_quants": kv_quant, "tps": tp, "contexts": context,
               "input_lens": input_len, "output_lens": output_len, "batches": batch, "drop_invalid": drop_invalid,
-              **({"prefill_gpus": prefill_gpu, "prefill_tps": prefill_tp or "1"} if prefill_gpu is not None else {})}
+              **({"prefill_gpus": prefill_gpu, "prefill_tps": prefill_tp or "1"} if prefill_gpu is not None else {}),
+              **overrides}  # model assumptions and levers given on the command line, swept or not
     options = {"partition_by": _ids(partition_by) if partition_by else None, "top_n": top_n,
                "tpot_slo_ms": tpot_slo_ms}
     write_stream(chunks, grid.n_rows, output, params=params, catalogs=_catalogs(catalog),
@@ -209,7 +210,7 @@ def estimate_command(
     if output is not None:
         from fleetplan.sweeps.stream import write_stream
 
-        write_stream(iter([result]), len(result), output, params={"cases": str(cases or "")},
+        write_stream(iter([result]), len(result), output, params={"cases": str(cases or ""), **factors},
                      catalogs=_catalogs(catalog))
         typer.echo(f"wrote {output}", err=True)
     elif as_json:

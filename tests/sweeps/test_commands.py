@@ -109,6 +109,18 @@ def test_sweep_parquet_carries_provenance_and_partitions(tmp_path, capsys):
     assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["gpu=h100-sxm", "gpu=l40s"]
 
 
+def test_sweep_records_the_assumptions_and_levers_it_was_given(tmp_path, capsys):
+    from fleetplan.exports.parquet import read_provenance
+
+    path = tmp_path / "levers.parquet"
+    code, _, err = run(capsys, "sweep", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--batch", "1,8",
+                       "--prefix-hit-rate", "0.5", "--spec-tokens", "0,2", "--mbu", "0.6", "-o", str(path))
+    assert code == 0, err
+    parameters = read_provenance(path)["parameters"]
+    assert parameters["prefix_hit_rate"] == 0.5 and parameters["spec_tokens"] == [0.0, 2.0]
+    assert parameters["mbu"] == 0.6 and "engine" not in parameters
+
+
 def test_progress_bar_passes_chunks_through():
     from fleetplan.sweeps.stream import with_progress
 
