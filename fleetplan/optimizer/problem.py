@@ -84,11 +84,12 @@ def complete_routes(candidates: pd.DataFrame, configs: pd.Series | None = None) 
     A disaggregated route needs both its prefill and its decode configuration: one alone serves
     nothing, so a route missing a stage (pruned, or unable to meet an SLO) is dropped whole.
     """
-    candidates = with_routes(candidates)
     usable = candidates["req_s_per_replica"] > 0
     if configs is not None:
         usable &= candidates["config"].isin(configs)
     usable_rows = candidates[usable]
+    if "stages" not in usable_rows or (usable_rows["stages"] == 1).all():  # colocated only
+        return with_routes(usable_rows)
     count = usable_rows.groupby(["workload", "bucket", "route"])["config"].transform("size")
     return usable_rows[count == usable_rows["stages"]]
 
