@@ -91,3 +91,15 @@ def test_unknown_suffix(tmp_path, example_plan, writer, path, message):
 def test_partitions_need_parquet(tmp_path):
     with pytest.raises(InvalidValueError, match="partition_by needs a .parquet output"):
         write_sweep(synthetic_sweep(), tmp_path / "s.csv", partition_by=["gpu"])
+
+
+def test_disaggregated_plan_round_trips_with_its_routes(tmp_path, disaggregated_plan):
+    back = FleetPlan.from_json(write_plan(disaggregated_plan, tmp_path / "plan.json"))
+    pd.testing.assert_frame_equal(back.routing.reset_index(drop=True),
+                                  disaggregated_plan.routing.reset_index(drop=True), check_dtype=False)
+    folder = write_plan(disaggregated_plan, tmp_path / "plan.parquet")
+    stages = duckdb.sql(f"SELECT stage, count(*) FROM read_parquet('{folder}/candidates.parquet') "
+                        "GROUP BY stage ORDER BY stage").fetchall()
+    assert [s for s, _ in stages] == ["decode", "prefill", "serve"]
+    routed = pl.read_parquet(folder / "routing.parquet")
+    assert routed["route"].n_unique() * 2 == routed.height  # both stages of each routed pair
