@@ -10,7 +10,10 @@ named ``cases``. Axes:
   ``provider:<name>`` scales every catalog price of that provider;
 - ``max_gpus: {gpu: [caps]}``: availability caps;
 - ``allowed_gpus: {set name: [gpu ids]}`` and ``pricing: {mix name: [pricing types]}``: named
-  alternatives.
+  alternatives;
+- ``disaggregation: {name: settings or null}``: named ``fleet.disaggregation`` settings (null =
+  colocated replicas only), e.g. ``{colocated: null, pairs: {}}``;
+- ``engine: [engine ids]``: the efficiency profile (``fleet.engine``; ``*`` = the default rows).
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from fleetplan.errors import ScenarioError
 
 SCALAR_AXES = ("demand_multiplier", "tpot_slo_ms", "ttft_slo_ms", "input_tokens", "monthly_growth")
 PER_GPU_AXES = ("price_multiplier", "max_gpus")
-NAMED_AXES = ("allowed_gpus", "pricing")
+NAMED_AXES = ("allowed_gpus", "pricing", "disaggregation")
+FLEET_AXES = ("engine",)
 _DEMAND_FIELDS = ("requests_per_s", "tokens_per_s", "tokens_per_month")
 
 
@@ -45,6 +49,8 @@ class Axes(BaseModel):
     max_gpus: dict[str, list[int]] | None = None
     allowed_gpus: dict[str, list[str]] | None = None
     pricing: dict[str, list[str]] | None = None
+    disaggregation: dict[str, dict[str, Any] | None] | None = None
+    engine: list[str] | None = Field(None, min_length=1)
 
 
 class Grid(BaseModel):
@@ -102,6 +108,9 @@ def expand(grid: Grid) -> list[dict[str, Any]]:
     for name in NAMED_AXES:
         if name in axes:
             columns.append((name, list(axes[name])))
+    for name in FLEET_AXES:
+        if name in axes:
+            columns.append((name, axes[name]))
     names = [name for name, _ in columns]
     return [dict(zip(names, values)) for values in itertools.product(*(v for _, v in columns))]
 
@@ -130,8 +139,13 @@ def apply_case(base: dict, case: dict, grid: Grid) -> tuple[dict, dict[str, floa
             _allow(scenario, named.get("allowed_gpus", {}).get(value, value))
         elif column == "pricing":
             scenario["fleet"]["pricing"] = named.get("pricing", {}).get(value, value)
+        elif column == "disaggregation":
+            scenario["fleet"]["disaggregation"] = named.get("disaggregation", {}).get(value, value)
+        elif column == "engine":
+            scenario["fleet"]["engine"] = None if value in ("*", None) else value
         else:
-            message = f"unknown what-if axis '{column}' (axes: {', '.join(SCALAR_AXES + PER_GPU_AXES + NAMED_AXES)})"
+            axes = ", ".join(SCALAR_AXES + PER_GPU_AXES + NAMED_AXES + FLEET_AXES)
+            message = f"unknown what-if axis '{column}' (axes: {axes})"
             raise ScenarioError(message)
     _scale_own_prices(scenario, multipliers)
     return scenario, multipliers

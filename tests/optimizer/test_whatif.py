@@ -121,3 +121,27 @@ def test_bad_grid_files(tmp_path, capsys, body, match):
 def test_missing_grid_file(tmp_path, capsys):
     assert main(["whatif", str(tmp_path / "none.yaml"), "-o", str(tmp_path / "g.xlsx")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def base_gap(base: dict) -> float:
+    from fleetplan.optimizer.scenario import SolverOptions
+
+    return SolverOptions(**base.get("solver", {})).mip_gap
+
+
+def test_disaggregation_and_engine_axes(tmp_path):
+    body = ("axes:\n  disaggregation: {colocated: null, pairs: {prefill_gpus: [h100-sxm]}}\n"
+            "  engine: ['*']\n")
+    grid, base = load_grid(grid_file(tmp_path, body))
+    cases = expand(grid)
+    assert cases == [{"disaggregation": "colocated", "engine": "*"}, {"disaggregation": "pairs", "engine": "*"}]
+    paired, _ = apply_case(base, cases[1], grid)
+    assert paired["fleet"]["disaggregation"] == {"prefill_gpus": ["h100-sxm"]}
+    assert paired["fleet"]["engine"] is None
+    assert apply_case(base, cases[0], grid)[0]["fleet"]["disaggregation"] is None
+    results = run_grid(grid, base, cases, tmp_path / "cases").set_index("disaggregation")
+    assert (results["status"] == "optimal").all()
+    # pairs are offered next to colocated replicas: never dearer beyond the solver's accepted gap
+    assert results.loc["pairs", "usd_per_month"] <= results.loc["colocated", "usd_per_month"] * (1 + base_gap(base))
+    engine, _ = apply_case(base, {"engine": "vllm"}, grid)
+    assert engine["fleet"]["engine"] == "vllm"
