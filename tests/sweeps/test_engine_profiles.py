@@ -3,6 +3,8 @@ and fleet.engine, used per row by validate, and keyed by engine in the efficienc
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -81,9 +83,9 @@ def test_cli_engine_option(profile_file, capsys):
     base = ["estimate", "--gpu", "l40s", "--model", "llama-3.1-8b", "--quant", "fp8", "--input-len", "1000",
             "--output-len", "200", "--batch", "16", "--catalog", str(profile_file), "--json"]
     assert main([*base, "--engine", "Fast"]) == 0
-    fast = pd.read_json(__import__("io").StringIO(capsys.readouterr().out)).iloc[0]
+    fast = pd.read_json(io.StringIO(capsys.readouterr().out)).iloc[0]
     assert main([*base, "--engine", "slow"]) == 0
-    slow = pd.read_json(__import__("io").StringIO(capsys.readouterr().out)).iloc[0]
+    slow = pd.read_json(io.StringIO(capsys.readouterr().out)).iloc[0]
     assert slow["tpot_ms"] > fast["tpot_ms"]
     assert main([*base, "--engine", "vllm"]) == 2
     assert "unknown engine (efficiency catalog) 'vllm'" in capsys.readouterr().err
