@@ -30,9 +30,9 @@ SOURCE = ("scripts/fit_efficiency.py fit to fleetplan/sweeps/data/measured.csv (
 def efficiency_table(groups: pd.DataFrame, pooled: dict, n_rows: int) -> pd.DataFrame:
     # A fitted GPU's best-supported precision also serves its other precisions.
     per_gpu = groups.sort_values("n_points").drop_duplicates("gpu", keep="last").assign(precision="*")
-    default = pd.DataFrame([{"gpu": "*", "precision": "*", **pooled, "n_points": n_rows}])
-    table = pd.concat([groups, per_gpu, default], ignore_index=True)[["gpu", "precision", *FACTORS, "n_points"]]
-    table.insert(0, "engine", "*")  # pooled over the engines of the measurements
+    default = pd.DataFrame([{"engine": "*", "gpu": "*", "precision": "*", **pooled, "n_points": n_rows}])
+    table = pd.concat([groups, per_gpu, default], ignore_index=True)[
+        ["engine", "gpu", "precision", *FACTORS, "n_points"]]
     table[["mbu", "mfu", "mfu_prefill", "tp_scaling"]] = table[["mbu", "mfu", "mfu_prefill", "tp_scaling"]].round(3)
     table[["step_overhead_ms", "request_overhead_ms"]] = table[["step_overhead_ms", "request_overhead_ms"]].round(2)
     table["source"], table["as_of"] = SOURCE, date.today().isoformat()

@@ -130,8 +130,7 @@ def efficiency_for(efficiency: pd.DataFrame, gpu: pd.Series, precision: pd.Serie
     wanted["engine"] = wanted["engine"].fillna(WILDCARD)
     factors = ["mbu", "mfu", "mfu_prefill", "step_overhead_ms", "tp_scaling", "request_overhead_ms"]
     result = pd.DataFrame(index=wanted.index, columns=factors, dtype=float)
-    table = efficiency.assign(engine=efficiency.get("engine", WILDCARD))
-    table = table.set_index(["engine", "gpu", "precision"]).reindex(columns=factors)
+    table = efficiency.set_index(["engine", "gpu", "precision"]).reindex(columns=factors)
     any_engine = np.full(len(wanted), WILDCARD, dtype=object)
     for engine_keys in (wanted["engine"].to_numpy(dtype=object), any_engine):
         for gpu_key, precision_key in (("gpu", "precision"), ("gpu", "*"), ("*", "precision"), ("*", "*")):
@@ -155,7 +154,7 @@ def check_engine(efficiency: pd.DataFrame, engine: str | None) -> None:
     """An engine must have rows in the efficiency catalog (``*`` or None = any engine)."""
     if engine is None or engine == WILDCARD:
         return
-    known = sorted(set(efficiency["engine"].astype(str)) - {WILDCARD}) if "engine" in efficiency else []
+    known = sorted(set(efficiency["engine"].astype(str)) - {WILDCARD})
     if engine not in known:
         from fleetplan.errors import did_you_mean
 

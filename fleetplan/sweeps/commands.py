@@ -124,7 +124,7 @@ def sweep_command(
                      input_lens=parse_axis(input_len) if input_len else None,
                      output_lens=parse_axis(output_len), batches=parse_axis(batch), catalogs=_catalogs(catalog),
                      prefill_gpus=_ids(prefill_gpu) if prefill_gpu is not None else None,
-                     prefill_tps=parse_axis(prefill_tp) if prefill_tp is not None else None, **dict(overrides))
+                     prefill_tps=parse_axis(prefill_tp) if prefill_tp is not None else None, **overrides)
     if scheduler or workers is not None or os.environ.get("FLEETPLAN_SCHEDULER"):
         _sweep_on_dask(grid, output, scheduler, workers, chunk_rows, drop_invalid, catalog, locals())
         return

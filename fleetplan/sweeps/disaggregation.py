@@ -20,8 +20,10 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.errors import InvalidValueError
-from fleetplan.sweeps import latency, load, throughput
+from fleetplan.sweeps import disaggregation_rows as pair
+from fleetplan.sweeps import load, throughput
 from fleetplan.sweeps.estimate import case_arrays, estimate_cases
+from fleetplan.sweeps.steps import prefill_ms
 from fleetplan.sweeps.validate import catalog_or_default
 
 REQUIRED = ("model", "input_len", "output_len", "prefill_gpu", "prefill_tp", "decode_gpu", "decode_tp")
@@ -52,20 +54,20 @@ def disaggregated(cases: pd.DataFrame, catalogs=None, *, capacity_model: str = "
     catalogs = catalog_or_default(catalogs)
     cases = cases.reset_index(drop=True).assign(quant=cases.get("quant", "bf16"))
     _, prefill_configs, c_p, rows_p = case_arrays(_side(cases, "prefill"), catalogs, **overrides)
-    prefill_latency_ms, prefill_work_ms = _prefill(c_p, rows_p)
+    prefill_latency_ms, prefill_work_ms = prefill_ms(c_p, rows_p.input_len)
     # The decode pool holds each prompt's KV cache but does no prompt work: its batch and TPOT
     # come from the decode step alone (the TTFT SLO belongs to the prefill side).
     decode = estimate_cases(_side(cases, "decode").drop(columns=["ttft_slo_ms"], errors="ignore"), catalogs,
                             **overrides)
-    kv_bytes = prefill_configs["kv_bytes_per_token_model"].to_numpy() * cases["input_len"].to_numpy(dtype=float)
-    links = np.minimum(cases["prefill_tp"], cases["decode_tp"]).to_numpy(dtype=float)
-    transfer_ms = latency.kv_transfer_time_ms(kv_bytes, c_p["network_gb_s"], links)
+    transfer_ms = pair.kv_transfer_ms(cases["input_len"].to_numpy(dtype=float), c_p["kv_bytes_per_token_model"],
+                                      c_p["network_gb_s"], cases["prefill_tp"].to_numpy(dtype=float),
+                                      cases["decode_tp"].to_numpy(dtype=float))
     decode_ms_per_request = _decode_ms_per_request(decode, cases)
-    price_p = c_p["usd_per_gpu_hour"] * c_p["gpus"]
+    price_p = pair.replica_usd_per_hour(c_p["usd_per_gpu_hour"], c_p["gpus"])
     price_d = decode["usd_per_hour"].to_numpy(dtype=float)
     out = cases.copy()
     tpot_ms = decode["tpot_ms"].to_numpy(dtype=float)
-    fixed_ms = prefill_latency_ms + transfer_ms + tpot_ms
+    fixed_ms = pair.disaggregated_ttft_ms(prefill_latency_ms, transfer_ms, tpot_ms)
     ttft_slo_ms = cases["ttft_slo_ms"].to_numpy(dtype=float) if "ttft_slo_ms" in cases else np.full(len(cases), np.nan)
     utilization = prefill_utilization(fixed_ms, prefill_work_ms, ttft_slo_ms, queueing=capacity_model == "load")
     out["prefill_req_s"] = utilization * 1e3 / prefill_work_ms
@@ -106,12 +108,6 @@ def prefill_utilization(fixed_ms, work_ms, ttft_slo_ms, *, queueing: bool) -> np
     slack_ms = slo - fixed_ms
     busy = load.md1_max_utilization(slack_ms, work_ms) if queueing else np.ones_like(slack_ms)
     return np.where(np.isnan(slo), 1.0, np.where(slack_ms < 0, 0.0, busy))
-
-
-def _prefill(c, rows):
-    from fleetplan.sweeps.steps import prefill_ms
-
-    return prefill_ms(c, rows.input_len)
 
 
 def _decode_ms_per_request(decode: pd.DataFrame, cases: pd.DataFrame) -> np.ndarray:

@@ -45,12 +45,14 @@ def fit_factors(rows: pd.DataFrame, catalogs=None) -> dict[str, float]:
     return dict(zip(FACTORS, result.x))
 
 
-def fit_by_gpu(rows: pd.DataFrame, catalogs) -> pd.DataFrame:
-    """One fit per (GPU, weight quantization) group, keyed by GPU and compute precision."""
+def fit_by_gpu(rows: pd.DataFrame, catalogs, engine: str = WILDCARD) -> pd.DataFrame:
+    """One fit per (GPU, weight quantization) group, keyed like the efficiency catalog by
+    (engine, GPU, compute precision)."""
     fitted = []
     for (gpu, quant), group in rows.groupby(["gpu", "quant"]):
         precision = catalogs.quants.loc[quant, "compute_precision"]
-        fitted.append({"gpu": gpu, "precision": precision, **fit_factors(group, catalogs), "n_points": len(group)})
+        fitted.append({"engine": engine, "gpu": gpu, "precision": precision, **fit_factors(group, catalogs),
+                       "n_points": len(group)})
     return pd.DataFrame(fitted)
 
 
@@ -58,23 +60,20 @@ def fit_profiles(rows: pd.DataFrame, catalogs) -> pd.DataFrame:
     """Efficiency rows fitted to ``rows``: per (GPU, precision) over every engine (engine ``*``),
     and, when the rows come from two or more engines, per (engine, GPU, precision) as well, so that
     each engine gets its own profile and any other engine the pooled one."""
-    pooled = fit_by_gpu(rows, catalogs).assign(engine=WILDCARD)
+    pooled = fit_by_gpu(rows, catalogs)
     engines = sorted(set(rows["engine_id"]) - {WILDCARD}) if "engine_id" in rows else []
     if len(engines) < 2:
-        return pooled[["engine", *pooled.columns[:-1]]]
-    per_engine = [fit_by_gpu(rows[rows["engine_id"] == engine], catalogs).assign(engine=engine)
-                  for engine in engines]
-    profiles = pd.concat([pooled, *per_engine], ignore_index=True)
-    return profiles[["engine", *pooled.columns[:-1]]]
+        return pooled
+    per_engine = [fit_by_gpu(rows[rows["engine_id"] == engine], catalogs, engine) for engine in engines]
+    return pd.concat([pooled, *per_engine], ignore_index=True)
 
 
 def factors_for_rows(rows: pd.DataFrame, groups: pd.DataFrame, catalogs) -> pd.DataFrame:
-    """Each row's fitted factors from ``fit_profiles`` (or ``fit_by_gpu``) output, matched on GPU and
+    """Each row's fitted factors from ``fit_profiles`` or ``fit_by_gpu`` output, matched on GPU and
     compute precision, and on the row's engine where the fit has a profile for it."""
     precision = catalogs.quants["compute_precision"].reindex(rows["quant"]).to_numpy()
     engine = rows["engine_id"].to_numpy(dtype=object) if "engine_id" in rows else WILDCARD
     keys = pd.DataFrame({"engine": engine, "gpu": rows["gpu"].to_numpy(), "precision": precision})
-    groups = groups if "engine" in groups else groups.assign(engine=WILDCARD)
     own = keys.merge(groups, on=["engine", "gpu", "precision"], how="left")[FACTORS]
     pooled = keys.assign(engine=WILDCARD).merge(groups, on=["engine", "gpu", "precision"], how="left")[FACTORS]
     return own.fillna(pooled)

@@ -10,14 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fleetplan.sweeps.columns import DISAGGREGATION_COLUMNS, DISAGGREGATION_KEYS, LEVER_COLUMNS, SWEEP_COLUMNS
+from fleetplan.sweeps.columns import ALL_SWEEP_COLUMNS, DISAGGREGATION_KEYS, LEVER_COLUMNS, SWEEP_COLUMNS
 from fleetplan.sweeps.kernel import Rows
 
 CONTEXT_TOO_LONG = "context_len exceeds the model's max_context"
 DOES_NOT_FIT = "KV cache does not fit: batch above max_batch"
 PREFILL_DOES_NOT_FIT = "prefill replica cannot hold one prompt's KV cache"
 _BOUNDS = ["memory", "compute"]
-_REGISTRY = {**SWEEP_COLUMNS, **LEVER_COLUMNS, **DISAGGREGATION_COLUMNS}
 _LABELS = ("gpu", "model", "quant", "kv_quant", "prefill_gpu")
 
 
@@ -52,7 +51,7 @@ def reason_codes(configs: pd.DataFrame, rows: Rows, fits: np.ndarray, extra=None
 
 
 def _output_dtype(name: str) -> str:
-    dtype = _REGISTRY[name].dtype
+    dtype = ALL_SWEEP_COLUMNS[name].dtype
     return "int8" if name == "bound" else "int16" if dtype == "category" else dtype
 
 

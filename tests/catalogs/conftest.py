@@ -59,3 +59,13 @@ def set_cell(frame: pd.DataFrame, row: int, column: str, value: str) -> pd.DataF
     frame = frame.copy()
     frame.loc[row - 2, column] = value
     return frame
+
+
+def assert_edit_fails(edit, name: str, row: int, column: str, value: str, expected: str) -> None:
+    """Setting one cell of catalog ``name`` makes loading fail with the message ``expected``."""
+    from fleetplan.catalogs import load_catalogs
+    from fleetplan.errors import CatalogError
+
+    folder = edit(name, lambda frame: set_cell(frame, row, column, value))
+    with pytest.raises(CatalogError, match=f"^{expected}"):
+        load_catalogs(data_dir=folder)

@@ -13,7 +13,7 @@ from fleetplan.catalogs import check_files, load_catalogs
 from fleetplan.catalogs.schema import catalog_name
 from fleetplan.cli import main
 from fleetplan.errors import CatalogError, UnknownNameError
-from tests.catalogs.conftest import FIXTURE_DATA, set_cell
+from tests.catalogs.conftest import FIXTURE_DATA, assert_edit_fails
 
 # CBRE North America H2 2025 asking rent the shipped hosting column was computed from.
 COLOCATION_USD_PER_KW_MONTH = 194.95
@@ -138,9 +138,7 @@ def test_price_and_efficiency_files_are_still_told_apart(tmp_path):
     (2, "system", "", "ownership.csv row 2, column system: must not be empty \\(required\\)"),
 ])
 def test_bad_ownership_cell(edit, row, column, value, expected):
-    folder = edit("ownership", lambda frame: set_cell(frame, row, column, value))
-    with pytest.raises(CatalogError, match=f"^{expected}"):
-        load_catalogs(data_dir=folder)
+    assert_edit_fails(edit, "ownership", row, column, value, expected)
 
 
 def test_duplicate_gpu_row(edit):

@@ -8,7 +8,7 @@ import pytest
 from fleetplan.catalogs import CatalogErrors, load_catalogs
 from fleetplan.catalogs.schema import catalog_name
 from fleetplan.errors import CatalogError, UnknownNameError
-from tests.catalogs.conftest import set_cell
+from tests.catalogs.conftest import assert_edit_fails, set_cell
 
 
 def _cell_edit(edit, name, row, column, value):
@@ -53,7 +53,7 @@ def _cell_edit(edit, name, row, column, value):
      "efficiency.csv row 2, column mbu: must be <= 1, got 1.5"),
 ])
 def test_bad_cell_names_file_row_column_and_rule(edit, name, row, column, value, expected):
-    _assert_edit_fails(edit, name, row, column, value, expected)
+    assert_edit_fails(edit, name, row, column, value, expected)
 
 
 def test_duplicate_key_names_both_rows(edit):
@@ -106,13 +106,7 @@ def test_missing_column(edit):
      "models.csv row 5, column qk_rope_head_dim: must not be empty when attention is mla"),
 ])
 def test_bad_cross_reference(edit, name, row, column, value, expected):
-    _assert_edit_fails(edit, name, row, column, value, expected)
-
-
-def _assert_edit_fails(edit, name, row, column, value, expected):
-    folder = _cell_edit(edit, name, row, column, value)
-    with pytest.raises(CatalogError, match=f"^{expected}"):
-        load_catalogs(data_dir=folder)
+    assert_edit_fails(edit, name, row, column, value, expected)
 
 
 def test_mla_heads_need_not_divide(edit):
