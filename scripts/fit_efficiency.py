@@ -3,7 +3,8 @@
 Writes ``fleetplan/catalogs/data/efficiency.csv`` (with --write) and prints the calibration report
 quoted in the README: median and 90th-percentile absolute percentage error of predicted vs
 measured offline output tokens/s, before fitting (priors), after fitting per (GPU, precision),
-and leave-one-GPU-out (factors fitted on the other GPUs, predicting a GPU the fit never saw).
+and leave-one-GPU-out (factors fitted on the other GPUs, predicting a GPU the fit never saw), by
+metric and, for offline throughput, as the median signed error per GPU and TP degree.
 
 Usage: python scripts/fit_efficiency.py [--measurements CSV] [--write]
 """
@@ -49,6 +50,15 @@ def report(title: str, frame: pd.DataFrame) -> None:
     print(ape_summary(frame, ["gpu", "metric"]).round(1).to_string())
 
 
+def report_bias(title: str, frame: pd.DataFrame) -> None:
+    """Median signed error of the offline rows by GPU and TP degree [%]: + = over-predicted."""
+    offline = frame[(frame["scenario"] == "offline") & (frame["metric"] == "output_tok_s")]
+    signed = (offline["predicted"] / offline["value"] - 1.0) * 100.0
+    table = signed.groupby([offline["gpu"], offline["tp"]]).agg(["size", "median"])
+    print(f"\n{title}, median signed error by GPU and TP (%):\n"
+          + table.rename(columns={"size": "rows", "median": "median_error_pct"}).round(1).to_string())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--measurements", type=Path, default=None)
@@ -61,7 +71,10 @@ def main() -> None:
     report("before fitting (priors MBU 0.7, MFU 0.5, overhead 0.5 ms, TP scaling 0.9)",
            with_prediction(rows, catalogs, constant_factors(rows, list(PRIOR.values()))))
     report("fitted per GPU and precision (in sample)", with_prediction(rows, catalogs, per_row))
-    report("leave-one-GPU-out (pooled fit on the other GPUs)", leave_one_gpu_out(rows, catalogs))
+    held_out = leave_one_gpu_out(rows, catalogs)
+    report("leave-one-GPU-out (pooled fit on the other GPUs)", held_out)
+    print(ape_summary(held_out, ["metric"]).round(1).to_string())
+    report_bias("leave-one-GPU-out, offline output tokens/s", held_out)
     print("\nfitted factors:\n" + groups.round(3).to_string(index=False))
     if args.write:
         efficiency_table(groups, fit_factors(rows, catalogs), len(rows)).to_csv(EFFICIENCY_CSV, index=False)
