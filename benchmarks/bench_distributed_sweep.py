@@ -25,8 +25,8 @@ def peak_rss_mb() -> float:
 def main() -> None:
     import distributed
 
-    from fleetplan.sweeps.distributed import sweep_dataset
-    from fleetplan.sweeps.engine import make_grid
+    from fleetplan.exports.sweep_dataset import sweep_dataset
+    from fleetplan.sweeps.sweep_grid import make_grid
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, default=2)

@@ -45,7 +45,7 @@ def _single_thread() -> None:
 def _example_plan():
     """The plan of the built-in example scenario (what `fleetplan plan` writes)."""
     from fleetplan.optimizer.example import example_scenario
-    from fleetplan.optimizer.planner import plan_scenario
+    from fleetplan.optimizer.scenario_planning import plan_scenario
 
     return plan_scenario(example_scenario())
 
@@ -59,7 +59,7 @@ def _sweep_frame(rows: int):
 
 
 def _sweep_chunks(rows: int):
-    from fleetplan.sweeps.engine import iter_sweep, make_grid
+    from fleetplan.sweeps.sweep_grid import iter_sweep, make_grid
 
     contexts = max(1, -(-rows // (160 * 1024)))
     grid = make_grid(GPUS, MODELS, ["bf16", "fp8"], tps=[1, 8],

@@ -21,9 +21,9 @@ import time
 import numpy as np
 import pandas as pd
 
-from fleetplan.optimizer.optimize import optimize_problem
-from fleetplan.optimizer.problem import Problem, profile_periods
-from fleetplan.optimizer.solve import SolveOptions
+from fleetplan.optimizer.optimization import optimize_problem
+from fleetplan.optimizer.fleet_problem import Problem, profile_periods
+from fleetplan.optimizer.solver import SolveOptions
 
 #: GPU type: (relative speed, on-demand USD/GPU-hour)
 GPUS = {"a10g": (1.0, 1.01), "l40s": (2.2, 1.25), "a100-80gb": (4.0, 1.79),
@@ -47,7 +47,7 @@ def melange_sized(seed: int = 1) -> Problem:
     capacity = bucket_capacity_req_s(speed, 1, size_in[None, :], size_out[None, :])
     capacity *= rng.uniform(0.8, 1.2, capacity.shape)  # uneven advantages, as measured
     shares = rng.dirichlet(np.ones(36))
-    from fleetplan.optimizer.problem import table_problem
+    from fleetplan.optimizer.fleet_problem import table_problem
 
     return table_problem(capacity, np.array([GPUS[g][1] for g in gpus]), 200.0 * shares)
 

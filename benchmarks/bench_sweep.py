@@ -44,8 +44,8 @@ def in_memory(n_contexts: int, repeats: int = 3) -> tuple[int, list[float]]:
 
 def streamed_child(path: str, n_contexts: int) -> None:
     from fleetplan.catalogs import load_catalogs
-    from fleetplan.sweeps.engine import iter_sweep, make_grid
-    from fleetplan.sweeps.stream import write_stream
+    from fleetplan.sweeps.sweep_grid import iter_sweep, make_grid
+    from fleetplan.cli.progress import write_stream
 
     grid = make_grid(GPUS, MODELS, ["bf16", "fp8"], tps=[1, 8], contexts=list(range(64, 64 * (n_contexts + 1), 64)),
                      batches=list(range(1, 1025)))
@@ -71,9 +71,9 @@ def scalar_loop(n_rows: int = 10_000) -> float:
     """The same kernel called once per configuration from a Python loop, as per-config estimators run."""
     import numpy as np
 
-    from fleetplan.sweeps import kernel
-    from fleetplan.sweeps.configs import as_arrays
-    from fleetplan.sweeps.engine import make_grid
+    from fleetplan.sweeps import row_kernel
+    from fleetplan.sweeps.configurations import as_arrays
+    from fleetplan.sweeps.sweep_grid import make_grid
 
     grid = make_grid(["h100-sxm"], ["llama-3.1-8b"], ["bf16"], contexts=range(256, 256 * 41, 256),
                      batches=range(1, 251))
@@ -82,9 +82,9 @@ def scalar_loop(n_rows: int = 10_000) -> float:
     batches = np.tile(grid.batch, len(grid.context_len))[:n_rows]
     start = time.perf_counter()
     for context, batch in zip(contexts, batches):
-        one = kernel.Rows(np.zeros(1, dtype=np.int64), np.array([context]), np.array([context]),
+        one = row_kernel.Rows(np.zeros(1, dtype=np.int64), np.array([context]), np.array([context]),
                           np.array([256]), np.array([batch]))
-        kernel.evaluate(constants, one)
+        row_kernel.evaluate(constants, one)
     return n_rows / (time.perf_counter() - start)
 
 

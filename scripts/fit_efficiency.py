@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import load_catalogs
-from fleetplan.sweeps.calibration import ape_summary, load_measurements, predictable
+from fleetplan.sweeps.measurements import ape_summary, load_measurements, predictable
 from fleetplan.sweeps.fitting import (FACTORS, PRIOR, constant_factors, factors_for_rows, fit_by_gpu, fit_factors,
                                       leave_one_gpu_out, with_prediction)
 

@@ -10,20 +10,32 @@ rows with their own CSV or XLSX files::
     catalogs.prices.head()
 """
 
+from fleetplan.catalogs.checks import CatalogErrors
+from fleetplan.catalogs.conventions import (FLEXIBLE_PRICING, HOURS_PER_MONTH, PRICING_TYPES, RESERVED_PRICING,
+                                            RESERVED_TERM_MONTHS)
+from fleetplan.catalogs.jsonable import jsonable
 from fleetplan.catalogs.loader import check_files, clear_cache, load_catalogs
+from fleetplan.catalogs.prices import cheapest_rows, median_price_usd_per_gpu_hour
 from fleetplan.catalogs.registry import Catalogs
 from fleetplan.catalogs.schema import CATALOG_NAMES, KEYS, Column, Schema, load_schema
-from fleetplan.catalogs.validate import CatalogErrors
 
 __all__ = [
     "CATALOG_NAMES",
+    "FLEXIBLE_PRICING",
+    "HOURS_PER_MONTH",
+    "PRICING_TYPES",
+    "RESERVED_PRICING",
+    "RESERVED_TERM_MONTHS",
     "KEYS",
     "CatalogErrors",
     "Catalogs",
     "Column",
     "Schema",
+    "cheapest_rows",
     "check_files",
     "clear_cache",
+    "jsonable",
     "load_catalogs",
     "load_schema",
+    "median_price_usd_per_gpu_hour",
 ]

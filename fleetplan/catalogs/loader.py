@@ -28,18 +28,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs import validate
+from fleetplan.catalogs import checks
+from fleetplan.catalogs.checks import ORIGIN_COLUMNS, ORIGIN_FILE, ORIGIN_ROW, raise_if_any
 from fleetplan.catalogs.registry import Catalogs
 from fleetplan.catalogs.schema import (
     CATALOG_NAMES,
     INDEXED_CATALOGS,
     KEYS,
     catalog_name,
-    data_dir as package_data_dir,
     load_schema,
     typed_table,
 )
-from fleetplan.catalogs.validate import ORIGIN_COLUMNS, ORIGIN_FILE, ORIGIN_ROW, raise_if_any
+from fleetplan.catalogs.schema import (
+    data_dir as package_data_dir,
+)
 from fleetplan.errors import CatalogError, UnknownNameError
 
 logger = logging.getLogger(__name__)
@@ -283,7 +285,7 @@ def _build(tables: list[RawTable]) -> Catalogs:
     raise_if_any([p for t in tables for p in _file_problems(t)])
     merged = {name: _merge_all([t for t in tables if t.catalog == name], name)
               for name in CATALOG_NAMES}
-    raise_if_any([p for name, m in merged.items() for p in validate.required_problems(
+    raise_if_any([p for name, m in merged.items() for p in checks.required_problems(
         m, load_schema(name))])
     typed = {name: _typed(frame, name) for name, frame in merged.items()}
     raise_if_any(_cross_problems(typed))
@@ -298,11 +300,11 @@ def _file_problems(table: RawTable) -> list[str]:
     schema = load_schema(table.catalog)
     needed = schema.names if table.complete else schema.override_minimum
     columns = [c for c in table.frame.columns if c not in ORIGIN_COLUMNS]
-    header = validate.header_problems(columns, schema, table.label, needed)
+    header = checks.header_problems(columns, schema, table.label, needed)
     if header:
         return header
-    return (validate.cell_problems(table.frame, schema)
-            + validate.duplicate_problems(table.frame, schema))
+    return (checks.cell_problems(table.frame, schema)
+            + checks.duplicate_problems(table.frame, schema))
 
 
 def _merge_all(tables: list[RawTable], name: str) -> pd.DataFrame:
@@ -348,11 +350,11 @@ def _typed(merged: pd.DataFrame, name: str) -> pd.DataFrame:
 
 
 def _cross_problems(typed: dict[str, pd.DataFrame]) -> list[str]:
-    return (validate.model_problems(typed["models"])
-            + validate.quant_problems(typed["quants"])
-            + validate.price_problems(typed["prices"], typed["gpus"])
-            + validate.efficiency_problems(typed["efficiency"], typed["gpus"])
-            + validate.ownership_problems(typed["ownership"], typed["gpus"]))
+    return (checks.model_problems(typed["models"])
+            + checks.quant_problems(typed["quants"])
+            + checks.price_problems(typed["prices"], typed["gpus"])
+            + checks.efficiency_problems(typed["efficiency"], typed["gpus"])
+            + checks.ownership_problems(typed["ownership"], typed["gpus"]))
 
 
 def _finished(typed: pd.DataFrame) -> pd.DataFrame:

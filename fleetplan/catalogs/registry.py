@@ -65,6 +65,19 @@ class Catalogs:
                 raise did_you_mean(str(name), table.index, kind=_kind(kind))
         return ids
 
+    def alias_map(self, kind: str) -> dict[str, str]:
+        """Lower-cased names -> canonical id for ``kind`` gpu|quant: each id itself and the names
+        in its ``aliases`` column (``;``-separated), as measurement files and benchmark tables
+        write them (``"H100 80GB HBM3 (SXM)"`` -> ``h100-sxm``)."""
+        table = self._id_table(kind)
+        names = {str(i): str(i) for i in table.index}
+        if "aliases" in table:
+            for canonical, text in table["aliases"].items():
+                for alias in str(text).split(";"):
+                    if alias.strip():
+                        names[alias.strip().lower()] = str(canonical)
+        return names
+
     def gpu(self, gpu_id: str) -> pd.Series:
         """The gpus row of ``gpu_id`` (a copy)."""
         return self._row("gpu", gpu_id)

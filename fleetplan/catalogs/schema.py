@@ -3,7 +3,7 @@
 Each ``data/<catalog>.csv`` is described by ``data/<catalog>.schema.csv`` (columns
 ``column,type,unit,required,min,max,default,description``), as PyPSA describes its component
 attributes. This module reads those schema files and turns validated text cells into typed
-columns; the checks that produce error messages live in ``fleetplan.catalogs.validate``.
+columns; the checks that produce error messages live in ``fleetplan.catalogs.checks``.
 
 Typed columns: ``float`` -> float64 (NaN when empty); ``int`` -> int64 when required, float64
 (NaN when empty) when optional, so numpy kernels never meet ``pd.NA``; ``bool`` -> bool when
@@ -21,6 +21,7 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
+from fleetplan.catalogs.conventions import PRICING_TYPES
 from fleetplan.errors import CatalogError, did_you_mean
 
 CATALOG_NAMES = ("gpus", "models", "quants", "prices", "efficiency", "ownership")
@@ -45,7 +46,7 @@ TFLOPS_PREFIX = "tflops_"
 # Enumerations the schema files describe in prose; the precisions come from the gpus schema.
 _FIXED_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("models", "attention"): ("mha", "gqa", "mla"),
-    ("prices", "pricing_type"): ("on_demand", "spot", "reserved_1y", "reserved_3y"),
+    ("prices", "pricing_type"): PRICING_TYPES,
 }
 
 _SCHEMA_FIELDS = ("column", "type", "unit", "required", "min", "max", "default", "description")

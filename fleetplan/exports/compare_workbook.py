@@ -10,11 +10,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from fleetplan.exports.xlsx_common import (add_table, define_name, defined_name, put, put_input, set_widths,
-                                           style_header, table_sheet)
+from fleetplan.catalogs.conventions import PRICING_TYPES
+from fleetplan.exports.xlsx_common import (
+    add_table,
+    define_name,
+    defined_name,
+    put,
+    put_input,
+    set_widths,
+    style_header,
+    table_sheet,
+)
 from fleetplan.exports.xlsx_package import Book
 
-RENT_TYPES = ("on_demand", "spot", "reserved_1y", "reserved_3y")
+RENT_TYPES = PRICING_TYPES
 GPU_INPUTS = [(f"price_{k}_usd_per_gpu_hour", f"{k} (USD/GPU-hour)", "price", k) for k in RENT_TYPES] + [
     ("usd_per_node", "server price (USD/node)", "server", ""), ("node_power_kw", "server power (kW)", "kw", ""),
     ("life_years", "life (years)", "life", ""), ("hosting_usd_per_node_month", "hosting (USD/node-month)", "hosting", "")]

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from fleetplan.exports.atomic import atomic_open
+from fleetplan.exports.parquet import empty_sweep
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,4 @@ def _header_at_least(data: pd.DataFrame | Iterable[pd.DataFrame]):
         empty = False
         yield chunk
     if empty:
-        from fleetplan.exports.parquet import empty_sweep
-
         yield empty_sweep()

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports.atomic import atomic_dir, atomic_path
-from fleetplan.exports.provenance import provenance, to_json, to_key_values
+from fleetplan.exports.provenance import from_key_values, provenance, to_json, to_key_values
 from fleetplan.exports.units import description_of, unit_of
 from fleetplan.sweeps.columns import ALL_SWEEP_COLUMNS, SWEEP_COLUMNS, Column
 
@@ -187,6 +187,31 @@ def write_table_parquet(frame: pd.DataFrame, path: str | os.PathLike, record: Ma
 
 def read_provenance(path: str | os.PathLike) -> dict[str, Any]:
     """fleetplan's key/value metadata of a Parquet file, decoded (JSON values parsed)."""
-    from fleetplan.exports.provenance import from_key_values
-
     return from_key_values(pq.read_metadata(path).metadata)
+
+
+#: Rows read from a Parquet sweep at a time.
+BATCH_ROWS = 1_000_000
+
+
+def read_sweep_batches(source: Path) -> Iterator[pd.DataFrame]:
+    """A saved sweep (one Parquet file or a hive-partitioned folder) in batches of ``BATCH_ROWS``,
+    sweep columns first."""
+    dataset = ds.dataset(source, format="parquet", partitioning="hive")
+    for batch in dataset.to_batches(batch_size=BATCH_ROWS):
+        frame = batch.to_pandas()
+        known = [c for c in SWEEP_COLUMNS if c in frame.columns]  # partitions come back last
+        yield frame[known + [c for c in frame.columns if c not in SWEEP_COLUMNS]]
+
+
+def sweep_parameters(source: Path) -> dict:
+    """The run parameters and catalog versions a saved sweep was made with, for a converted copy."""
+    file = source if source.is_file() else next(iter(sorted(source.rglob("*.parquet"))), None)
+    if file is None:
+        return {}
+    record = read_provenance(file)
+    parameters = dict(record.get("parameters") or {})
+    parameters["converted_from"] = str(source)
+    if record.get("catalog_versions"):
+        parameters["catalog_versions"] = record["catalog_versions"]
+    return parameters

@@ -16,17 +16,18 @@ from typing import Any
 
 import pandas as pd
 
+from fleetplan.catalogs.jsonable import jsonable
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports.atomic import atomic_dir, output_path
 from fleetplan.exports.parquet import write_table_parquet
-from fleetplan.exports.provenance import plain, provenance
+from fleetplan.exports.provenance import provenance
 
 LAYOUTS = ("folder", "files")
 
 
 def plan_tables(plan) -> dict[str, pd.DataFrame]:
     """``summary`` (status, gap, costs, solver) then every table that has columns."""
-    scalars = {name: plain(getattr(plan, name)) for name in
+    scalars = {name: jsonable(getattr(plan, name)) for name in
                ("status", "gap", "objective_usd", "usd_per_month", "solver", "solve_seconds")}
     summary = pd.DataFrame([scalars]).astype({"gap": float, "objective_usd": float,
                                               "usd_per_month": float, "solve_seconds": float})

@@ -16,10 +16,19 @@ from openpyxl.chart import BarChart, Reference
 from openpyxl.utils.cell import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
-from fleetplan.exports import plan_model
+from fleetplan.exports import plan_quantities
 from fleetplan.exports.xlsx_common import (
-    INTEGER, LABEL_FONT, NOTE_FONT, PERCENT, USD, USD_WHOLE, define_name, defined_name, put,
-    set_widths, title_block,
+    INTEGER,
+    LABEL_FONT,
+    NOTE_FONT,
+    PERCENT,
+    USD,
+    USD_WHOLE,
+    define_name,
+    defined_name,
+    put,
+    set_widths,
+    title_block,
 )
 from fleetplan.exports.xlsx_live import LiveColumn, Placed, name_range, write_live_table
 from fleetplan.exports.xlsx_package import Book
@@ -49,8 +58,8 @@ def fleet_sheet(book: Book, ws: Worksheet, plan, names: dict[tuple, str]) -> Pla
         put(ws, row, 1, "The plan has no fleet (see Summary for the solver status).",
             font=NOTE_FONT)
         return None
-    hpm, months = plan_model.hours_per_month(plan), plan_model.horizon_months(plan)
-    prices = plan_model.price_table(plan).set_index(["gpu", "pricing_type"])["usd_per_gpu_hour"]
+    hpm, months = plan_quantities.hours_per_month(plan), plan_quantities.horizon_months(plan)
+    prices = plan_quantities.price_table(plan).set_index(["gpu", "pricing_type"])["usd_per_gpu_hour"]
     keys = list(zip(fleet["gpu"], fleet["pricing_type"]))
     price = np.array([prices.get(k, np.nan) for k in keys], dtype=float)
     hourly_names = [names.get(k) for k in keys]
@@ -98,13 +107,13 @@ def costs_sheet(book: Book, ws: Worksheet, plan, cells: CostCells,
     """Costs by GPU type, pricing type, workload and month, from the usage table below them."""
     row = title_block(ws, "Costs", "Live totals: every figure is computed from the GPU usage and "
                       "the prices on Assumptions (working tables at the bottom).")
-    usage = plan_model.usage_table(plan)
+    usage = plan_quantities.usage_table(plan)
     if usage.empty:
         put(ws, row, 1, "The plan bought no GPUs.", font=NOTE_FONT)
         return
-    prices = plan_model.price_table(plan)
-    hpm, months = plan_model.hours_per_month(plan), plan_model.horizon_months(plan)
-    usage = usage.assign(usd=plan_model.usage_usd(usage, prices, hpm))
+    prices = plan_quantities.price_table(plan)
+    hpm, months = plan_quantities.hours_per_month(plan), plan_quantities.horizon_months(plan)
+    usage = usage.assign(usd=plan_quantities.usage_usd(usage, prices, hpm))
     widths: dict[int, float] = {1: 30}
     workloads = [] if plan.workloads.empty else list(plan.workloads["workload"])
     cells.allocation_names = allocation_names(workloads)
@@ -187,7 +196,7 @@ def _by_workload(book, ws, plan, usage, months, row, widths, cells: CostCells) -
     if costs.empty:
         put(ws, row, 1, "No workload was served.", font=NOTE_FONT)
         return row
-    allocation = plan_model.allocation_table(plan)
+    allocation = plan_quantities.allocation_table(plan)
     fleet_usd = plan.fleet["usd_per_month"].to_numpy(float) if not plan.fleet.empty else np.zeros(0)
     fleet_total, bought_total = float(fleet_usd.sum()), float(usage["usd"].sum()) / months
     python, formulas = [], []
@@ -230,7 +239,7 @@ def _by_month(book, ws, plan, usage, months, row, widths, cells: CostCells) -> i
     expected = plan.costs_by_month.set_index("month") if not plan.costs_by_month.empty else None
     month = usage.groupby("month", sort=True)
     table = month["usd"].sum().rename("usd").reset_index()
-    parts = {"reserved_usd": plan_model.RESERVED, "on_demand_usd": ("on_demand",),
+    parts = {"reserved_usd": plan_quantities.RESERVED, "on_demand_usd": ("on_demand",),
              "spot_usd": ("spot",)}
     columns = [LiveColumn("month", table["month"].tolist(), number_format=INTEGER),
                LiveColumn("usd", table["usd"].tolist(),
@@ -280,14 +289,14 @@ def _usage_and_allocation(book, ws, plan, usage, row, widths, cells: CostCells,
                          ("pricing_type", "usage_pricing_type"), ("usd", "usage_usd")):
         name_range(book, ws, name, placed, column)
     book.formulas.put(ws, placed.last + 1, 5, "SUM(usage_usd)/horizon_months",
-                      float(usage["usd"].sum()) / plan_model.horizon_months(plan), USD_WHOLE)
+                      float(usage["usd"].sum()) / plan_quantities.horizon_months(plan), USD_WHOLE)
     put(ws, placed.last + 1, 4, "USD/month", font=LABEL_FONT)
     define_name(book.wb, "total_usd_per_month", ws, f"E{placed.last + 1}")
     _allocation(book, ws, plan, placed.last + 3, widths, cells)
 
 
 def _allocation(book, ws, plan, row, widths, cells: CostCells) -> None:
-    allocation = plan_model.allocation_table(plan)
+    allocation = plan_quantities.allocation_table(plan)
     if plan.fleet.empty or cells.fleet is None:
         return
     fleet_rows = cells.fleet

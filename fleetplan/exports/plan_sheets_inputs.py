@@ -13,10 +13,11 @@ from openpyxl.styles import Font
 from openpyxl.worksheet.worksheet import Worksheet
 
 from fleetplan.errors import FleetplanError
-from fleetplan.exports import plan_model
+from fleetplan.exports import plan_quantities
 from fleetplan.exports.xlsx_common import NOTE_FONT, put, set_widths, title_block
 from fleetplan.exports.xlsx_frontier import X_COLUMN, Y_COLUMN, frontier_block
 from fleetplan.exports.xlsx_sheets import Assumptions, write_frame
+from fleetplan.sweeps import estimate_cases
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +33,9 @@ def assumptions_sheet(ws: Worksheet, plan, catalogs: Any) -> dict[tuple, str]:
     info = plan.assumptions
     sheet.section("General", "Edit hours_per_month to restate every cost for a different month "
                   "length; the other values shaped the fleet and need a new plan to change.")
-    sheet.scalar("hours_per_month", plan_model.hours_per_month(plan), "hours",
+    sheet.scalar("hours_per_month", plan_quantities.hours_per_month(plan), "hours",
                  "Hours in a month: every $/month is $/hour x this", "#,##0.0")
-    sheet.scalar("horizon_months", plan_model.horizon_months(plan), "months",
+    sheet.scalar("horizon_months", plan_quantities.horizon_months(plan), "months",
                  "Planning horizon of the plan (fixed: re-plan to change)", "0", editable=False,
                  named=True)
     sheet.scalar("currency", "USD", "", "Every amount is in US dollars", editable=False)
@@ -45,7 +46,7 @@ def assumptions_sheet(ws: Worksheet, plan, catalogs: Any) -> dict[tuple, str]:
         sheet.scalar(key, _number(info.get(key)), unit, text, fmt, editable=False)
     sheet.row += 1
     sheet.section("GPU prices", "USD per GPU-hour by pricing type; the fleet's costs use these.")
-    names = sheet.prices(plan_model.price_table(plan), keys=["gpu", "pricing_type"])
+    names = sheet.prices(plan_quantities.price_table(plan), keys=["gpu", "pricing_type"])
     efficiency = _efficiency(catalogs, plan)
     if not efficiency.empty:
         sheet.row += 1
@@ -113,7 +114,7 @@ def frontier_sheet(ws: Worksheet, plan, catalogs: Any, estimate=None) -> None:
         else pd.Series(dtype=float)
     widths: dict[int, float] = {}
     for number, (workload, group) in enumerate(curves.groupby("workload", sort=False)):
-        slo = plan_model.finite(slos.get(workload)) and float(slos.get(workload)) or None
+        slo = plan_quantities.finite(slos.get(workload)) and float(slos.get(workload)) or None
         knees = group[group["knee"]][["config", "batch", X_COLUMN, Y_COLUMN]]
         put(ws, row, 1, f"Workload {workload}", font=Font(bold=True))
         row = frontier_block(ws, row + 1, group[["config", "batch", X_COLUMN, Y_COLUMN]], slo,
@@ -138,8 +139,7 @@ def _used_candidates(plan) -> pd.DataFrame:
 
 def _curves(used: pd.DataFrame, catalogs: Any, estimate) -> pd.DataFrame:
     """Engine throughput and TPOT over a batch grid for each used configuration."""
-    if estimate is None:
-        from fleetplan.sweeps import estimate_cases as estimate
+    estimate = estimate_cases if estimate is None else estimate
     base = used[["workload", "config", "gpu", "model", "quant", "tp", "input_len",
                  "output_len", "batch"]].rename(columns={"batch": "knee_batch"})
     grid = base.merge(pd.DataFrame({"batch": _BATCHES}), how="cross")

@@ -11,15 +11,25 @@ from openpyxl.formatting.rule import CellIsRule, DataBarRule
 from openpyxl.styles import Alignment, Font, PatternFill
 from openpyxl.worksheet.worksheet import Worksheet
 
-from fleetplan.exports import plan_model
+from fleetplan.exports import plan_quantities
 from fleetplan.exports.plan_sheets_costs import CostCells
 from fleetplan.exports.xlsx_common import (
-    DECIMAL, INTEGER, LABEL_FONT, NOTE_FONT, PERCENT, USD_PRECISE, USD_WHOLE, put, set_widths,
-    title_block, wrap,
+    DECIMAL,
+    INTEGER,
+    LABEL_FONT,
+    NOTE_FONT,
+    PERCENT,
+    USD_PRECISE,
+    USD_WHOLE,
+    put,
+    set_widths,
+    title_block,
+    wrap,
 )
 from fleetplan.exports.xlsx_live import LiveColumn, Placed, agrees, write_live_table
 from fleetplan.exports.xlsx_package import Book
 from fleetplan.exports.xlsx_sheets import write_frame
+from fleetplan.optimizer.fleet_plan import STATUSES
 
 REOPTIMIZE_NOTE = ("Costs are live: edit the yellow cells on Assumptions (prices, hours per "
                    "month) and every total recalculates. The fleet itself (replica counts) was "
@@ -36,9 +46,9 @@ def workloads_sheet(book: Book, ws: Worksheet, plan, cells: CostCells) -> Placed
     if table.empty:
         put(ws, row, 1, "The plan has no workloads.", font=NOTE_FONT)
         return None
-    table = table.assign(tpot_margin=plan_model.slo_margin(table["tpot_ms_max"],
+    table = table.assign(tpot_margin=plan_quantities.slo_margin(table["tpot_ms_max"],
                                                            table["tpot_slo_ms"]),
-                         ttft_margin=plan_model.slo_margin(table["ttft_ms_max"],
+                         ttft_margin=plan_quantities.slo_margin(table["ttft_ms_max"],
                                                            table["ttft_slo_ms"]))
     order = ["workload", "model", "demand_req_s_mean", "demand_req_s_peak", "tokens_per_month",
              "served_fraction", "tpot_slo_ms", "tpot_ms_max", "tpot_margin", "ttft_slo_ms",
@@ -80,7 +90,7 @@ def _costs_link(rows: dict[str, int], workload: str) -> str | None:
 
 def _workload_usd(plan, table: pd.DataFrame) -> list[float]:
     """Python's value of each workload's cost link (the Costs sheet's allocation)."""
-    allocation = plan_model.allocation_table(plan)
+    allocation = plan_quantities.allocation_table(plan)
     fleet_usd = plan.fleet["usd_per_month"].to_numpy(float) if not plan.fleet.empty else None
     values = []
     for name, reported in zip(table["workload"], table["usd_per_month"]):
@@ -133,7 +143,7 @@ def summary_sheet(book: Book, ws: Worksheet, plan, cells: CostCells,
 
 
 def _key_figures(book: Book, ws: Worksheet, plan, cells: CostCells, row: int) -> int:
-    months = plan_model.horizon_months(plan)
+    months = plan_quantities.horizon_months(plan)
     monthly = cells.total_usd_per_month
     put(ws, row, 1, "Cost", font=LABEL_FONT)
     figures = [("Total cost per month", "total_usd_per_month", monthly, plan.usd_per_month),
@@ -150,7 +160,6 @@ def _key_figures(book: Book, ws: Worksheet, plan, cells: CostCells, row: int) ->
     row += len(figures) + 2
     put(ws, row, 1, "Solve", font=LABEL_FONT)
     status = plan.status
-    from fleetplan.optimizer.plan import STATUSES
 
     facts = [("Status", f"{status}: {STATUSES.get(status, '')}", None),
              ("Relative gap", plan.gap, "0.000%"), ("Solver", plan.solver, None),
@@ -193,11 +202,11 @@ def _gpu_block(book: Book, ws: Worksheet, plan, cells: CostCells, row: int) -> i
         return row
     put(ws, row, 1, "GPUs by type", font=LABEL_FONT)
     by_gpu = plan.costs_by_gpu.set_index("gpu").reindex(list(cells.gpu_rows))
-    usage = plan_model.usage_table(plan)
-    usd = plan_model.usage_usd(usage, plan_model.price_table(plan),
-                               plan_model.hours_per_month(plan))
+    usage = plan_quantities.usage_table(plan)
+    usd = plan_quantities.usage_usd(usage, plan_quantities.price_table(plan),
+                               plan_quantities.hours_per_month(plan))
     python = (pd.Series(usd, index=usage.index).groupby(usage["gpu"]).sum()
-              / plan_model.horizon_months(plan)).reindex(list(cells.gpu_rows))
+              / plan_quantities.horizon_months(plan)).reindex(list(cells.gpu_rows))
     rows = cells.gpu_rows
     gpus = list(rows)
     columns = [LiveColumn("gpu", gpus),

@@ -13,9 +13,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from fleetplan.catalogs import load_catalogs
 from fleetplan.exports.plan_sheets_costs import CostCells, costs_sheet, fleet_sheet
 from fleetplan.exports.plan_sheets_inputs import (
-    assumptions_sheet, candidates_sheet, frontier_sheet,
+    assumptions_sheet,
+    candidates_sheet,
+    frontier_sheet,
 )
 from fleetplan.exports.plan_sheets_summary import summary_sheet, workloads_sheet
 from fleetplan.exports.provenance import provenance
@@ -64,8 +67,6 @@ def write_plan_xlsx(plan, path: str | os.PathLike, *, catalogs: Any = None,
 def plan_catalogs(plan) -> Any:
     """The catalogs the plan was made with (its scenario's override files), if loadable."""
     try:
-        from fleetplan.catalogs import load_catalogs
-
         overrides = tuple(plan.scenario.get("catalogs") or ())
         try:
             return load_catalogs(overrides)

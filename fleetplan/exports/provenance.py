@@ -9,12 +9,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import math
 from collections.abc import Mapping
-from pathlib import PurePath
 from typing import Any
 
 import fleetplan
+from fleetplan.catalogs import Catalogs, load_catalogs
+from fleetplan.catalogs.jsonable import jsonable
 
 log = logging.getLogger(__name__)
 
@@ -23,31 +23,12 @@ METADATA_KEYS: tuple[str, ...] = ("fleetplan_version", "created", "kind", "catal
                                   "parameters")
 
 
-def plain(value: Any) -> Any:
-    """``value`` as JSON-compatible data: numpy scalars unwrapped, NaN/inf as ``None``."""
-    if isinstance(value, Mapping):
-        return {str(key): plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [plain(item) for item in value]
-    if isinstance(value, PurePath):
-        return str(value)
-    if isinstance(value, (dt.date, dt.datetime)):
-        return value.isoformat()
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    return str(value)
-
-
 def to_json(value: Any) -> str:
-    """Compact, deterministic JSON of :func:`plain` ``(value)``."""
-    return json.dumps(plain(value), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    """Compact, deterministic JSON of ``jsonable(value)``."""
+    return json.dumps(jsonable(value), sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def catalog_versions(catalogs: Any = None) -> dict[str, Any]:
+def catalog_versions(catalogs: Catalogs | None = None) -> dict[str, Any]:
     """``catalogs.versions()``, loading the shipped catalogs when none are given.
 
     Returns an empty dict when the catalogs cannot be loaded, so an export never fails for
@@ -55,11 +36,9 @@ def catalog_versions(catalogs: Any = None) -> dict[str, Any]:
     """
     try:
         if catalogs is None:
-            from fleetplan.catalogs import load_catalogs
-
             catalogs = load_catalogs()
-        return plain(catalogs.versions())
-    except (ImportError, AttributeError, ValueError, OSError) as error:
+        return jsonable(catalogs.versions())
+    except (AttributeError, ValueError, OSError) as error:
         log.debug("catalog versions unavailable: %s", error)
         return {}
 
@@ -70,7 +49,7 @@ def now_utc() -> dt.datetime:
 
 
 def provenance(kind: str, metadata: Mapping[str, Any] | None = None, *,
-               catalogs: Any = None) -> dict[str, Any]:
+               catalogs: Catalogs | None = None) -> dict[str, Any]:
     """The provenance record of one export.
 
     ``metadata`` holds the sweep or scenario parameters; a ``catalog_versions`` entry in it (as a
@@ -92,8 +71,8 @@ def provenance(kind: str, metadata: Mapping[str, Any] | None = None, *,
         "fleetplan_version": fleetplan.__version__,
         "created": str(created),
         "kind": kind,
-        "catalog_versions": plain(versions),
-        "parameters": plain(parameters),
+        "catalog_versions": jsonable(versions),
+        "parameters": jsonable(parameters),
     }
 
 

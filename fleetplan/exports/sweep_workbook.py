@@ -21,19 +21,30 @@ from openpyxl.formatting.rule import CellIsRule, ColorScaleRule
 from openpyxl.styles import Font
 from openpyxl.utils.cell import get_column_letter
 
+from fleetplan.catalogs import load_catalogs
 from fleetplan.errors import InvalidValueError, check_range
 from fleetplan.exports.provenance import provenance
 from fleetplan.exports.sweep_costs import CostFormulas
 from fleetplan.exports.units import header_of, unit_of
 from fleetplan.exports.xlsx_common import (
-    NOTE_FONT, add_table, number_format_for, put, set_widths, style_header, text_width,
+    NOTE_FONT,
+    add_table,
+    number_format_for,
+    put,
+    set_widths,
+    style_header,
+    text_width,
     title_block,
 )
 from fleetplan.exports.xlsx_frontier import frontier_curves, frontier_sheet
 from fleetplan.exports.xlsx_package import Book, set_properties
 from fleetplan.exports.xlsx_rows import BulkColumn, BulkSheet
 from fleetplan.exports.xlsx_sheets import (
-    Assumptions, catalog_rows, readme_sheet, sources_sheet, write_frame,
+    Assumptions,
+    catalog_rows,
+    readme_sheet,
+    sources_sheet,
+    write_frame,
 )
 
 log = logging.getLogger(__name__)
@@ -154,8 +165,6 @@ def build_sweep_book(df: pd.DataFrame, *, metadata: Mapping[str, Any] | None = N
 
 def _default_catalogs() -> Any:
     try:
-        from fleetplan.catalogs import load_catalogs
-
         return load_catalogs()
     except (ImportError, ValueError, OSError) as error:
         log.debug("catalogs unavailable for Sources: %s", error)

@@ -1,7 +1,7 @@
 """Units and descriptions of exported columns.
 
 Sweep columns are documented in ``fleetplan.sweeps.columns.SWEEP_COLUMNS``; plan tables follow
-the naming convention of ``fleetplan.optimizer.plan`` (units in column names), so their units
+the naming convention of ``fleetplan.optimizer.fleet_plan`` (units in column names), so their units
 are read from the name. Both feed Parquet field metadata and workbook headers.
 """
 

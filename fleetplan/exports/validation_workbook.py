@@ -10,7 +10,9 @@ from openpyxl.chart import Reference, ScatterChart, Series
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports.atomic import atomic_path
+from fleetplan.exports.csv import write_csv
 from fleetplan.exports.xlsx_common import table_sheet
+from fleetplan.sweeps.model_validation import summaries
 
 COLUMNS = ["source", "gpu", "model", "quant", "tp", "input_len", "output_len", "scenario", "qps", "metric",
            "value", "predicted", "ape_pct"]
@@ -32,13 +34,9 @@ def _chart(ws, n_rows: int, value_column: int, predicted_column: int) -> Scatter
 
 def write_validation(compared: pd.DataFrame, path: str | Path) -> Path:
     """Write the per-row comparison (``validation.compare``) to ``.csv`` or ``.xlsx`` atomically."""
-    from fleetplan.sweeps.validation import summaries
-
     path = Path(path)
     rows = compared[[c for c in COLUMNS if c in compared.columns]]
     if path.suffix.lower() == ".csv":
-        from fleetplan.exports.csv import write_csv
-
         return write_csv(rows, path)
     if path.suffix.lower() != ".xlsx":
         message = f"validation report must be .csv or .xlsx, got '{path.name}'"

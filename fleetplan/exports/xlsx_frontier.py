@@ -17,6 +17,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from fleetplan.exports.xlsx_common import NOTE_FONT, clean_text, put, set_widths, title_block
 from fleetplan.exports.xlsx_sheets import write_frame
+from fleetplan.sweeps.operating_points import mark_knees
 
 #: Curves drawn at most; the chart stays readable and the cheapest configurations come first.
 MAX_CURVES = 8
@@ -30,8 +31,8 @@ def knee_rows(curves: pd.DataFrame, tpot_slo_ms: float | None) -> pd.DataFrame:
     """Per configuration, the point with the largest batch whose TPOT meets the SLO."""
     if tpot_slo_ms is None or curves.empty:
         return curves.iloc[0:0]
-    meeting = curves[curves[X_COLUMN] <= tpot_slo_ms]  # curves are sorted by batch per config
-    return meeting.groupby("config", sort=False).tail(1)
+    marked = mark_knees(curves, tpot_slo_ms, curve_keys=["config"])
+    return curves[marked["is_knee"].to_numpy()]
 
 
 def frontier_curves(frame: pd.DataFrame, keys: list[str], rank_by: str | None) -> pd.DataFrame:

@@ -20,7 +20,13 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from fleetplan.exports.units import header_of
 from fleetplan.exports.xlsx_common import (
-    add_table, define_name, plain_value, put, put_input, style_header, text_width,
+    add_table,
+    define_name,
+    plain_value,
+    put,
+    put_input,
+    style_header,
+    text_width,
 )
 from fleetplan.exports.xlsx_package import Book
 

@@ -14,8 +14,20 @@ from openpyxl.worksheet.worksheet import Worksheet
 from fleetplan.exports.provenance import to_json
 from fleetplan.exports.units import header_of, unit_of
 from fleetplan.exports.xlsx_common import (
-    LABEL_FONT, NOTE_FONT, USD, add_table, define_name, defined_name, number_format_for, put,
-    put_input, set_widths, style_header, text_width, title_block, wrap,
+    LABEL_FONT,
+    NOTE_FONT,
+    USD,
+    add_table,
+    define_name,
+    defined_name,
+    number_format_for,
+    put,
+    put_input,
+    set_widths,
+    style_header,
+    text_width,
+    title_block,
+    wrap,
 )
 
 log = logging.getLogger(__name__)

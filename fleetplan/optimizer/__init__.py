@@ -1,12 +1,24 @@
 """The fleet optimizer: the cheapest mix of GPU replicas that serves every workload within its
 SLOs, as a MILP solved with HiGHS (CBC as the fallback).
 
-Entry points (imported from their modules to keep ``import fleetplan`` light):
+Entry points:
 
-- ``fleetplan.optimizer.scenario_io.load_scenario(path)`` reads and validates a scenario file;
-- ``fleetplan.optimizer.planner.plan_scenario(scenario)`` returns a ``FleetPlan``;
-- ``fleetplan.optimizer.optimize.optimize_problem(problem)`` solves a ``Problem`` built from
-  plain tables (``fleetplan.optimizer.problem``);
-- ``fleetplan.optimizer.plan.FleetPlan`` holds the result (``to_json``, ``to_csv``,
-  ``summary_text``).
+- ``load_scenario(path)`` reads and validates a scenario file (``validate_scenario`` a mapping,
+  ``example_scenario()`` the built-in one);
+- ``plan_scenario(scenario)`` returns a ``FleetPlan``: tidy tables of the fleet, routing, costs,
+  binding limits and unmet demand;
+- ``optimize_problem(problem)`` solves a ``Problem`` built from plain tables (tests, benchmarks,
+  measured capacities) with ``SolveOptions``.
 """
+
+from fleetplan.optimizer.example import example_scenario
+from fleetplan.optimizer.fleet_plan import FleetPlan
+from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.optimization import optimize_problem
+from fleetplan.optimizer.scenario import Scenario
+from fleetplan.optimizer.scenario_files import load_scenario, validate_scenario
+from fleetplan.optimizer.scenario_planning import plan_scenario
+from fleetplan.optimizer.solver import SolveOptions
+
+__all__ = ["FleetPlan", "Problem", "Scenario", "SolveOptions", "example_scenario", "load_scenario",
+           "optimize_problem", "plan_scenario", "validate_scenario"]

@@ -14,6 +14,7 @@ import pandas as pd
 
 from fleetplan.errors import ScenarioError, UnknownNameError
 from fleetplan.optimizer.scenario import Scenario
+from fleetplan.sweeps import estimate_cases
 from fleetplan.sweeps.assumptions import check_engine
 
 #: Columns of the candidate table the optimizer reads (plus ``variant`` for what-ifs).
@@ -88,8 +89,7 @@ def engine_cases(scenario: Scenario, buckets: pd.DataFrame, names: dict,
 
 def from_engine(cases: pd.DataFrame, catalogs, estimate=None) -> pd.DataFrame:
     """Run the cases through the performance engine in one call; candidate columns out."""
-    if estimate is None:
-        from fleetplan.sweeps import estimate_cases as estimate
+    estimate = estimate_cases if estimate is None else estimate
     result = estimate(cases, catalogs)
     valid = result["valid"].astype(bool) & result["fits"].astype(bool) \
         if "fits" in result else result["valid"].astype(bool)

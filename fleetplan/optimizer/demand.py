@@ -11,10 +11,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from fleetplan.optimizer.problem import profile_periods
+from fleetplan.catalogs.conventions import SECONDS_PER_HOUR
+from fleetplan.optimizer.fleet_problem import profile_periods
 from fleetplan.optimizer.scenario import PROFILE_HOURS, Scenario, Workload
-
-SECONDS_PER_HOUR = 3600.0
 
 
 def requests_per_s_from_tokens_per_s(tokens_per_s, tokens_per_request):

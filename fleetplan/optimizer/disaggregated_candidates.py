@@ -17,6 +17,7 @@ import pandas as pd
 from fleetplan.errors import ScenarioError, UnknownNameError, did_you_mean
 from fleetplan.optimizer.candidates import bucket_cases, replica_options
 from fleetplan.optimizer.scenario import Scenario
+from fleetplan.sweeps.disaggregation import disaggregated
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +68,6 @@ def pair_cases(scenario: Scenario, buckets: pd.DataFrame, names: dict, pools: di
 
 def from_pairs(cases: pd.DataFrame, catalogs, capacity_model: str) -> pd.DataFrame:
     """Two candidate rows per pair, one per stage, with engine-compatible columns."""
-    from fleetplan.sweeps.disaggregation import disaggregated
-
     if cases.empty:
         return pd.DataFrame()
     result = disaggregated(cases.drop(columns=["variant", "workload", "bucket"]), catalogs,

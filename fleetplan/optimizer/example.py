@@ -6,6 +6,7 @@ from __future__ import annotations
 import yaml
 
 from fleetplan.optimizer.scenario import Scenario
+from fleetplan.optimizer.scenario_files import validate_scenario
 
 EXAMPLE_YAML = """\
 # fleetplan scenario: the cheapest GPU fleet that serves these workloads within their SLOs.
@@ -88,6 +89,4 @@ def example_data() -> dict:
 
 def example_scenario() -> Scenario:
     """The example scenario, validated."""
-    from fleetplan.optimizer.scenario_io import validate_scenario
-
     return validate_scenario(example_data(), source="example scenario")

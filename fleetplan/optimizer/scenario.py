@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, WithJsonSchema, field_validator,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
-PricingType = Literal["on_demand", "spot", "reserved_1y", "reserved_3y"]
+from fleetplan.catalogs.conventions import HOURS_PER_MONTH, PRICING_TYPES
+
+PricingType = Literal[PRICING_TYPES]
 SolverName = Literal["auto", "highs", "cbc"]
 
 #: Hours in an hourly demand profile.
@@ -191,7 +192,7 @@ class Fleet(_Strict):
     target_utilization: float = Field(0.8, gt=0, le=1,
                                       description="Share of a replica's capacity planned")
     horizon_months: int = Field(12, ge=1, le=120, description="Planning horizon [months]")
-    hours_per_month: float = Field(730.0, gt=0, le=744, description="Hours in a month [h]")
+    hours_per_month: float = Field(HOURS_PER_MONTH, gt=0, le=744, description="Hours in a month [h]")
     share_replicas: bool = Field(True, description="Workloads of one model may share replicas")
     capacity_model: Literal["load", "knee"] = Field(
         "load", description="Replica capacity: 'load' = the largest request rate whose loaded TPOT and TTFT "

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 import pandas as pd
 
-from fleetplan.errors import InvalidValueError, check_range
+from fleetplan.errors import InvalidValueError, check_range, did_you_mean
 
 WILDCARD = "*"
 
@@ -111,8 +111,6 @@ def assumptions_from(overrides: dict) -> Assumptions:
     """Build validated ``Assumptions`` from keyword overrides, rejecting unknown names."""
     unknown = sorted(set(overrides) - set(ASSUMPTION_NAMES))
     if unknown:
-        from fleetplan.errors import did_you_mean
-
         raise did_you_mean(unknown[0], ASSUMPTION_NAMES, kind="model assumption")
     given = {k: v for k, v in overrides.items() if v is not None}
     return replace(Assumptions(), **given).validated()
@@ -156,13 +154,4 @@ def check_engine(efficiency: pd.DataFrame, engine: str | None) -> None:
         return
     known = sorted(set(efficiency["engine"].astype(str)) - {WILDCARD})
     if engine not in known:
-        from fleetplan.errors import did_you_mean
-
         raise did_you_mean(engine, [*known, WILDCARD], kind="engine (efficiency catalog)")
-
-
-def median_price_usd_per_gpu_hour(prices: pd.DataFrame, gpus: pd.Index, pricing_type: str = "on_demand") -> pd.Series:
-    """Median price of each GPU over the catalog's rows of one pricing type [USD/GPU-hour]; NaN if none."""
-    rows = prices[prices["pricing_type"] == pricing_type]
-    return rows.groupby("gpu")["usd_per_gpu_hour"].median().reindex(gpus)
-

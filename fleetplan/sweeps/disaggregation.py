@@ -11,7 +11,7 @@ With a TTFT SLO the prefill pool's capacity is limited too. The fixed part of TT
 latency, transfer and the first decode step) must fit in the SLO, else the pair cannot serve;
 under the ``load`` capacity model prompts also queue for a prefill replica as an M/D/1 queue with
 service ``t_p``, so a replica runs at most at the utilization whose mean wait fits the slack
-(``load.md1_max_utilization``); under ``knee`` there is no queueing term.
+(``queueing.md1_max_utilization``); under ``knee`` there is no queueing term.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ import pandas as pd
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.sweeps import disaggregation_rows as pair
-from fleetplan.sweeps import load, throughput
+from fleetplan.sweeps import throughput
 from fleetplan.sweeps.estimate import case_arrays, estimate_cases
-from fleetplan.sweeps.steps import prefill_ms
-from fleetplan.sweeps.validate import catalog_or_default
+from fleetplan.sweeps.inputs import catalog_or_default
+from fleetplan.sweeps.queueing import md1_max_utilization, md1_wait_ms
+from fleetplan.sweeps.step_times import prefill_ms
 
 REQUIRED = ("model", "input_len", "output_len", "prefill_gpu", "prefill_tp", "decode_gpu", "decode_tp")
 CAPACITY_MODELS = ("load", "knee")
@@ -76,7 +77,7 @@ def disaggregated(cases: pd.DataFrame, catalogs=None, *, capacity_model: str = "
     out["decode_batch"] = decode["batch"].to_numpy()
     out["kv_transfer_ms"] = transfer_ms
     out["tpot_ms"] = tpot_ms
-    queued_ms = load.md1_wait_ms(utilization, prefill_work_ms) if capacity_model == "load" else 0.0
+    queued_ms = md1_wait_ms(utilization, prefill_work_ms) if capacity_model == "load" else 0.0
     out["ttft_ms"] = fixed_ms + np.where(np.isnan(ttft_slo_ms), 0.0, queued_ms)
     # A prefill replica held below full utilization (queueing slack) is paid while idle too.
     prefill_ms_paid = prefill_work_ms / np.where(utilization > 0, utilization, np.nan)
@@ -106,7 +107,7 @@ def prefill_utilization(fixed_ms, work_ms, ttft_slo_ms, *, queueing: bool) -> np
     """
     fixed_ms, slo = np.atleast_1d(np.asarray(fixed_ms, dtype=float)), np.atleast_1d(np.asarray(ttft_slo_ms, dtype=float))
     slack_ms = slo - fixed_ms
-    busy = load.md1_max_utilization(slack_ms, work_ms) if queueing else np.ones_like(slack_ms)
+    busy = md1_max_utilization(slack_ms, work_ms) if queueing else np.ones_like(slack_ms)
     return np.where(np.isnan(slo), 1.0, np.where(slack_ms < 0, 0.0, busy))
 
 

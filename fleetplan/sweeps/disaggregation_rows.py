@@ -22,9 +22,9 @@ from collections.abc import Mapping
 import numpy as np
 
 from fleetplan.sweeps import latency, throughput
-from fleetplan.sweeps.configs import PREFILL_PREFIX
-from fleetplan.sweeps.kernel import Rows, memory_limits
-from fleetplan.sweeps.steps import prefill_ms
+from fleetplan.sweeps.configurations import PREFILL_PREFIX
+from fleetplan.sweeps.row_kernel import Rows, memory_limits
+from fleetplan.sweeps.step_times import prefill_ms
 
 
 class PrefillSide(Mapping):

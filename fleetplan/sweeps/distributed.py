@@ -1,9 +1,10 @@
-"""Sweeps on a Dask cluster: one task per (gpu, model) partition, each writing its part of a
-hive-partitioned Parquet dataset with the same kernels as a local sweep.
+"""Sweeps on a Dask cluster: one task per (gpu, model) partition, evaluated with the same kernels
+as a local sweep, each task handing its rows to a writer the caller passes in.
 
 The grid is built once on the client and scattered to the workers; a task evaluates a contiguous
-range of configurations in bounded chunks and writes ``gpu=<id>/model=<id>/part-0.parquet``. The
-whole dataset appears atomically when every task has finished. Needs the ``distributed`` extra
+range of configurations in bounded chunks. Writing is not this layer's business: the caller
+passes ``write_part(chunks, folder, values, metadata) -> rows`` (``fleetplan.exports`` writes a
+hive-partitioned Parquet dataset that way). Needs the ``distributed`` extra
 (``pip install 'fleetplan[distributed]'``).
 """
 
@@ -11,20 +12,25 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
-from urllib.parse import quote
+
+import pandas as pd
 
 from fleetplan.errors import InvalidValueError
+from fleetplan.sweeps.sweep_grid import Grid, iter_sweep
 
 log = logging.getLogger(__name__)
 SCHEDULER_ENV = "FLEETPLAN_SCHEDULER"
 PARTITION_COLUMNS = ("gpu", "model")
 
+#: ``write_part(chunks, folder, partition values, metadata)`` -> rows written.
+PartWriter = Callable[[Iterator[pd.DataFrame], str, dict, dict], int]
+
 
 def _dask():
     try:
-        import distributed
+        import distributed  # optional extra: imported only when a cluster is asked for
     except ImportError:
         message = "distributed sweeps need Dask: pip install 'fleetplan[distributed]'"
         raise InvalidValueError(message) from None
@@ -53,39 +59,25 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, client
         yield local
 
 
-def _partition_folder(folder: Path, values: dict) -> Path:
-    return folder.joinpath(*(f"{name}={quote(value, safe='')}" for name, value in values.items()))
+def partition_chunks(grid: Grid, values: dict, configs: slice, chunk_rows: int) -> Iterator[pd.DataFrame]:
+    """One partition's rows in chunks, without the partition columns (hive folders carry them)."""
+    for chunk in iter_sweep(None, None, None, grid=grid, configs=configs, chunk_rows=chunk_rows):
+        yield chunk.drop(columns=list(values))
 
 
-def write_partition(grid, values: dict, configs: slice, folder: str, chunk_rows: int, metadata: dict) -> int:
-    """Evaluate one partition's configurations and write them as one Parquet file; returns rows."""
-    from fleetplan.exports.parquet import write_sweep_parquet
-    from fleetplan.sweeps.engine import iter_sweep
-
-    rows = 0
-
-    def chunks():
-        nonlocal rows
-        for chunk in iter_sweep(None, None, None, grid=grid, configs=configs, chunk_rows=chunk_rows):
-            rows += len(chunk)
-            yield chunk.drop(columns=list(values))  # hive folders carry the partition values
-
-    target = _partition_folder(Path(folder), values)
-    target.mkdir(parents=True, exist_ok=True)
-    write_sweep_parquet(chunks(), target / "part-0.parquet", metadata=metadata)
-    return rows
+def _partition_task(grid: Grid, values: dict, configs: slice, folder: str, chunk_rows: int, metadata: dict,
+                    write_part: PartWriter) -> int:
+    return write_part(partition_chunks(grid, values, configs, chunk_rows), folder, values, metadata)
 
 
-def sweep_dataset(grid, path: str | Path, *, metadata: dict, chunk_rows: int = 1_000_000, scheduler: str | None = None,
-                  workers: int | None = None, client=None) -> int:
-    """Write the grid as a hive-partitioned (gpu, model) Parquet dataset through Dask; returns rows."""
-    from fleetplan.exports.atomic import atomic_dir
-
+def evaluate_partitions(grid: Grid, folder: str, write_part: PartWriter, *, metadata: dict,
+                        chunk_rows: int, client) -> int:
+    """Evaluate every (gpu, model) partition of ``grid`` on ``client``; each task hands its chunks
+    to ``write_part`` with ``folder``. Returns the rows written."""
     partitions = grid.partitions(PARTITION_COLUMNS)
-    with dask_client(scheduler, workers, client) as dask, atomic_dir(path) as temporary:
-        shared = dask.scatter(grid, broadcast=True)
-        futures = [dask.submit(write_partition, shared, values, configs, str(temporary), chunk_rows, metadata,
-                               pure=False) for values, configs in partitions]
-        rows = sum(dask.gather(futures))
-    log.info("wrote %d rows in %d partitions to %s", rows, len(partitions), path)
+    shared = client.scatter(grid, broadcast=True)
+    futures = [client.submit(_partition_task, shared, values, configs, str(folder), chunk_rows, metadata,
+                             write_part, pure=False) for values, configs in partitions]
+    rows = sum(client.gather(futures))
+    log.info("evaluated %d rows in %d partitions", rows, len(partitions))
     return rows

@@ -11,13 +11,13 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.errors import InvalidValueError
-from fleetplan.sweeps import kernel, operating_points
+from fleetplan.sweeps import operating_points, row_kernel
 from fleetplan.sweeps.assumptions import LEVER_RANGES, assumptions_from
 from fleetplan.sweeps.columns import SWEEP_COLUMNS
-from fleetplan.sweeps.configs import CONFIG_KEYS, as_arrays, config_frame
-from fleetplan.sweeps.estimate_load import LOAD_COLUMNS, LOAD_MODES, apply_load, evaluate_load
-from fleetplan.sweeps.table import build_table
-from fleetplan.sweeps.validate import catalog_or_default
+from fleetplan.sweeps.configurations import CONFIG_KEYS, as_arrays, config_frame
+from fleetplan.sweeps.estimate_under_load import LOAD_COLUMNS, LOAD_MODES, apply_load, evaluate_load
+from fleetplan.sweeps.inputs import catalog_or_default
+from fleetplan.sweeps.sweep_table import build_table
 
 REQUIRED = ("gpu", "model", "quant", "tp", "input_len", "output_len")
 OPTIONAL_NUMBERS = {  # column -> (low, low inclusive, high)
@@ -50,7 +50,7 @@ def estimate_cases(cases: pd.DataFrame, catalogs=None, **overrides) -> pd.DataFr
     ttft_slo_ms, mode, mbu, mfu, step_overhead_ms, usd_per_gpu_hour (optional; empty = default).
     The mode defaults to "batch" when a batch is given, "rate" when a ``rate_req_s`` is, "slo" when
     an SLO is, else "offline". "max_rate" finds the largest request rate whose loaded mean TPOT and
-    TTFT meet the SLOs (``fleetplan.sweeps.load``); the load modes add the columns rate_req_s,
+    TTFT meet the SLOs (``fleetplan.sweeps.queueing``); the load modes add the columns rate_req_s,
     capacity_req_s, utilization and p90/p99 TPOT and TTFT. Lever columns (pp, prefix_hit_rate,
     spec_tokens, spec_acceptance, spec_draft_cost, dequant_overhead, prefill_chunk_tokens) apply
     per case.
@@ -62,7 +62,7 @@ def estimate_cases(cases: pd.DataFrame, catalogs=None, **overrides) -> pd.DataFr
         batch = np.where(np.isnan(loaded.rate), batch, loaded.batch())
         slo_reason = np.where(slo_reason == "", loaded.reasons(), slo_reason)
     rows = rows._replace(batch=batch.astype(np.int64))
-    metrics = kernel.evaluate(c, rows._replace(batch=np.maximum(batch, 1)))
+    metrics = row_kernel.evaluate(c, rows._replace(batch=np.maximum(batch, 1)))
     table = build_table(configs, rows, metrics, extra_reason=slo_reason)
     stopped = batch == 0
     for column in ("decode_tok_s", "decode_tok_s_per_gpu", "output_tok_s", "req_s"):
@@ -85,7 +85,7 @@ def case_arrays(cases: pd.DataFrame, catalogs=None, **overrides):
     configs = config_frame(catalogs, cases[CONFIG_KEYS], assumptions_from(overrides), per_config=cases)
     n = len(cases)
     context_len = mean_context_len(cases["input_len"], cases["output_len"]).astype(np.int64)
-    rows = kernel.Rows(np.arange(n), context_len, cases["input_len"].to_numpy(np.int64),
+    rows = row_kernel.Rows(np.arange(n), context_len, cases["input_len"].to_numpy(np.int64),
                        cases["output_len"].to_numpy(np.int64), np.zeros(n))
     return cases, configs, as_arrays(configs), rows
 

@@ -11,7 +11,7 @@ import pandas as pd
 from scipy.optimize import least_squares
 
 from fleetplan.sweeps.assumptions import WILDCARD
-from fleetplan.sweeps.calibration import predict_rows
+from fleetplan.sweeps.measurements import predict_rows
 
 PRIOR = {"mbu": 0.7, "mfu": 0.5, "mfu_prefill": 0.5, "step_overhead_ms": 0.5, "tp_scaling": 0.9,
          "request_overhead_ms": 0.0}

@@ -1,5 +1,8 @@
 """Operating points: the knee under latency SLOs and the memory-limited offline ceiling.
 
+Two forms of the one knee: ``knee_batch`` searches the model for the largest batch meeting the
+SLOs, ``mark_knees`` picks it among the rows of a sweep table that already has the batches.
+
 TPOT and TTFT grow monotonically with the batch (every term of the step time does), so the
 largest batch meeting both SLOs is found for all rows at once by integer bisection: each pass
 evaluates the kernel on every row, and ``ceil(log2(cap + 1))`` passes (about 11 for a 2,048 cap)
@@ -10,24 +13,26 @@ the closed form of seed 000, ``B* = (SLO - W / BW_eff) / (L * kv / BW_eff)``.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
-from fleetplan.sweeps import kernel
+from fleetplan.errors import check_range
+from fleetplan.sweeps import row_kernel
 
 
 def batch_cap(c, context_len) -> np.ndarray:
     """Largest batch the memory and the serving engine allow [sequences]."""
-    max_batch, _ = kernel.memory_limits(c, context_len)
+    max_batch, _ = row_kernel.memory_limits(c, context_len)
     return np.minimum(max_batch, c["max_num_seqs"].astype(np.int64))
 
 
-def _meets(c, rows: kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
-    tpot, ttft = kernel.latencies_ms(c, rows)
+def _meets(c, rows: row_kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
+    tpot, ttft = row_kernel.latencies_ms(c, rows)
     ok_tpot = np.isnan(tpot_slo_ms) | (tpot <= tpot_slo_ms)
     ok_ttft = np.isnan(ttft_slo_ms) | (ttft <= ttft_slo_ms)
     return ok_tpot & ok_ttft
 
 
-def knee_batch(c, rows: kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
+def knee_batch(c, rows: row_kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
     """Largest batch in ``[0, cap]`` whose TPOT and TTFT meet the SLOs (NaN SLO = none) [sequences].
 
     ``rows.batch`` is ignored; 0 means not even one sequence meets the SLOs or fits.
@@ -50,9 +55,9 @@ def offline_batch(c, context_len) -> np.ndarray:
     return np.maximum(batch_cap(c, context_len), 0)
 
 
-def slo_reason(c, rows: kernel.Rows, knee, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
+def slo_reason(c, rows: row_kernel.Rows, knee, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
     """Why a knee is 0: the SLO that even one sequence misses, with the best achievable value."""
-    best_tpot, best_ttft = kernel.latencies_ms(c, rows._replace(batch=np.ones(rows.config.shape)))
+    best_tpot, best_ttft = row_kernel.latencies_ms(c, rows._replace(batch=np.ones(rows.config.shape)))
     cap = batch_cap(c, rows.context_len)
     tpot_slo_ms = np.broadcast_to(np.asarray(tpot_slo_ms, dtype=float), rows.config.shape)
     ttft_slo_ms = np.broadcast_to(np.asarray(ttft_slo_ms, dtype=float), rows.config.shape)
@@ -69,3 +74,38 @@ def slo_reason(c, rows: kernel.Rows, knee, tpot_slo_ms, ttft_slo_ms) -> np.ndarr
 def _below(metric: str, slo_ms: np.ndarray, best_ms: np.ndarray) -> np.ndarray:
     text = [f"{metric} SLO {s:g} ms is below the best achievable {b:.1f} ms" for s, b in zip(slo_ms, best_ms)]
     return np.asarray(text, dtype=object)
+
+
+CURVE_KEYS = ["gpu", "model", "quant", "kv_quant", "tp", "context_len", "input_len", "output_len"]
+
+
+def mark_knees(table: pd.DataFrame, tpot_slo_ms: float, ttft_slo_ms: float | None = None, *,
+               curve_keys: list[str] = CURVE_KEYS) -> pd.DataFrame:
+    """Add ``meets_slo`` and ``is_knee`` to a sweep table.
+
+    A row meets the SLO when it is valid and fits (where the table says so) and its TPOT (and
+    TTFT, if given) are within the SLO; the knee of each curve (by default one configuration at
+    one context, over batch; rows sharing ``curve_keys``) is its largest batch that meets the
+    SLO (seed 000, section 3).
+    """
+    check_range("tpot_slo_ms", tpot_slo_ms, 0, None, low_inclusive=False)
+    meets = table["tpot_ms"] <= tpot_slo_ms
+    for flag in ("valid", "fits"):
+        if flag in table:
+            meets &= table[flag]
+    if ttft_slo_ms is not None:
+        check_range("ttft_slo_ms", ttft_slo_ms, 0, None, low_inclusive=False)
+        meets &= table["ttft_ms"] <= ttft_slo_ms
+    batch_meeting = table["batch"].where(meets)
+    best = batch_meeting.groupby([table[k] for k in curve_keys], observed=True, sort=False).transform("max")
+    out = table.copy()
+    out["meets_slo"] = meets.to_numpy()
+    out["is_knee"] = (meets & (table["batch"] == best)).to_numpy()
+    return out
+
+
+def knees(table: pd.DataFrame, tpot_slo_ms: float, ttft_slo_ms: float | None = None) -> pd.DataFrame:
+    """One row per curve: its knee, cheapest first by $/1M output tokens."""
+    marked = mark_knees(table, tpot_slo_ms, ttft_slo_ms)
+    chosen = marked[marked["is_knee"]].drop(columns=["meets_slo", "is_knee"])
+    return chosen.sort_values("usd_per_m_output_tokens", kind="stable").reset_index(drop=True)

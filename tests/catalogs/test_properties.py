@@ -7,12 +7,13 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleetplan.catalogs import load_catalogs
+from fleetplan.catalogs.checks import ORIGIN_FILE, ORIGIN_ROW
 from fleetplan.catalogs.loader import merge_rows
-from fleetplan.catalogs.validate import ORIGIN_FILE, ORIGIN_ROW
 from tests.catalogs.conftest import FIXTURE_DATA
 
 KEY = ["gpu", "provider"]
@@ -68,6 +69,7 @@ price_rows = st.fixed_dictionaries({
 })
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(row=price_rows)
 def test_a_valid_generated_price_row_always_loads(row):

@@ -16,7 +16,11 @@ import pandas as pd
 import pytest
 
 from tests.exports.samples import (
-    DISAGGREGATED_SCENARIO, EXAMPLE_SCENARIO, INFEASIBLE_SCENARIO, STRESS_SCENARIO, make_plan,
+    DISAGGREGATED_SCENARIO,
+    EXAMPLE_SCENARIO,
+    INFEASIBLE_SCENARIO,
+    STRESS_SCENARIO,
+    make_plan,
     synthetic_sweep,
 )
 

@@ -158,8 +158,8 @@ DISAGGREGATED_SCENARIO = {
 
 def make_plan(scenario: dict):
     """Optimize a scenario dict into a FleetPlan."""
-    from fleetplan.optimizer.planner import plan_scenario
     from fleetplan.optimizer.scenario import Scenario
+    from fleetplan.optimizer.scenario_planning import plan_scenario
 
     with warnings.catch_warnings():  # PuLP's own deprecation notices are not ours to test
         warnings.simplefilter("ignore", DeprecationWarning)

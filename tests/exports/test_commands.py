@@ -11,13 +11,14 @@ import pytest
 from fleetplan.cli import main
 from fleetplan.exports import write_plan, write_sweep
 from fleetplan.exports.parquet import read_provenance
-from fleetplan.optimizer.plan import FleetPlan
+from fleetplan.exports.plan_json import write_plan_json
+from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.sweeps.columns import SWEEP_COLUMNS
 from tests.exports.samples import synthetic_sweep
 
 
 def test_plan_json_to_workbook_and_parquet(tmp_path, example_plan):
-    example_plan.to_json(tmp_path / "plan.json")
+    write_plan_json(example_plan, tmp_path / "plan.json")
     assert main(["export", str(tmp_path / "plan.json"), "-o", str(tmp_path / "plan.xlsx")]) == 0
     wb = openpyxl.load_workbook(tmp_path / "plan.xlsx")
     assert wb.sheetnames[0] == "Summary"

@@ -4,7 +4,7 @@ import openpyxl
 import pytest
 
 from fleetplan.exports.compare_workbook import write_compare_xlsx
-from fleetplan.optimizer.procurement import compare
+from fleetplan.sweeps.rent_or_buy import compare
 from tests.exports.samples import assert_recalculation_matches, cell_values, formula_cells
 
 WORKLOAD = {"model": "llama-3.1-70b", "quant": "fp8", "input_len": 1000, "output_len": 300, "tpot_slo_ms": 40.0,

@@ -10,7 +10,11 @@ import pytest
 from fleetplan.exports import write_sweep
 from fleetplan.exports.xlsx_package import Book
 from tests.exports.samples import (
-    assert_recalculation_matches, cell_values, error_cells, formula_cells, hostile_sweep,
+    assert_recalculation_matches,
+    cell_values,
+    error_cells,
+    formula_cells,
+    hostile_sweep,
 )
 
 pytestmark = pytest.mark.libreoffice

@@ -15,8 +15,8 @@ import fleetplan
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports import write_plan, write_sweep
 from fleetplan.exports.parquet import read_provenance
+from fleetplan.exports.plan_json import read_plan_json
 from fleetplan.exports.plan_parquet import plan_tables
-from fleetplan.optimizer.plan import FleetPlan
 from tests.exports.samples import synthetic_sweep
 
 
@@ -63,7 +63,7 @@ def test_parquet_folder_replaces_previous_plan(tmp_path, example_plan, infeasibl
 
 def test_json_round_trip(tmp_path, example_plan):
     path = write_plan(example_plan, tmp_path / "plan.json")
-    back = FleetPlan.from_json(path)
+    back = read_plan_json(path)
     assert back.status == example_plan.status
     assert back.fleet["usd_per_month"].tolist() == pytest.approx(
         example_plan.fleet["usd_per_month"].tolist())
@@ -94,7 +94,7 @@ def test_partitions_need_parquet(tmp_path):
 
 
 def test_disaggregated_plan_round_trips_with_its_routes(tmp_path, disaggregated_plan):
-    back = FleetPlan.from_json(write_plan(disaggregated_plan, tmp_path / "plan.json"))
+    back = read_plan_json(write_plan(disaggregated_plan, tmp_path / "plan.json"))
     pd.testing.assert_frame_equal(back.routing.reset_index(drop=True),
                                   disaggregated_plan.routing.reset_index(drop=True), check_dtype=False)
     folder = write_plan(disaggregated_plan, tmp_path / "plan.parquet")

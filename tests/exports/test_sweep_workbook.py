@@ -17,7 +17,11 @@ from fleetplan.exports import sweep_workbook, write_sweep
 from fleetplan.exports.sweep_workbook import build_sweep_book, write_sweep_xlsx
 from fleetplan.exports.units import header_of
 from tests.exports.samples import (
-    PRICES, cell_values, formula_cells, hostile_sweep, synthetic_sweep,
+    PRICES,
+    cell_values,
+    formula_cells,
+    hostile_sweep,
+    synthetic_sweep,
 )
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import linprog
 
-from fleetplan.optimizer.problem import Problem
+from fleetplan.optimizer.fleet_problem import Problem
 
 
 def make_problem(capacity, demand, offers, *, gpu=None, tp=None, hours=None, gpus_per_node=None,

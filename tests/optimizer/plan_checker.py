@@ -11,8 +11,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from fleetplan.optimizer.plan import FleetPlan
-from fleetplan.optimizer.problem import RESERVED_PRICING, Problem
+from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.optimizer.fleet_plan import FleetPlan
+from fleetplan.optimizer.fleet_problem import Problem
 
 TOLERANCE = 1e-5
 

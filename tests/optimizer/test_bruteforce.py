@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleetplan.optimizer.optimize import optimize_problem
-from fleetplan.optimizer.solve import SolveOptions
+from fleetplan.optimizer.optimization import optimize_problem
+from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.instances import brute_force_usd, make_problem
 from tests.optimizer.plan_checker import check_plan
 
@@ -46,6 +46,7 @@ def instances(draw, n_periods=st.integers(1, 2), reserved=st.booleans(), caps=st
                             st.sampled_from([1.0, 0.8])))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(instances())
 def test_milp_matches_brute_force(problem):
@@ -64,6 +65,7 @@ def test_milp_matches_brute_force(problem):
     assert plan.objective_usd == pytest.approx(expected, rel=1e-6, abs=1e-6)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(instances(n_periods=st.integers(1, 3)))
 def test_every_plan_satisfies_every_constraint(problem):
@@ -71,6 +73,7 @@ def test_every_plan_satisfies_every_constraint(problem):
     assert check_plan(plan, problem) == []
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(instances(), st.sampled_from([1.1, 1.5, 2.0]))
 def test_more_demand_never_costs_less(problem, factor):
@@ -83,6 +86,7 @@ def test_more_demand_never_costs_less(problem, factor):
     assert base.feasible or not grown.feasible
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(instances(), st.sampled_from([1.25, 2.0]))
 def test_looser_slo_never_costs_more(problem, factor):

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from fleetplan.errors import ScenarioError
-from fleetplan.optimizer.planner import plan_scenario, prepare
-from fleetplan.optimizer.scenario_io import validate_scenario
+from fleetplan.optimizer.scenario_files import validate_scenario
+from fleetplan.optimizer.scenario_planning import plan_scenario, prepare
 from tests.optimizer.plan_checker import check_plan
 
 #: Stand-in engine: best achievable TPOT [ms] and output tokens/s per GPU at the knee.

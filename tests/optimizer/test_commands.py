@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 
 import pytest
 import yaml
 
-import fleetplan.sweeps
+import fleetplan.optimizer.candidates
 from fleetplan.cli import main
-from fleetplan.optimizer.plan import FleetPlan
+from fleetplan.exports.plan_json import read_plan_json
 from tests.optimizer.test_candidates import FakeEngine, scenario
 
 
 @pytest.fixture
 def fake_engine(monkeypatch):
-    monkeypatch.setattr(fleetplan.sweeps, "estimate_cases", FakeEngine())
+    monkeypatch.setattr(fleetplan.optimizer.candidates, "estimate_cases", FakeEngine())
 
 
 @pytest.fixture
@@ -49,7 +48,7 @@ def test_plan_writes_json_and_prints_the_summary(fake_engine, scenario_file, tmp
     captured = capsys.readouterr()
     assert captured.out.startswith("status: optimal")
     assert f"wrote {output}" in captured.err
-    assert FleetPlan.from_json(output).status == "optimal"
+    assert read_plan_json(output).status == "optimal"
 
 
 def test_plan_writes_a_folder_of_csv_tables(fake_engine, scenario_file, tmp_path):
@@ -64,17 +63,6 @@ def test_plan_without_output_writes_the_workbook_here(fake_engine, scenario_file
     assert (tmp_path / "fleetplan-plan.xlsx").is_file()
 
 
-def test_without_the_exports_module_json_is_the_fallback(fake_engine, scenario_file, tmp_path,
-                                                         monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setitem(sys.modules, "fleetplan.exports", None)
-    assert main(["plan", str(scenario_file), "-q"]) == 0
-    assert (tmp_path / "fleetplan-plan.json").is_file()
-    assert "warning: workbook export unavailable" in capsys.readouterr().err
-    assert main(["plan", str(scenario_file), "-q", "-o", str(tmp_path / "p.xlsx")]) == 2
-    assert "the .xlsx plan format is not available" in capsys.readouterr().err
-
-
 def test_an_infeasible_plan_exits_1_and_is_still_written(fake_engine, tmp_path, capsys):
     data = scenario()
     data["workloads"][0]["tpot_slo_ms"] = 1
@@ -83,7 +71,7 @@ def test_an_infeasible_plan_exits_1_and_is_still_written(fake_engine, tmp_path, 
     output = tmp_path / "plan.json"
     assert main(["plan", str(path), "-o", str(output)]) == 1
     assert "below the best achievable" in capsys.readouterr().out
-    assert FleetPlan.from_json(output).status == "infeasible"
+    assert read_plan_json(output).status == "infeasible"
 
 
 @pytest.mark.parametrize(("edit", "message"), [

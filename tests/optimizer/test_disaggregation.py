@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetplan.errors import ScenarioError
-from fleetplan.optimizer.optimize import optimize_problem
-from fleetplan.optimizer.planner import plan_scenario, prepare
-from fleetplan.optimizer.prune import dominated_configs
-from fleetplan.optimizer.scenario_io import validate_scenario
-from fleetplan.optimizer.solve import SolveOptions
+from fleetplan.optimizer.dominance import dominated_configs
+from fleetplan.optimizer.optimization import optimize_problem
+from fleetplan.optimizer.scenario_files import validate_scenario
+from fleetplan.optimizer.scenario_planning import plan_scenario, prepare
+from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.instances import make_problem
 from tests.optimizer.plan_checker import check_plan
 
@@ -44,6 +44,7 @@ def brute_force_usd(capacity, prices, demand, rho=1.0, most=12) -> float:
     return best
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from([0.0, 1.0, 2.0, 3.0, 5.0, 8.0]), min_size=3, max_size=3),
        st.lists(st.sampled_from([0.5, 1.0, 1.5, 3.0]), min_size=3, max_size=3),

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fleetplan.optimizer.optimize import optimize_problem, usd_per_hour
-from fleetplan.optimizer.problem import table_problem
-from fleetplan.optimizer.solve import SolveOptions
+from fleetplan.optimizer.fleet_problem import table_problem
+from fleetplan.optimizer.optimization import optimize_problem, usd_per_hour
+from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.plan_checker import check_plan
 
 EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)

@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fleetplan.optimizer.optimize import optimize_problem
-from fleetplan.optimizer.plan import SCALAR_FIELDS, STATUSES, TABLE_FIELDS, FleetPlan
-from fleetplan.optimizer.solve import SolveOptions
-from fleetplan.optimizer.summary import usd
+from fleetplan.exports.plan_json import read_plan_json, write_plan_csv, write_plan_json
+from fleetplan.optimizer.fleet_plan import SCALAR_FIELDS, STATUSES, TABLE_FIELDS, FleetPlan
+from fleetplan.optimizer.optimization import optimize_problem
+from fleetplan.optimizer.plan_summary import usd
+from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.instances import make_problem
 
 
@@ -33,8 +34,8 @@ def test_every_table_field_is_a_dataframe_with_units_in_column_names(plan):
 
 
 def test_json_round_trip_keeps_scalars_and_tables(plan, tmp_path):
-    path = plan.to_json(tmp_path / "plan.json")
-    back = FleetPlan.from_json(path)
+    path = write_plan_json(plan, tmp_path / "plan.json")
+    back = read_plan_json(path)
     for name in SCALAR_FIELDS:
         assert getattr(back, name) == pytest.approx(getattr(plan, name)), name
     pd.testing.assert_frame_equal(back.fleet.reset_index(drop=True),
@@ -45,13 +46,13 @@ def test_json_round_trip_keeps_scalars_and_tables(plan, tmp_path):
 
 def test_json_has_no_nan(plan, tmp_path):
     plan.gap = math.nan
-    text = plan.to_json(tmp_path / "p.json").read_text()
+    text = write_plan_json(plan, tmp_path / "p.json").read_text()
     assert "NaN" not in text
     assert json.loads(text)["gap"] is None
 
 
 def test_csv_folder_has_one_file_per_non_empty_table(plan, tmp_path):
-    folder = plan.to_csv(tmp_path / "plan")
+    folder = write_plan_csv(plan, tmp_path / "plan")
     names = {p.stem for p in folder.glob("*.csv")}
     assert {"fleet", "routing", "costs_by_gpu", "workloads"} <= names
     assert "unmet_demand" not in names  # empty
@@ -76,7 +77,7 @@ def test_failed_write_leaves_the_old_file(plan, tmp_path, monkeypatch):
 
     monkeypatch.setattr("os.replace", broken)
     with pytest.raises(OSError, match="disk full"):
-        plan.to_json(path)
+        write_plan_json(plan, path)
     assert path.read_text() == "old"
     assert not list(tmp_path.glob(".*tmp"))
 

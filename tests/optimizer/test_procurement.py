@@ -6,7 +6,7 @@ import pytest
 
 from fleetplan.cli import main
 from fleetplan.errors import InvalidValueError, UnknownNameError
-from fleetplan.optimizer.procurement import HOURS_PER_MONTH, cheapest_prices, compare
+from fleetplan.sweeps.rent_or_buy import HOURS_PER_MONTH, cheapest_prices, compare
 
 WORKLOAD = {"model": "llama-3.1-8b", "quant": "fp8", "input_len": 512, "output_len": 256, "tpot_slo_ms": 30.0,
             "ttft_slo_ms": 500.0, "demand_req_s": 40.0}

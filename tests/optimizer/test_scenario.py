@@ -12,7 +12,7 @@ from fleetplan.errors import ScenarioError
 from fleetplan.optimizer import demand
 from fleetplan.optimizer.example import EXAMPLE_YAML, example_data, example_scenario
 from fleetplan.optimizer.scenario import scenario_json_schema
-from fleetplan.optimizer.scenario_io import load_scenario, validate_scenario
+from fleetplan.optimizer.scenario_files import load_scenario, validate_scenario
 
 BASE = {
     "workloads": [{"name": "chat", "model": "llama-3.1-8b", "requests_per_s": 10,

@@ -8,13 +8,13 @@ import re
 import numpy as np
 import pytest
 
-from fleetplan.optimizer.decompose import is_separable, solve_by_period, solve_fleet
-from fleetplan.optimizer.marginals import binding_limits, marginal_values
-from fleetplan.optimizer.model import build_model
-from fleetplan.optimizer.optimize import WhatIfOptions, optimize_problem
-from fleetplan.optimizer.periods import merge_identical_periods
-from fleetplan.optimizer.prune import dominated_configs
-from fleetplan.optimizer.solve import SolveOptions, solve_model
+from fleetplan.optimizer.decomposition import is_separable, solve_by_period, solve_fleet
+from fleetplan.optimizer.dominance import dominated_configs
+from fleetplan.optimizer.marginal_values import binding_limits, marginal_values
+from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
+from fleetplan.optimizer.period_merging import merge_identical_periods
+from fleetplan.optimizer.solver import SolveOptions, solve_model
 from tests.optimizer.instances import make_problem
 
 EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)

@@ -8,8 +8,15 @@ import pytest
 
 from fleetplan.cli import main
 from fleetplan.errors import ScenarioError
-from fleetplan.optimizer.whatif import Grid, apply_case, case_id, expand, load_grid, scaled_catalogs
-from fleetplan.optimizer.whatif_run import run_grid
+from fleetplan.exports.whatif_cache import run_grid
+from fleetplan.optimizer.whatif_grid import (
+    Grid,
+    apply_case,
+    case_id,
+    expand,
+    load_grid,
+    scaled_catalogs,
+)
 
 SMALL = Path(__file__).parent / "fixtures" / "small_scenario.yaml"
 
@@ -85,6 +92,7 @@ def test_resume_skips_solved_cases(small_grid, tmp_path):
     assert seen == [(2, 2)]  # only the second case was solved
 
 
+@pytest.mark.slow
 def test_dask_results_equal_local_results(small_grid, tmp_path):
     distributed = pytest.importorskip("distributed")
     grid, base = small_grid

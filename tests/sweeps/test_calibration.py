@@ -5,8 +5,13 @@ import pandas as pd
 import pytest
 
 from fleetplan.errors import InvalidValueError
-from fleetplan.sweeps.calibration import ape_summary, load_measurements, offline_throughput_rows, predict_offline
 from fleetplan.sweeps.fitting import FACTORS, constant_factors, fit_factors
+from fleetplan.sweeps.measurements import (
+    ape_summary,
+    load_measurements,
+    offline_throughput_rows,
+    predict_offline,
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +37,7 @@ def test_shipped_factors_predict_published_throughput_within_target(shipped, off
     assert summary["p90_ape_pct"] < 40.0
 
 
+@pytest.mark.slow
 def test_fit_recovers_known_factors_from_synthetic_noisy_measurements(shipped, offline_rows):
     rows = offline_rows[offline_rows["gpu"] == "h100-sxm"].reset_index(drop=True)
     truth = {"mbu": 0.62, "mfu": 0.45, "mfu_prefill": 0.6, "step_overhead_ms": 1.5, "tp_scaling": 0.8,

@@ -122,7 +122,7 @@ def test_sweep_records_the_assumptions_and_levers_it_was_given(tmp_path, capsys)
 
 
 def test_progress_bar_passes_chunks_through():
-    from fleetplan.sweeps.stream import with_progress
+    from fleetplan.cli.progress import with_progress
 
     chunks = [pd.DataFrame({"a": [1, 2]}), pd.DataFrame({"a": [3]})]
     assert [len(c) for c in with_progress(iter(chunks), 3, enabled=True)] == [2, 1]

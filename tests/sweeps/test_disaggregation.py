@@ -61,7 +61,7 @@ def test_cli_disaggregated_estimate(capsys):
 
 @given(st.floats(0.0, 1e4), st.floats(0.1, 1e3))
 def test_md1_max_utilization_inverts_the_mean_wait(slack_ms, service_ms):
-    from fleetplan.sweeps.load import md1_max_utilization, md1_wait_ms
+    from fleetplan.sweeps.queueing import md1_max_utilization, md1_wait_ms
 
     rho = md1_max_utilization(slack_ms, service_ms)
     assert 0.0 <= rho < 1.0

@@ -13,7 +13,7 @@ from fleetplan.errors import InvalidValueError, UnknownNameError
 from fleetplan.sweeps import SWEEP_COLUMNS, iter_sweep, sweep
 from fleetplan.sweeps.columns import DISAGGREGATION_COLUMNS
 from fleetplan.sweeps.disaggregation import disaggregated
-from fleetplan.sweeps.table import PREFILL_DOES_NOT_FIT
+from fleetplan.sweeps.sweep_table import PREFILL_DOES_NOT_FIT
 
 S, G = 4000, 500
 PAIR = {"gpus": ["h200"], "models": ["llama-3.1-70b"], "quants": ["fp8"], "tps": [2],
@@ -141,8 +141,8 @@ def test_cli_writes_the_columns_to_parquet(tmp_path, capsys):
 
 
 def test_dataset_partition_keeps_the_columns(tmp_path):
-    from fleetplan.sweeps.distributed import write_partition
-    from fleetplan.sweeps.engine import make_grid
+    from fleetplan.exports.sweep_dataset import write_partition
+    from fleetplan.sweeps.sweep_grid import make_grid
 
     grid = make_grid(**{**PAIR, "batches": [8]}, prefill_gpus=["none", "h100-sxm"])
     (values, configs), = grid.partitions()

@@ -7,7 +7,7 @@ import pytest
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.sweeps import sweep
-from fleetplan.sweeps.engine import make_grid
+from fleetplan.sweeps.sweep_grid import make_grid
 
 distributed = pytest.importorskip("distributed")
 AXES = {"gpus": ["h100-sxm", "l40s"], "models": ["llama-3.1-8b", "mixtral-8x7b"], "quants": ["bf16", "fp8"],
@@ -29,7 +29,7 @@ def comparable(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def test_dask_dataset_equals_the_local_sweep(tmp_path, client):
-    from fleetplan.sweeps.distributed import sweep_dataset
+    from fleetplan.exports.sweep_dataset import sweep_dataset
 
     grid = make_grid(AXES["gpus"], AXES["models"], AXES["quants"], tps=AXES["tps"], contexts=AXES["contexts"],
                      batches=AXES["batches"])

@@ -122,7 +122,7 @@ def test_latency_grows_and_memory_shrinks_with_load(context, small, extra, model
 
 
 def test_frontier_knee_per_curve():
-    from fleetplan.sweeps.frontier import knees, mark_knees
+    from fleetplan.sweeps.operating_points import knees, mark_knees
 
     table = sweep(["h100-sxm", "l40s"], ["llama-3.1-8b"], ["fp8"], contexts=[2000], batches=range(1, 400))
     marked = mark_knees(table, 25.0)

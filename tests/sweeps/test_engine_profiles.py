@@ -13,8 +13,12 @@ from fleetplan.catalogs import load_catalogs
 from fleetplan.cli import main
 from fleetplan.errors import UnknownNameError
 from fleetplan.sweeps import estimate_cases
-from fleetplan.sweeps.calibration import load_measurements, offline_throughput_rows, predict_offline
 from fleetplan.sweeps.fitting import FACTORS, constant_factors, factors_for_rows, fit_profiles
+from fleetplan.sweeps.measurements import (
+    load_measurements,
+    offline_throughput_rows,
+    predict_offline,
+)
 
 TRUTH = {"fast": {"mbu": 0.8, "mfu": 0.55, "mfu_prefill": 0.65, "step_overhead_ms": 0.5, "tp_scaling": 0.9,
                   "request_overhead_ms": 0.0},
@@ -41,6 +45,7 @@ def profiles(two_engines, shipped):
     return fit_profiles(two_engines, shipped)
 
 
+@pytest.mark.slow
 def test_each_engine_gets_its_own_profile_and_the_pool_one(profiles):
     table = profiles.set_index("engine")
     assert sorted(table.index) == ["*", "fast", "slow"] and (profiles["gpu"] == "l40s").all()
@@ -92,7 +97,7 @@ def test_cli_engine_option(profile_file, capsys):
 
 
 def test_validate_uses_each_rows_engine(two_engines, profile_file):
-    from fleetplan.sweeps.validation import compare
+    from fleetplan.sweeps.model_validation import compare
 
     compared = compare(two_engines, load_catalogs([profile_file]))
     median = compared.groupby("engine")["ape_pct"].median()
@@ -101,6 +106,7 @@ def test_validate_uses_each_rows_engine(two_engines, profile_file):
     assert pooled["ape_pct"].median() > 2 * compared["ape_pct"].median()
 
 
+@pytest.mark.slow
 def test_calibrate_writes_per_engine_rows(two_engines, tmp_path, capsys):
     measured = tmp_path / "two-engines.csv"
     columns = ["source", "engine", "gpu_name", "tp", "model_name", "precision_weights", "precision_kv",

@@ -7,7 +7,7 @@ import pytest
 
 from fleetplan.cli import main
 from fleetplan.errors import InvalidValueError
-from fleetplan.sweeps.benchmark_json import model_id_from_hub_name, read_benchmark_json
+from fleetplan.sweeps.vllm_results import model_id_from_hub_name, read_benchmark_json
 
 VLLM_RESULT = {  # the aggregate fields vLLM's benchmark_serving.py --save-result writes
     "date": "20250101-120000", "backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B-Instruct",
@@ -74,9 +74,10 @@ def test_validate_command_reports_errors_and_writes_workbook(tmp_path, capsys, r
     assert book.sheetnames[0] == "Rows" and book["Rows"]._charts
 
 
+@pytest.mark.slow
 def test_calibrate_command_writes_factors_usable_as_catalog(tmp_path, capsys):
     from fleetplan.catalogs import load_catalogs
-    from fleetplan.sweeps.calibration import load_measurements
+    from fleetplan.sweeps.measurements import load_measurements
 
     rows = load_measurements()
     small = tmp_path / "l40s.csv"

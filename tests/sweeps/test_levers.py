@@ -86,14 +86,14 @@ def test_pipeline_deeper_than_the_model_is_flagged():
 def test_chunked_prefill_trades_tail_inter_token_latency_for_time_to_first_token():
     import pandas as pd
 
-    from fleetplan.sweeps import load
+    from fleetplan.sweeps import queueing
     from fleetplan.sweeps.estimate import case_arrays
 
     cases = pd.DataFrame([{"gpu": "h100-sxm", "model": "llama-3.1-8b", "quant": "fp8", "tp": 1,
                            "input_len": 8192, "output_len": 512, "prefill_chunk_tokens": chunk} for chunk in (0, 1024)])
     _, _, c, rows = case_arrays(cases)
-    rate = np.full(2, 0.5 * load.capacity_req_s(c, rows)[0])
-    state = load.at_rate(c, rows, rate)
+    rate = np.full(2, 0.5 * queueing.capacity_req_s(c, rows)[0])
+    state = queueing.at_rate(c, rows, rate)
     assert state["tpot_ms"][1] == state["tpot_ms"][0]  # the same work, spread differently
     assert state["tpot_p99_ms"][1] < state["tpot_p99_ms"][0]
     # Eight chunks ride eight steps instead of one.

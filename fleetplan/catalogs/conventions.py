@@ -1,0 +1,25 @@
+"""Conventions every area shares: pricing types, commitment terms and the hours in a month.
+
+One home for each, so a new pricing type or a different month length is a change here, not a
+search through the code base.
+"""
+
+from __future__ import annotations
+
+#: Every pricing type a price row may have, in the order outputs list them.
+PRICING_TYPES: tuple[str, ...] = ("on_demand", "spot", "reserved_1y", "reserved_3y")
+
+#: Pricing types paid per hour used, bought and released at will.
+FLEXIBLE_PRICING: tuple[str, ...] = ("on_demand", "spot")
+
+#: Pricing types that commit to every hour of a term, used or not.
+RESERVED_PRICING: tuple[str, ...] = ("reserved_1y", "reserved_3y")
+
+#: Length of each reserved commitment [months].
+RESERVED_TERM_MONTHS: dict[str, int] = {"reserved_1y": 12, "reserved_3y": 36}
+
+#: Hours in an average month: 8,760 hours a year / 12 [h].
+HOURS_PER_MONTH: float = 730.0
+
+#: Seconds in an hour [s].
+SECONDS_PER_HOUR: float = 3600.0

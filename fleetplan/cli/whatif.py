@@ -1,0 +1,71 @@
+"""``fleetplan whatif``: solve a grid of scenario variants and compare them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fleetplan.cli.progress import progress_bar
+from fleetplan.errors import InvalidValueError
+from fleetplan.exports import write_plan
+from fleetplan.exports.whatif_cache import run_grid
+from fleetplan.exports.whatif_outputs import write_grid
+from fleetplan.optimizer.scenario_files import validate_scenario
+from fleetplan.optimizer.scenario_planning import plan_scenario
+from fleetplan.optimizer.whatif_grid import expand, load_grid
+from fleetplan.sweeps.distributed import dask_client
+
+
+def whatif_command(
+    grid_file: Annotated[Path, typer.Argument(help="Grid file (YAML or TOML): base scenario plus axes or cases")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Comparison .xlsx, .parquet (folder) or .csv")],
+    workers: Annotated[int, typer.Option(help="Local worker processes (ignored with --scheduler)")] = 2,
+    scheduler: Annotated[str | None, typer.Option(help="Solve on this Dask scheduler (or $FLEETPLAN_SCHEDULER)")] = None,
+    resume: Annotated[bool, typer.Option(help="Skip cases already solved in OUTPUT.cases/")] = True,
+    base_plan: Annotated[bool, typer.Option(help="Also solve the base scenario and write its full plan")] = True,
+) -> None:
+    """Solve every scenario of a what-if grid (in parallel, resumable) and write the comparison."""
+    if not grid_file.is_file():
+        message = f"grid file {grid_file} does not exist"
+        raise InvalidValueError(message)
+    if workers < 1:
+        message = f"workers must be >= 1, got {workers}"
+        raise InvalidValueError(message)
+    grid, base = load_grid(grid_file)
+    cases = expand(grid)
+    folder = output.with_name(output.name + ".cases")
+    if not resume and folder.exists():
+        shutil.rmtree(folder)
+    update, close = progress_bar()
+    scheduler = scheduler or os.environ.get("FLEETPLAN_SCHEDULER")
+    try:
+        results = _run(grid, base, cases, folder, workers, scheduler, update, base.get("catalogs", []))
+    finally:
+        close()
+    fleet = _base_fleet(base, output) if base_plan else None
+    axes = [column for column in cases[0] if column != "name"] if cases else []
+    write_grid(results, output, axes=axes, base_fleet=fleet,
+               metadata={"grid": str(grid_file), "cases": len(cases), "base": grid.base})
+    failed = int((~results["status"].isin(["optimal", "time_limit"])).sum())
+    typer.echo(f"wrote {output}: {len(results)} scenarios, {failed} infeasible or failed", err=True)
+
+
+def _run(grid, base, cases, folder, workers, scheduler, update, catalogs):
+    if scheduler:
+        with dask_client(scheduler=scheduler) as client:
+            return run_grid(grid, base, cases, folder, catalog_paths=catalogs, client=client, progress=update)
+    return run_grid(grid, base, cases, folder, catalog_paths=catalogs, workers=workers, progress=update)
+
+
+def _base_fleet(base: dict, output: Path):
+    plan = plan_scenario(validate_scenario(base, source="base scenario"), what_if=False)
+    write_plan(plan, output.with_name(output.stem + "-base.xlsx"))
+    return plan.fleet
+
+
+def register(app: typer.Typer) -> None:
+    app.command("whatif")(whatif_command)

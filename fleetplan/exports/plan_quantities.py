@@ -1,0 +1,205 @@
+"""The quantities behind a plan workbook's live formulas, computed from a FleetPlan's tables.
+
+Money in the workbook is always ``quantity the optimizer decided x price x hours``:
+
+- Fleet: ``usd_per_month = replicas_mean * tp * usd_per_gpu_hour * hours_per_month``, where
+  ``replicas_mean`` is the hour-weighted mean over the horizon [replicas].
+- Usage: mean GPUs bought per (month, GPU, pricing type) [GPUs]; ``usd = gpus_mean *
+  usd_per_gpu_hour * hours_per_month`` per month. Costs by GPU, pricing type and month sum it.
+- Allocation: the share of each fleet row's cost that each workload uses (its load share of the
+  configuration, hour- and replica-weighted, as the optimizer splits costs) [fraction].
+
+Every function returns plain DataFrames; no workbook code here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.catalogs.conventions import HOURS_PER_MONTH, RESERVED_PRICING
+
+RESERVED = RESERVED_PRICING
+
+
+def hours_per_month(plan) -> float:
+    """Hours in a month the plan was costed with [h]."""
+    return float(plan.assumptions.get("hours_per_month", HOURS_PER_MONTH))
+
+
+def horizon_months(plan) -> float:
+    """Planning horizon [months]."""
+    return float(plan.assumptions.get("horizon_months", 12.0))
+
+
+def price_table(plan) -> pd.DataFrame:
+    """Prices the plan used: gpu, pricing_type, usd_per_gpu_hour, then reference columns."""
+    prices = plan.prices.copy()
+    if prices.empty and not plan.fleet.empty:
+        prices = plan.fleet[["gpu", "pricing_type", "usd_per_gpu_hour"]].drop_duplicates(
+            ["gpu", "pricing_type"])
+    if not {"gpu", "pricing_type", "usd_per_gpu_hour"} <= set(prices.columns):
+        return pd.DataFrame(columns=["gpu", "pricing_type", "usd_per_gpu_hour"])
+    keep = [c for c in ("gpu", "pricing_type", "usd_per_gpu_hour", "provider", "region",
+                        "instance", "source", "as_of", "origin") if c in prices.columns]
+    return prices[keep].drop_duplicates(["gpu", "pricing_type"]).reset_index(drop=True)
+
+
+def _gpus_by_period(plan) -> pd.DataFrame:
+    """GPUs the replicas occupy per period, GPU type and pricing type."""
+    columns = ["period", "gpu", "pricing_type", "gpus"]
+    if plan.fleet_by_period.empty:
+        return pd.DataFrame(columns=columns)
+    return plan.fleet_by_period.groupby(columns[:3], as_index=False)["gpus"].sum()
+
+
+def _bought_by_period(plan, used: pd.DataFrame) -> pd.DataFrame:
+    """GPUs bought per period: whole nodes covering the used GPUs (the cheapest cover).
+
+    Flexible pricing buys ``ceil(used / node) * node`` per period; reserved capacity is one
+    count for the whole horizon, the cover of its busiest period.
+    """
+    node = plan.nodes.set_index(["gpu", "pricing_type"])["gpus_per_node"]
+    size = node.reindex(pd.MultiIndex.from_frame(used[["gpu", "pricing_type"]])).fillna(1.0)
+    size = size.to_numpy(dtype=float)
+    bought = used.assign(gpus=np.ceil(used["gpus"].to_numpy(float) / size - 1e-9) * size)
+    reserved = bought["pricing_type"].isin(RESERVED)
+    if reserved.any():
+        peak = bought[reserved].groupby(["gpu", "pricing_type"], as_index=False)["gpus"].max()
+        spread = peak.merge(plan.periods[["period"]], how="cross")
+        bought = pd.concat([bought[~reserved], spread], ignore_index=True)
+    return bought
+
+
+def _gpu_hours_by_month(plan, by_period: pd.DataFrame) -> pd.DataFrame:
+    """GPU-hours per calendar month, GPU and pricing type from GPUs per period."""
+    if by_period.empty:
+        return pd.DataFrame(columns=["month", "gpu", "pricing_type", "gpu_hours"])
+    rows = by_period.merge(plan.periods[["period", "month", "hours", "month_weight"]],
+                           on="period")
+    rows["gpu_hours"] = rows["gpus"] * rows["hours"] / rows["month_weight"]
+    return rows.groupby(["month", "gpu", "pricing_type"], as_index=False)["gpu_hours"].sum()
+
+
+def usage_table(plan) -> pd.DataFrame:
+    """Mean GPUs bought per (month, gpu, pricing_type), over the months of costs_by_month.
+
+    Bought GPUs are the whole-node cover of the used GPUs in each period. If that does not
+    reproduce the plan's node cost of a GPU and pricing type (a solve stopped short of the
+    optimum may buy spare nodes), its bought GPU-hours are spread over the months in
+    proportion to use instead: exact in total, approximate per month.
+    """
+    columns = ["month", "gpu", "pricing_type", "gpus_mean"]
+    nodes = plan.nodes
+    if nodes.empty or plan.periods.empty:
+        return pd.DataFrame(columns=columns)
+    hpm, months_total = hours_per_month(plan), horizon_months(plan)
+    used_by_period = _gpus_by_period(plan)
+    used = _gpu_hours_by_month(plan, used_by_period)
+    cover = _gpu_hours_by_month(plan, _bought_by_period(plan, used_by_period))
+    months = _months(plan, used)
+    used, cover = _spread_months(used, months), _spread_months(cover, months)
+    prices = price_table(plan).set_index(["gpu", "pricing_type"])["usd_per_gpu_hour"]
+    key = pd.MultiIndex.from_frame(nodes[["gpu", "pricing_type"]])
+    price = prices.reindex(key).to_numpy()
+    bought = pd.DataFrame({"gpu": nodes["gpu"], "pricing_type": nodes["pricing_type"],
+                           "bought_gpus_mean": nodes["usd_per_month"].to_numpy() / (price * hpm)})
+    grid = bought.merge(pd.DataFrame({"month": months}), how="cross")
+    for name, table in (("used_hours", used), ("cover_hours", cover)):
+        grid = grid.merge(table.rename(columns={"gpu_hours": name}),
+                          on=["month", "gpu", "pricing_type"], how="left").fillna({name: 0.0})
+    by_offer = grid.groupby(["gpu", "pricing_type"])
+    cover_mean = by_offer["cover_hours"].transform("sum") / (hpm * months_total)
+    exact = np.isclose(cover_mean, grid["bought_gpus_mean"], rtol=1e-9, atol=1e-12)
+    total_used = by_offer["used_hours"].transform("sum").to_numpy()
+    share = np.where(total_used > 0, grid["used_hours"] / np.where(total_used > 0, total_used, 1),
+                     1.0 / len(months))
+    proportional = grid["bought_gpus_mean"] * len(months) * share
+    grid["gpus_mean"] = np.where(exact, grid["cover_hours"] / hpm, proportional)
+    return grid.sort_values(["month", "gpu", "pricing_type"])[columns].reset_index(drop=True)
+
+
+def _months(plan, used: pd.DataFrame) -> list[int]:
+    if not plan.costs_by_month.empty:
+        return [int(m) for m in plan.costs_by_month["month"]]
+    return sorted(int(m) for m in used["month"].unique()) or [0]
+
+
+def _spread_months(used: pd.DataFrame, months: list[int]) -> pd.DataFrame:
+    """When one representative month stands for the horizon, repeat it for every month."""
+    if used.empty or used["month"].nunique() != 1 or len(months) == 1:
+        return used
+    one = used.drop(columns="month")
+    return one.merge(pd.DataFrame({"month": months}), how="cross")
+
+
+def usage_usd(usage: pd.DataFrame, prices: pd.DataFrame, hpm: float) -> np.ndarray:
+    """USD of each usage row: gpus_mean * price * hours_per_month [USD/month]."""
+    price = usage.merge(prices[["gpu", "pricing_type", "usd_per_gpu_hour"]],
+                        on=["gpu", "pricing_type"], how="left")["usd_per_gpu_hour"]
+    return usage["gpus_mean"].to_numpy(dtype=float) * price.to_numpy(dtype=float) * hpm
+
+
+def _load_shares(plan) -> pd.DataFrame:
+    """Per (workload, config, period): the workload's share of the configuration's load."""
+    routing, candidates = plan.routing, plan.candidates
+    if routing.empty or candidates.empty:
+        return pd.DataFrame(columns=["workload", "config", "period", "share"])
+    capacity = candidates[["workload", "bucket", "config", "req_s_per_replica"]]
+    routes = routing.merge(capacity, on=["workload", "bucket", "config"], how="left")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        routes["load"] = routes["req_s"] / routes["req_s_per_replica"]
+    load = routes.groupby(["workload", "config", "period"], as_index=False)["load"].sum()
+    total = load.groupby(["config", "period"])["load"].transform("sum")
+    load["share"] = np.where(total > 0, load["load"] / total, 0.0)
+    return load[["workload", "config", "period", "share"]]
+
+
+def allocation_table(plan) -> pd.DataFrame:
+    """Share of each fleet row's cost (config, pricing_type) used by each workload.
+
+    One column per workload; rows in plan.fleet order. A row's shares sum to at most 1: the
+    rest is spare capacity (redundancy).
+    """
+    fleet = plan.fleet
+    workloads = list(plan.workloads["workload"]) if not plan.workloads.empty else []
+    if fleet.empty or not workloads:
+        return pd.DataFrame(columns=["config", "pricing_type"])
+    table = fleet[["config", "pricing_type"]].copy()
+    periods = plan.periods[["period", "hours"]]
+    replicas = plan.fleet_by_period.merge(periods, on="period")
+    replicas["replica_hours"] = replicas["replicas"] * replicas["hours"]
+    shares = _load_shares(plan)
+    weighted = replicas.merge(shares, on=["config", "period"], how="left").fillna({"share": 0.0})
+    weighted["used_hours"] = weighted["share"] * weighted["replica_hours"]
+    keys = ["config", "pricing_type"]
+    used = weighted.pivot_table(index=keys, columns="workload", values="used_hours",
+                                aggfunc="sum", fill_value=0.0)
+    total = replicas.groupby(keys)["replica_hours"].sum()
+    index = pd.MultiIndex.from_frame(table[keys])
+    for workload in workloads:
+        column = used[workload] if workload in used.columns else pd.Series(0.0, index=used.index)
+        share = (column.reindex(index).fillna(0.0) / total.reindex(index)).to_numpy()
+        table[workload] = np.nan_to_num(share, nan=0.0)
+    return table
+
+
+def slo_margin(achieved_ms: pd.Series, slo_ms: pd.Series) -> pd.Series:
+    """Headroom under an SLO: ``1 - achieved / SLO`` [fraction]; NaN without an SLO.
+
+    >>> float(slo_margin(pd.Series([30.0]), pd.Series([40.0])).iloc[0])
+    0.25
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        margin = 1.0 - achieved_ms.astype(float) / slo_ms.astype(float)
+    return margin.where(np.isfinite(margin))
+
+
+def finite(value) -> bool:
+    """True for a finite number."""
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False

@@ -1,0 +1,84 @@
+"""Drop configurations that another configuration of the same pool dominates.
+
+Configuration c' dominates c when swapping every replica of c for one of c' never costs more
+and never breaks a constraint, so some optimal plan does not use c:
+- c' serves every workload bucket c serves, at least as many requests/s per replica;
+- for every pricing type c can be bought at, c' can too, for no more per replica-hour;
+- its GPUs are no harder to get: the same GPU type with no more GPUs per replica, or a GPU type
+  without availability caps that is bought GPU by GPU (no node rounding);
+- with a spot share cap, the same GPUs per replica (a smaller replica would change the share).
+Exactly equal configurations keep the first by id. Stages of disaggregated routes are never
+pruned and never prune: a stage serves nothing alone, so comparing it with a whole replica
+says nothing. Fewer near-identical configurations leave
+the branch-and-bound far less to explore.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.optimizer.fleet_problem import Problem, with_routes
+
+
+def _capacity_matrix(problem: Problem, configs: list[str]) -> np.ndarray:
+    """Requests/s per replica, configurations x (workload, bucket), 0 where it cannot serve."""
+    table = problem.candidates[problem.candidates["config"].isin(configs)]
+    wide = table.pivot_table(index="config", columns=["workload", "bucket"],
+                             values="req_s_per_replica", aggfunc="max", fill_value=0.0)
+    return wide.reindex(configs, fill_value=0.0).clip(lower=0.0).to_numpy()
+
+
+def _replica_prices(problem: Problem, configs: pd.DataFrame) -> np.ndarray:
+    """USD per replica-hour, configurations x pricing types (inf where not offered)."""
+    prices = problem.offers.pivot_table(index="gpu", columns="pricing_type",
+                                        values="usd_per_gpu_hour", aggfunc="min")
+    per_gpu = prices.reindex(configs["gpu"]).to_numpy(dtype=float)
+    return np.where(np.isnan(per_gpu), np.inf, per_gpu * configs["tp"].to_numpy()[:, None])
+
+
+def _free_gpus(problem: Problem) -> set[str]:
+    """GPU types without any availability cap and bought one GPU at a time."""
+    gpus = problem.gpus
+    capped = set(gpus.loc[gpus["max_gpus"].notna(), "gpu"])
+    capped |= set(problem.offers.loc[problem.offers["max_gpus"].notna(), "gpu"])
+    return set(gpus.loc[gpus["gpus_per_node"] == 1, "gpu"]) - capped
+
+
+def dominated_configs(problem: Problem) -> list[str]:
+    """Ids of configurations some other configuration of the same pool dominates."""
+    staged = set(with_routes(problem.candidates).query("stages > 1")["config"])
+    configs = problem.configs[~problem.configs["config"].isin(staged)]
+    configs = configs.sort_values("config").reset_index(drop=True)
+    ids = configs["config"].tolist()
+    capacity = _capacity_matrix(problem, ids)
+    price = _replica_prices(problem, configs)
+    free = configs["gpu"].isin(_free_gpus(problem)).to_numpy()
+    gpu, tp, pool = (configs[c].to_numpy() for c in ("gpu", "tp", "pool"))
+    same_tp_needed = problem.spot_max_share is not None and problem.spot_max_share < 1
+    dominated = []
+    for c in range(len(ids)):  # one vectorized comparison against all others per configuration
+        serves = np.all(capacity >= capacity[c], axis=1)
+        cheaper = np.all(price <= price[c], axis=1)
+        gpus_ok = ((gpu == gpu[c]) & (tp <= tp[c])) | (free & (gpu != gpu[c]))
+        if same_tp_needed:
+            gpus_ok &= tp == tp[c]
+        candidate = (pool == pool[c]) & serves & cheaper & gpus_ok
+        candidate[c] = False
+        equal = np.all(capacity == capacity[c], axis=1) & np.all(price == price[c], axis=1)
+        strictly = candidate & ~equal
+        earlier_equal = candidate & equal & (np.arange(len(ids)) < c)
+        if strictly.any() or earlier_equal.any():
+            dominated.append(ids[c])
+    return dominated
+
+
+def prune_dominated(problem: Problem) -> tuple[Problem, list[str]]:
+    """The problem without dominated configurations, and their ids."""
+    dropped = dominated_configs(problem)
+    if not dropped:
+        return problem, []
+    keep_configs = problem.configs[~problem.configs["config"].isin(dropped)]
+    keep_candidates = problem.candidates[~problem.candidates["config"].isin(dropped)]
+    return problem.with_changes(configs=keep_configs.reset_index(drop=True),
+                                candidates=keep_candidates.reset_index(drop=True)), dropped

@@ -1,0 +1,174 @@
+"""The result of a fleet optimization: tidy tables with units in their column names.
+
+A :class:`FleetPlan` is what ``fleetplan plan`` prints and what the exports write. Its field
+names and table columns are a contract: the workbook and Parquet writers read them.
+
+Units used in column names: ``usd`` US dollars, ``_per_month`` per month of
+``assumptions["hours_per_month"]`` hours, ``_total`` over the whole planning horizon,
+``req_s`` requests per second, ``tok_s`` tokens per second, ``_ms`` milliseconds, ``gpus`` GPU
+count, ``fraction`` a share between 0 and 1, ``hours`` hours of the horizon.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from fleetplan.catalogs.jsonable import jsonable
+from fleetplan.optimizer.plan_summary import summary_text
+
+#: Every table field of a FleetPlan, in the order exports should show them.
+TABLE_FIELDS: tuple[str, ...] = (
+    "fleet", "fleet_by_period", "nodes", "routing", "workloads", "costs_by_gpu",
+    "costs_by_pricing", "costs_by_workload", "costs_by_month", "binding_constraints",
+    "unmet_demand", "prices", "periods", "candidates",
+)
+
+#: Scalar fields written at the top of the JSON file and the workbook's summary.
+SCALAR_FIELDS: tuple[str, ...] = (
+    "status", "gap", "objective_usd", "usd_per_month", "solver", "solve_seconds",
+)
+
+#: Plan statuses: the solver's true outcome, never assumed.
+STATUSES: dict[str, str] = {
+    "optimal": "proven optimal within the relative gap tolerance",
+    "time_limit": "stopped by the time limit with a feasible plan; see gap",
+    "infeasible": "demand cannot be fully met; plan from the elastic model, see unmet_demand",
+    "no_solution": "the solver found no plan within the time limit",
+}
+
+
+def _empty() -> pd.DataFrame:
+    return pd.DataFrame()
+
+
+@dataclass
+class FleetPlan:
+    """The cheapest fleet found for a scenario, and why.
+
+    Scalars:
+        status: one of :data:`STATUSES` (``optimal``, ``time_limit``, ``infeasible``,
+            ``no_solution``).
+        gap: relative MIP gap of the returned plan [fraction; 0.001 = 0.1 %], NaN if the
+            solver did not report one.
+        objective_usd: total cost of the fleet over the planning horizon [USD]; elastic
+            penalties for unmet demand are not included.
+        usd_per_month: objective_usd / horizon months [USD/month].
+        solver: solver that produced the plan (``HiGHS`` or ``PULP_CBC_CMD``).
+        solve_seconds: wall-clock time of the solve that produced the plan [s].
+        scenario: the validated scenario as a plain dict (JSON-compatible).
+        assumptions: plain dict: ``hours_per_month`` [h], ``horizon_months`` [months],
+            ``horizon_hours`` [h], ``target_utilization`` [fraction],
+            ``budget_usd_per_month`` [USD/month or None], ``spot_max_share`` [fraction or
+            None], ``notes`` (list of str), ``dominated_configs`` (ids left out because
+            another configuration is at least as good), and from a scenario
+            ``catalog_versions`` (``Catalogs.versions()``), ``capacity_source`` (``engine`` |
+            ``profiles``) and ``prices_used`` (the rows of the prices table).
+        messages: one-line explanations (infeasibility reasons, warnings) [text].
+
+    Tables (pandas DataFrames, one row per key listed first):
+        fleet: (config, pricing_type): model, gpu, quant, tp, replicas_peak,
+            replicas_mean (hour-weighted), gpus_peak, usd_per_gpu_hour, usd_per_month,
+            usd_total. Costs are for the GPUs the replicas occupy; rounding to whole nodes
+            shows as ``idle_usd_per_month`` in costs_by_gpu.
+        fleet_by_period: (period, config, pricing_type): month, hour, gpu, replicas,
+            gpus (= replicas x tp).
+        nodes: (gpu, pricing_type): gpus_per_node, nodes_peak, gpus_bought_peak,
+            gpus_used_peak, max_gpus (availability cap, NaN = none), usd_per_month.
+        routing: (workload, bucket, period, config): route, input_len, output_len, fraction
+            (of the bucket's demand), req_s, tpot_ms, ttft_ms, batch. The two stages of a
+            disaggregated route (``<route>#prefill``, ``<route>#decode``) each carry the
+            route's whole fraction.
+        workloads: (workload): model, demand_req_s_mean, demand_req_s_peak,
+            tokens_per_month, served_fraction, tpot_slo_ms, tpot_ms_max, ttft_slo_ms,
+            ttft_ms_max, utilization (load / capacity of the replicas it uses, hour-weighted),
+            usd_per_month, usd_per_m_tokens.
+        costs_by_gpu: (gpu): gpus_peak, usd_per_month, idle_usd_per_month, usd_total.
+        costs_by_pricing: (pricing_type): gpus_peak, usd_per_month, usd_total, share.
+        costs_by_workload: (workload): usd_per_month, usd_total, share; replica costs
+            split by each workload's share of the load; the rows ``(spare)`` (replicas no
+            workload loads, e.g. N+k spares) and ``(idle node GPUs)`` (whole-node rounding)
+            make the total equal objective_usd.
+        costs_by_month: (month): usd, reserved_usd, on_demand_usd, spot_usd.
+        binding_constraints: (family, subject): period, value, limit, unit, change,
+            saving_usd_per_month, description. ``saving_usd_per_month`` is measured by
+            re-solving with the constraint relaxed by ``change``; NaN if not re-solved.
+        unmet_demand: (workload, bucket, period): demand_req_s, unmet_req_s,
+            unmet_fraction, reason. Empty when every request is served.
+        prices: (gpu, pricing_type): usd_per_gpu_hour, provider, region, instance,
+            source, as_of, origin (``catalog`` | ``scenario``): the price row used.
+        periods: (period): month, hour (-1 = the whole day), hours [h of the horizon it
+            stands for], month_weight [horizon months its month stands for], solved_as (the
+            period with identical demand whose solution it shares).
+        candidates: (workload, bucket, config): the capacity table the model used:
+            model, gpu, quant, tp, input_len, output_len, req_s_per_replica (at 100 %
+            utilization), batch, tpot_ms, ttft_ms, valid, reason.
+    """
+
+    status: str
+    gap: float
+    objective_usd: float
+    usd_per_month: float
+    solver: str
+    solve_seconds: float
+    scenario: dict[str, Any] = field(default_factory=dict)
+    assumptions: dict[str, Any] = field(default_factory=dict)
+    messages: list[str] = field(default_factory=list)
+    fleet: pd.DataFrame = field(default_factory=_empty)
+    fleet_by_period: pd.DataFrame = field(default_factory=_empty)
+    nodes: pd.DataFrame = field(default_factory=_empty)
+    routing: pd.DataFrame = field(default_factory=_empty)
+    workloads: pd.DataFrame = field(default_factory=_empty)
+    costs_by_gpu: pd.DataFrame = field(default_factory=_empty)
+    costs_by_pricing: pd.DataFrame = field(default_factory=_empty)
+    costs_by_workload: pd.DataFrame = field(default_factory=_empty)
+    costs_by_month: pd.DataFrame = field(default_factory=_empty)
+    binding_constraints: pd.DataFrame = field(default_factory=_empty)
+    unmet_demand: pd.DataFrame = field(default_factory=_empty)
+    prices: pd.DataFrame = field(default_factory=_empty)
+    periods: pd.DataFrame = field(default_factory=_empty)
+    candidates: pd.DataFrame = field(default_factory=_empty)
+
+    @property
+    def feasible(self) -> bool:
+        """True when every request of every period is served."""
+        return self.status in ("optimal", "time_limit")
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Every table field by name, in :data:`TABLE_FIELDS` order."""
+        return {name: getattr(self, name) for name in TABLE_FIELDS}
+
+    def scalars(self) -> dict[str, Any]:
+        """Scalar fields, plus scenario, assumptions and messages, JSON-compatible."""
+        values = {name: jsonable(getattr(self, name)) for name in SCALAR_FIELDS}
+        values.update(scenario=jsonable(self.scenario), assumptions=jsonable(self.assumptions),
+                      messages=list(self.messages))
+        return values
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole plan as JSON-compatible data (tables as lists of records)."""
+        data = self.scalars()
+        data["tables"] = {name: _records(table) for name, table in self.tables().items()}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FleetPlan:
+        """A plan from :meth:`to_dict` data (tables come back as DataFrames)."""
+        data = dict(data)
+        tables = {name: pd.DataFrame.from_records(rows)
+                  for name, rows in data.pop("tables").items()}
+        scalars = {k: (math.nan if v is None and k in ("gap",) else v) for k, v in data.items()}
+        return cls(**scalars, **tables)
+
+    def summary_text(self, max_rows: int = 12) -> str:
+        """A plain-text summary for the terminal."""
+        return summary_text(self, max_rows=max_rows)
+
+
+def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    if table.empty:
+        return []
+    return [{k: jsonable(v) for k, v in row.items()} for row in table.to_dict(orient="records")]

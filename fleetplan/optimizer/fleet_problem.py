@@ -1,0 +1,155 @@
+"""The optimizer's input as plain tables: what the MILP needs, nothing about where it came from.
+
+A :class:`Problem` can be built from a scenario (``candidates.build_problem``) or directly from
+numbers (tests, the Mélange toy example, benchmarks): capacities and prices are just columns.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.catalogs.conventions import HOURS_PER_MONTH
+
+
+@dataclass
+class Problem:
+    """Everything the fleet MILP reads, as tidy tables.
+
+    Tables and columns (units in names):
+        workloads: workload, pool (replicas of a pool may serve any of its workloads; one
+            model per pool), redundancy_k [replicas].
+        periods: period (0..T-1), month, hour (-1 when demand is flat over the day),
+            hours [h of the horizon this period stands for], month_weight [horizon months the
+            period's month stands for: 1 with growth, horizon_months without].
+        demand: workload, bucket, period, req_s [requests/s]; rows with req_s <= 0 ignored.
+        configs: config, pool, gpu, tp [GPUs per replica].
+        candidates: workload, bucket, config, req_s_per_replica [requests/s one replica
+            completes at 100 % utilization while meeting the workload's SLOs; <= 0 unusable];
+            optional route and stages: a route is what a request is sent to, served by
+            ``stages`` configurations at once (a disaggregated pair: a prefill and a decode
+            configuration, one row each); by default every configuration is its own route.
+        offers: gpu, pricing_type, usd_per_gpu_hour [USD/GPU-hour], max_gpus [GPUs of this
+            pricing type at any time; NaN = no cap].
+        gpus: gpu, gpus_per_node [GPUs bought together; 1 = any count], max_gpus [cap over all
+            pricing types at any time; NaN = no cap].
+    Scalars: target_utilization [fraction of a replica's capacity planned], hours_per_month
+    [h], horizon_months [months], budget_usd_per_month [USD; None = no cap], spot_max_share
+    [fraction of GPUs in a period that may be spot; None = no cap].
+    """
+
+    workloads: pd.DataFrame
+    periods: pd.DataFrame
+    demand: pd.DataFrame
+    configs: pd.DataFrame
+    candidates: pd.DataFrame
+    offers: pd.DataFrame
+    gpus: pd.DataFrame
+    target_utilization: float = 1.0
+    hours_per_month: float = HOURS_PER_MONTH
+    horizon_months: float = 12.0
+    budget_usd_per_month: float | None = None
+    spot_max_share: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def horizon_hours(self) -> float:
+        """Hours in the planning horizon [h]."""
+        return float(self.periods["hours"].sum())
+
+    def with_changes(self, **changes) -> Problem:
+        """A copy with some fields replaced (used for what-if re-solves)."""
+        return replace(self, **changes)
+
+
+def with_routes(candidates: pd.DataFrame) -> pd.DataFrame:
+    """Candidates with ``route`` and ``stages`` filled (a configuration is its own route)."""
+    candidates = candidates.copy()
+    if "route" not in candidates:
+        candidates["route"] = candidates["config"]
+    if "stages" not in candidates:
+        candidates["stages"] = 1
+    return candidates
+
+
+def complete_routes(candidates: pd.DataFrame, configs: pd.Series | None = None) -> pd.DataFrame:
+    """Usable candidate rows whose route has all its stages usable (and in ``configs``).
+
+    A disaggregated route needs both its prefill and its decode configuration: one alone serves
+    nothing, so a route missing a stage (pruned, or unable to meet an SLO) is dropped whole.
+    """
+    usable = candidates["req_s_per_replica"] > 0
+    if configs is not None:
+        usable &= candidates["config"].isin(configs)
+    usable_rows = candidates[usable]
+    if "stages" not in usable_rows or (usable_rows["stages"] == 1).all():  # colocated only
+        return with_routes(usable_rows)
+    count = usable_rows.groupby(["workload", "bucket", "route"])["config"].transform("size")
+    return usable_rows[count == usable_rows["stages"]]
+
+
+def flat_periods(hours_per_month: float = HOURS_PER_MONTH, horizon_months: float = 12.0) -> pd.DataFrame:
+    """One period standing for the whole horizon (demand constant in time)."""
+    return pd.DataFrame({"period": [0], "month": [0], "hour": [-1],
+                         "hours": [hours_per_month * horizon_months],
+                         "month_weight": [horizon_months]})
+
+
+def profile_periods(n_hours: int, n_months: int, hours_per_month: float,
+                    horizon_months: float) -> pd.DataFrame:
+    """Periods (month x hour of day): ``n_months`` distinct months of ``n_hours`` periods each.
+
+    Each hour of a representative day stands for hours_per_month / n_hours hours of its month;
+    with ``n_months == 1`` the month stands for the whole horizon.
+    """
+    month_weight = horizon_months if n_months == 1 else 1.0
+    month, hour = np.divmod(np.arange(n_months * n_hours), n_hours)
+    hour = hour if n_hours > 1 else np.full_like(hour, -1)
+    return pd.DataFrame({
+        "period": np.arange(n_months * n_hours), "month": month, "hour": hour,
+        "hours": hours_per_month / n_hours * month_weight, "month_weight": month_weight,
+    })
+
+
+def table_problem(capacity_req_s: np.ndarray, usd_per_gpu_hour: np.ndarray,
+                  demand_req_s: np.ndarray, *, target_utilization: float = 1.0,
+                  tp: np.ndarray | None = None, pricing_type: str = "on_demand",
+                  **scalars) -> Problem:
+    """A one-workload, one-period problem from arrays (the shape of Mélange's formulation).
+
+    capacity_req_s[c, b]: requests/s one replica of configuration c serves for bucket b (0 =
+    cannot); usd_per_gpu_hour[c]; demand_req_s[b]; configuration c runs on its own GPU type
+    ``gpu{c}`` with tp[c] GPUs per replica (default 1).
+
+    >>> p = table_problem(np.array([[2.0], [20.0]]), np.array([1.0, 3.0]), np.array([4.0]))
+    >>> list(p.configs["config"])
+    ['c0', 'c1']
+    """
+    capacity_req_s = np.atleast_2d(np.asarray(capacity_req_s, dtype=float))
+    n_configs, n_buckets = capacity_req_s.shape
+    tp = np.ones(n_configs, dtype=int) if tp is None else np.asarray(tp, dtype=int)
+    configs = pd.DataFrame({"config": [f"c{i}" for i in range(n_configs)], "pool": "pool",
+                            "gpu": [f"gpu{i}" for i in range(n_configs)], "tp": tp})
+    candidates = pd.DataFrame({
+        "workload": "w", "bucket": np.tile(np.arange(n_buckets), n_configs),
+        "config": np.repeat(configs["config"].to_numpy(), n_buckets),
+        "req_s_per_replica": capacity_req_s.ravel(),
+    })
+    horizon = scalars.pop("horizon_months", 1.0)
+    hours = scalars.pop("hours_per_month", 1.0)
+    return Problem(
+        workloads=pd.DataFrame({"workload": ["w"], "pool": ["pool"], "redundancy_k": [0]}),
+        periods=flat_periods(hours, horizon),
+        demand=pd.DataFrame({"workload": "w", "bucket": np.arange(n_buckets), "period": 0,
+                             "req_s": np.asarray(demand_req_s, dtype=float)}),
+        configs=configs, candidates=candidates,
+        offers=pd.DataFrame({"gpu": configs["gpu"], "pricing_type": pricing_type,
+                             "usd_per_gpu_hour": np.asarray(usd_per_gpu_hour, dtype=float),
+                             "max_gpus": math.nan}),
+        gpus=pd.DataFrame({"gpu": configs["gpu"], "gpus_per_node": 1, "max_gpus": math.nan}),
+        target_utilization=target_utilization, hours_per_month=hours, horizon_months=horizon,
+        **scalars,
+    )

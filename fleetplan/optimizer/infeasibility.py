@@ -1,0 +1,170 @@
+"""Why a scenario cannot be served: reasons for unmet demand.
+
+Two kinds of reasons:
+- a workload bucket no configuration can serve (every candidate capacity is 0): the engine's
+  reasons, condensed ("TPOT SLO 5 ms is below the best achievable 7.1 ms for llama-3.1-70b on
+  any allowed GPU");
+- a limit that leaves too little capacity: the elastic model is re-solved with each limit family
+  (availability, budget, spot share) lifted; a lift that serves more names the limit with the
+  amount the lifted plan needed ("needs 140 h100-sxm but availability is 64").
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.optimizer.decomposition import solve_fleet
+from fleetplan.optimizer.fleet_problem import Problem, complete_routes
+from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.plan_summary import usd
+from fleetplan.optimizer.solution_tables import solution_tables
+from fleetplan.optimizer.solver import SolveOptions
+
+logger = logging.getLogger(__name__)
+
+_ACHIEVABLE = {metric: re.compile(rf"{metric} SLO [0-9.e+]+ ms is below the best achievable ([0-9.]+) ms")
+               for metric in ("TPOT", "TTFT")}
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
+
+
+def slo_reasons(problem: Problem) -> pd.DataFrame:
+    """(workload, bucket, reason) for buckets with demand and no usable candidate."""
+    candidates = problem.candidates
+    demand = problem.demand[problem.demand["req_s"] > 0][["workload", "bucket"]].drop_duplicates()
+    best = complete_routes(candidates).groupby(["workload", "bucket"])["req_s_per_replica"].max()
+    capacity = demand.set_index(["workload", "bucket"]).index.map(best).fillna(0).to_numpy()
+    dead = demand[capacity <= 0]
+    if dead.empty:
+        return pd.DataFrame(columns=["workload", "bucket", "reason"])
+    workloads = problem.workloads.set_index("workload")
+    reasons = [_bucket_reason(candidates, workloads, w, b)
+               for w, b in zip(dead["workload"], dead["bucket"], strict=True)]
+    return dead.assign(reason=reasons).reset_index(drop=True)
+
+
+def _bucket_reason(candidates: pd.DataFrame, workloads: pd.DataFrame, workload: str,
+                   bucket: int) -> str:
+    rows = candidates[(candidates["workload"] == workload) & (candidates["bucket"] == bucket)]
+    model = workloads.loc[workload, "model"] if "model" in workloads else workload
+    if rows.empty:
+        return f"no allowed configuration can serve {model}"
+    reasons = rows["reason"].astype(str) if "reason" in rows else pd.Series("", index=rows.index)
+    missed = {metric: reasons.str.extract(pattern, expand=False).astype(float)
+              for metric, pattern in _ACHIEVABLE.items()}
+    missed = {metric: best for metric, best in missed.items()
+              if best.notna().any() and pd.notna(_slo(workloads, workload, metric))}
+    if len(missed) == 1:  # every configuration that fits misses the same SLO
+        metric, best = next(iter(missed.items()))
+        return (f"{metric} SLO {_fmt(_slo(workloads, workload, metric))} ms is below the best "
+                f"achievable {_fmt(best.min())} ms for {model} on any allowed GPU")
+    if missed:
+        parts = [f"{metric} {_fmt(best.min())} ms (SLO {_fmt(_slo(workloads, workload, metric))} ms)"
+                 for metric, best in missed.items()]
+        return (f"no allowed configuration serves {model} within both SLOs; best achievable "
+                + " and ".join(parts) + " on different configurations")
+    common = reasons[reasons != ""].value_counts()
+    detail = f": {common.index[0]}" if not common.empty else ""
+    return f"no allowed configuration serves {model} within its SLOs{detail}"
+
+
+def _slo(workloads: pd.DataFrame, workload: str, metric: str) -> float:
+    column = f"{metric.lower()}_slo_ms"
+    return workloads.loc[workload, column] if column in workloads else np.nan
+
+
+def _unmet_share(problem: Problem, options: SolveOptions) -> tuple[float, dict | None]:
+    model = build_model(problem, elastic=True)
+    outcome = solve_fleet(model, options)
+    if not outcome.has_solution:
+        return float("inf"), None
+    unmet = model.unmet
+    hours = unmet["period"].map(problem.periods.set_index("period")["hours"])
+    values = np.array([v.varValue or 0.0 for v in unmet["var"]])
+    share = float((values * unmet["req_s"] * hours).sum() / (unmet["req_s"] * hours).sum())
+    return share, solution_tables(model)
+
+
+def _lifts(problem: Problem) -> dict[str, Problem]:
+    """Problems with one limit family lifted (only families the problem has)."""
+    lifts = {}
+    if problem.gpus["max_gpus"].notna().any() or problem.offers["max_gpus"].notna().any():
+        lifts["availability"] = problem.with_changes(
+            gpus=problem.gpus.assign(max_gpus=np.nan),
+            offers=problem.offers.assign(max_gpus=np.nan))
+    if problem.budget_usd_per_month is not None:
+        lifts["budget"] = problem.with_changes(budget_usd_per_month=None)
+    if problem.spot_max_share is not None:
+        lifts["spot_share"] = problem.with_changes(spot_max_share=None)
+    return lifts
+
+
+def limit_reasons(problem: Problem, options: SolveOptions, base_unmet: float) -> list[str]:
+    """One-line reasons naming the limits whose lifting serves more demand."""
+    lifts = _lifts(problem)
+    reasons = []
+    for family, lifted in lifts.items():
+        unmet, solution = _unmet_share(lifted, options)
+        if solution is None or unmet >= base_unmet - 1e-6:
+            continue
+        reasons += _explain(family, problem, solution)
+    if not reasons and len(lifts) > 1:
+        everything = problem.with_changes(
+            **{k: v for lifted in lifts.values() for k, v in _changed(problem, lifted).items()})
+        unmet, solution = _unmet_share(everything, options)
+        if solution is not None and unmet < base_unmet - 1e-6:
+            for family in lifts:
+                reasons += _explain(family, problem, solution)
+    return reasons
+
+
+def _changed(problem: Problem, lifted: Problem) -> dict:
+    names = ("gpus", "offers", "budget_usd_per_month", "spot_max_share")
+    return {n: getattr(lifted, n) for n in names if getattr(lifted, n) is not getattr(problem, n)}
+
+
+def _explain(family: str, problem: Problem, solution: dict) -> list[str]:
+    nodes = solution["nodes"]
+    if family == "availability":
+        reasons = []
+        peak = nodes.groupby(["gpu", "period"])["gpus"].sum().groupby("gpu").max()
+        caps = problem.gpus.dropna(subset=["max_gpus"])
+        for gpu, cap in zip(caps["gpu"], caps["max_gpus"]):
+            if peak.get(gpu, 0.0) > cap + 1e-6:
+                reasons.append(f"needs {peak[gpu]:.0f} {gpu} but availability is {cap:.0f}")
+        offer_peak = nodes.groupby(["gpu", "pricing_type", "period"])["gpus"].sum().groupby(
+            ["gpu", "pricing_type"]).max()
+        offers = problem.offers.dropna(subset=["max_gpus"])
+        for gpu, pricing, cap in zip(offers["gpu"], offers["pricing_type"], offers["max_gpus"]):
+            if offer_peak.get((gpu, pricing), 0.0) > cap + 1e-6:
+                reasons.append(f"needs {offer_peak[(gpu, pricing)]:.0f} {gpu} {pricing} "
+                               f"but availability is {cap:.0f}")
+        return reasons
+    if family == "budget":
+        monthly = nodes.merge(problem.periods[["period", "month", "month_weight"]], on="period")
+        per_month = (monthly["usd"] / monthly["month_weight"]).groupby(monthly["month"]).sum()
+        return [f"needs {usd(per_month.max())} per month but the budget is "
+                f"{usd(problem.budget_usd_per_month)}"]
+    replicas = solution["replicas"]  # the cap counts the GPUs of replicas
+    spot = replicas[replicas["pricing_type"] == "spot"].groupby("period")["gpus"].sum()
+    share = (spot / replicas.groupby("period")["gpus"].sum()).max()
+    return [f"needs {share:.0%} spot GPUs but the spot share cap is {problem.spot_max_share:.0%}"]
+
+
+def explain_unmet(problem: Problem, unmet: pd.DataFrame, options: SolveOptions,
+                  base_unmet: float) -> tuple[pd.DataFrame, list[str]]:
+    """Fill ``unmet.reason``; return it with the distinct reasons (one line each)."""
+    slo = slo_reasons(problem)
+    limits = limit_reasons(problem, options, base_unmet) if base_unmet > 0 else []
+    limit_text = "; ".join(limits) if limits else "not enough capacity within the limits"
+    unmet = unmet.drop(columns="reason").merge(slo, on=["workload", "bucket"], how="left")
+    unmet["reason"] = unmet["reason"].fillna(limit_text)
+    pairs = unmet[["workload", "reason"]].drop_duplicates()
+    messages = [f"{w}: {r}" for w, r in zip(pairs["workload"], pairs["reason"])]
+    return unmet, messages

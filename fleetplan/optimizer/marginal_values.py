@@ -1,0 +1,170 @@
+"""Binding constraints and what relaxing each would save, measured by re-solving.
+
+A MILP's duals say little about whole replicas, so each binding limit is priced by solving the
+problem again with that limit relaxed by one step: one more node of a capped GPU, ten points
+more spot share, one spare replica fewer, ten percent more budget, a looser TPOT SLO.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.optimizer.decomposition import solve_fleet
+from fleetplan.optimizer.dominance import prune_dominated
+from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.milp import FleetModel, build_model
+from fleetplan.optimizer.plan_summary import usd
+from fleetplan.optimizer.solver import SolveOptions
+
+logger = logging.getLogger(__name__)
+
+COLUMNS = ["family", "subject", "period", "value", "limit", "unit", "change",
+           "saving_usd_per_month", "description"]
+
+#: Most re-solves made for one plan (the largest binding limits first).
+MAX_RESOLVES = 12
+
+
+def constraint_activity(model: FleetModel, families: tuple[str, ...]) -> pd.DataFrame:
+    """Left-hand side value and slack of the constraints of ``families``."""
+    table = model.constraint_table()
+    if table.empty:
+        return table
+    table = table[table["family"].isin(families)].copy()
+    table["value"] = [c.expr.value() or 0.0 for c in table["constraint"]]
+    sense = np.array([c.sense for c in table["constraint"]])
+    table["slack"] = np.where(sense == 1, table["value"] - table["limit"],
+                              table["limit"] - table["value"])
+    return table
+
+
+def binding_limits(model: FleetModel) -> pd.DataFrame:
+    """Binding constraints, one row per (family, subject), worst period first."""
+    table = constraint_activity(
+        model, ("availability", "offer_cap", "budget", "spot_share", "redundancy"))
+    if table.empty:
+        return pd.DataFrame(columns=["family", "subject", "period", "value", "limit", "unit"])
+    node = model.problem.gpus.set_index("gpu")["gpus_per_node"]
+    gpu = table["subject"].str.split("/").str[0]
+    step = np.where(table["family"].isin(["availability", "offer_cap", "spot_share"]),
+                    gpu.map(node).fillna(1.0), np.where(table["family"] == "redundancy", 1.0, 0.0))
+    tolerance = np.maximum(step - 1e-6, 1e-6 * np.maximum(1.0, table["limit"].abs()))
+    binding = table[table["slack"] < tolerance].sort_values("slack", kind="stable")
+    binding = binding.drop_duplicates(["family", "subject"])
+    return binding[["family", "subject", "period", "value", "limit", "unit"]].reset_index(drop=True)
+
+
+def _relax(problem: Problem, family: str, subject: str) -> tuple[Problem, str, str]:
+    """(relaxed problem, change text, description template with {saving})."""
+    if family == "availability":
+        gpus = problem.gpus.copy()
+        row = gpus["gpu"] == subject
+        step = int(gpus.loc[row, "gpus_per_node"].iloc[0])
+        gpus.loc[row, "max_gpus"] += step
+        unit = f"{step} more {subject}" if step > 1 else f"one more {subject}"
+        return (problem.with_changes(gpus=gpus), f"+{step} GPUs",
+                f"{unit} available would save {{saving}} per month")
+    if family == "offer_cap":
+        gpu, pricing = subject.split("/")
+        offers = problem.offers.copy()
+        row = (offers["gpu"] == gpu) & (offers["pricing_type"] == pricing)
+        step = int(problem.gpus.set_index("gpu").loc[gpu, "gpus_per_node"])
+        offers.loc[row, "max_gpus"] += step
+        return (problem.with_changes(offers=offers), f"+{step} GPUs",
+                f"{step} more {gpu} at {pricing} would save {{saving}} per month")
+    if family == "spot_share":
+        share = min(1.0, problem.spot_max_share + 0.1)
+        return (problem.with_changes(spot_max_share=share), "+10 points",
+                f"allowing {share:.0%} spot instead of {problem.spot_max_share:.0%} would save "
+                "{saving} per month")
+    if family == "budget":
+        budget = problem.budget_usd_per_month * 1.1
+        return (problem.with_changes(budget_usd_per_month=budget), "+10 %",
+                f"a budget of {usd(budget)} per month would save {{saving}} per month")
+    workloads = problem.workloads.copy()
+    row = workloads["workload"] == subject
+    k = int(workloads.loc[row, "redundancy_k"].iloc[0])
+    workloads.loc[row, "redundancy_k"] = k - 1
+    return (problem.with_changes(workloads=workloads), "-1 replica",
+            f"N+{k - 1} instead of N+{k} for {subject} would save {{saving}} per month")
+
+
+def _saving(base_usd_per_month: float, base_gap: float, problem: Problem,
+            options: SolveOptions) -> tuple[float, float]:
+    """(saving, uncertainty) [USD/month] of ``problem`` against the base plan; the uncertainty
+    adds both solves' gaps (a saving within it may be solver noise)."""
+    model = build_model(problem)
+    outcome = solve_fleet(model, options)
+    if not outcome.has_solution:
+        return math.nan, math.nan
+    relaxed = outcome.objective / problem.horizon_months
+    gaps = np.nan_to_num([base_gap, outcome.gap])
+    return max(0.0, base_usd_per_month - relaxed), gaps[0] * base_usd_per_month + gaps[1] * relaxed
+
+
+def _money(value: float, uncertainty: float = 0.0) -> str:
+    if not math.isfinite(value):
+        return "an unknown amount"
+    noise = f" (±{usd(uncertainty)} solver gap)" if uncertainty >= 0.005 else ""
+    return f"{usd(value)}{noise}"
+
+
+def price_binding_limits(model: FleetModel, base_usd_per_month: float, base_gap: float,
+                         options: SolveOptions) -> pd.DataFrame:
+    """Binding limits with the monthly saving of relaxing each by one step."""
+    binding = binding_limits(model)
+    rows = []
+    for row in binding.head(MAX_RESOLVES).to_dict("records"):
+        relaxed, change, template = _relax(model.problem, row["family"], row["subject"])
+        saving, noise = _saving(base_usd_per_month, base_gap, relaxed, options)
+        rows.append({**row, "change": change, "saving_usd_per_month": saving,
+                     "description": f"{row['family']} {row['subject']}: "
+                                    + template.format(saving=_money(saving, noise))})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def price_slo_relaxations(problem: Problem, relaxed_candidates: pd.DataFrame,
+                          base_usd_per_month: float, base_gap: float, options: SolveOptions,
+                          factor: float) -> pd.DataFrame:
+    """Per workload with a TPOT SLO: the saving of the looser SLO (rows only where it saves)."""
+    rows = []
+    workloads = problem.workloads
+    if relaxed_candidates.empty or "tpot_slo_ms" not in workloads:
+        return pd.DataFrame(columns=COLUMNS)
+    with_slo = workloads.dropna(subset=["tpot_slo_ms"])
+    for workload, slo in zip(with_slo["workload"], with_slo["tpot_slo_ms"]):
+        looser = relaxed_candidates[relaxed_candidates["workload"] == workload]
+        if looser.empty:
+            continue
+        keep = problem.candidates[problem.candidates["workload"] != workload]
+        relaxed = problem.with_changes(candidates=pd.concat([keep, looser], ignore_index=True))
+        saving, noise = _saving(base_usd_per_month, base_gap, prune_dominated(relaxed)[0],
+                                options)
+        if not saving > max(0.005 + 1e-6 * base_usd_per_month, noise):  # does not bind
+            continue
+        rows.append({"family": "tpot_slo", "subject": workload, "period": -1, "value": slo,
+                     "limit": slo, "unit": "ms", "change": f"x{factor:g}",
+                     "saving_usd_per_month": saving,
+                     "description": f"tpot_slo {workload}: relaxing TPOT to {slo * factor:g} ms "
+                                    f"(from {slo:g} ms) would save {_money(saving, noise)} "
+                                    "per month"})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def marginal_values(model: FleetModel, base_usd_per_month: float, base_gap: float,
+                    options: SolveOptions, *, slo_problem: Problem | None = None,
+                    relaxed_candidates: pd.DataFrame | None = None,
+                    tpot_factor: float = 1.5) -> pd.DataFrame:
+    """Binding limits and looser SLOs, priced by re-solving. ``slo_problem``: the problem
+    before dominated configurations were dropped (a looser SLO can revive them)."""
+    tables: list[pd.DataFrame] = [price_binding_limits(model, base_usd_per_month, base_gap,
+                                                       options)]
+    if relaxed_candidates is not None:
+        tables.append(price_slo_relaxations(slo_problem or model.problem, relaxed_candidates,
+                                            base_usd_per_month, base_gap, options, tpot_factor))
+    tables = [t for t in tables if not t.empty]
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)

@@ -1,0 +1,364 @@
+r"""The fleet MILP: the cheapest mix of GPU replicas that serves every request bucket.
+
+Sets: workloads :math:`w` with request buckets :math:`b`; periods :math:`t` (hours of a
+representative day, per distinct month) standing for :math:`h_t` hours of the horizon, month
+:math:`m(t)` standing for :math:`\mu_m` horizon months; configurations :math:`c` (model pool,
+GPU :math:`g(c)`, quantization, :math:`\tau_c` GPUs per replica); pricing types
+:math:`p \in R \cup F` with reserved :math:`R = \{reserved\_1y, reserved\_3y\}` paid for every hour
+of the horizon and flexible :math:`F = \{on\_demand, spot\}` paid per period; offers
+:math:`(g, p)` at :math:`\pi_{gp}` USD per GPU-hour; candidates :math:`(w,b,c)` whose replica
+serves :math:`\kappa_{wbc} > 0` requests/s while meeting the workload's SLOs.
+
+Data: demand :math:`d_{wbt}` [req/s], target utilization :math:`\rho`, node size :math:`s_g`,
+availability :math:`A_g` and :math:`A_{gp}` [GPUs], redundancy :math:`k_w` [replicas], spot
+share cap :math:`\sigma`, budget :math:`B` [USD/month], hours per month :math:`H`.
+
+Variables:
+    :math:`x_{wbct} \in [0,1]` share of bucket (w,b) routed to configuration c in period t;
+    :math:`y_{cp} \in \mathbb{Z}_+` reserved replicas (:math:`p \in R`, whole horizon);
+    :math:`y_{cpt} \in \mathbb{Z}_+` flexible replicas (:math:`p \in F`) in period t;
+    :math:`n_{gp}, n_{gpt}` nodes bought (integer when :math:`s_g > 1`);
+    :math:`u_{wbt} \in [0,1]` unmet share (elastic model only).
+Write :math:`Y_{ct} = \sum_{p\in R} y_{cp} + \sum_{p\in F} y_{cpt}`, the load
+:math:`L_{ct} = \sum_{wb} x_{wbct}\, d_{wbt} / (\rho\, \kappa_{wbc})` [replicas], and
+:math:`N_{gpt}` = :math:`n_{gp}` for reserved, :math:`n_{gpt}` for flexible pricing.
+
+.. math::
+
+    \min \; & \sum_{g, p \in R} s_g \pi_{gp} \textstyle\sum_t h_t \; n_{gp}
+             + \sum_t h_t \sum_{g, p \in F} s_g \pi_{gp} n_{gpt} \\
+    \text{demand:}\; & \textstyle\sum_c x_{wbct} + u_{wbt} = 1 \quad \forall w,b,t: d_{wbt} > 0 \\
+    \text{capacity:}\; & L_{ct} \le Y_{ct} \quad \forall c,t \\
+    \text{nodes:}\; & \textstyle\sum_{c: g(c)=g} \tau_c\, y_{cp(t)} \le s_g\, n_{gp(t)} \\
+    \text{availability:}\; & \textstyle\sum_p s_g N_{gpt} \le A_g, \quad s_g N_{gpt} \le A_{gp} \\
+    \text{spot share:}\; & \textstyle\sum_c \tau_c y_{c,spot,t}
+        \le \sigma \sum_{c,p} \tau_c y_{cp(t)} \\
+    \text{redundancy:}\; & \textstyle\sum_{c \in pool(w)} (Y_{ct} - L_{ct}) \ge k_w
+        \quad \forall w, t: d_{wt} > 0 \\
+    \text{budget:}\; & \textstyle\sum_{g,p\in R} s_g \pi_{gp} H n_{gp}
+        + \sum_{t \in m} \frac{h_t}{\mu_m} \sum_{g,p\in F} s_g \pi_{gp} n_{gpt}
+        \le B \quad \forall m
+
+A configuration belongs to one model pool, so a replica serves one model; workloads of the
+same model may share replicas, their loads adding linearly (Mélange's assumption). Routing
+fractions are continuous, so demand is never sliced into whole-replica chunks.
+
+Prefill/decode disaggregation: a bucket may be routed to a pair of configurations instead of
+one, a prefill configuration (prompts) and a decode configuration (generation, possibly another
+GPU type). The pair's one routing share loads both, each at its own capacity, so both pools are
+sized in whole replicas: :math:`x_{wbrt}` for a route :math:`r` with stages :math:`c \in r`
+adds :math:`x_{wbrt} d_{wbt} / (\rho \kappa_{wbc})` to :math:`L_{ct}` of each stage.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import pulp
+
+from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.optimizer.fleet_problem import Problem, complete_routes
+from fleetplan.optimizer.milp_tables import (
+    add_constraints,
+    coded,
+    expressions,
+    per_period,
+    variables,
+)
+
+logger = logging.getLogger(__name__)
+
+LE, GE, EQ = pulp.LpConstraintLE, pulp.LpConstraintGE, pulp.LpConstraintEQ
+
+
+@dataclass
+class FleetModel:
+    """A built model: the PuLP problem and its variables and constraints as tables.
+
+    ``routes``: workload, bucket, config, period, req_s, load [replicas per unit share], var.
+    ``replicas``: config, pool, gpu, tp, pricing_type, period (-1 = reserved), var.
+    ``nodes``: gpu, pricing_type, period (-1 = reserved), gpus_per_node, usd_per_gpu_hour,
+    hours [h paid], var. ``unmet``: workload, bucket, period, req_s, var.
+    ``constraints``: family, name, subject, period, limit, unit, constraint.
+    """
+
+    problem: Problem
+    elastic: bool
+    lp: pulp.LpProblem = field(default_factory=lambda: pulp.LpProblem("fleet", pulp.LpMinimize))
+    routes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    replicas: pd.DataFrame = field(default_factory=pd.DataFrame)
+    nodes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    unmet: pd.DataFrame = field(default_factory=pd.DataFrame)
+    constraints: list[pd.DataFrame] = field(default_factory=list)
+    cost: pulp.LpAffineExpression = field(default_factory=pulp.LpAffineExpression)
+    unmet_share: pulp.LpAffineExpression = field(default_factory=pulp.LpAffineExpression)
+    spare_shortfall: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    def constraint_table(self) -> pd.DataFrame:
+        """All constraint families as one table."""
+        if not self.constraints:
+            return pd.DataFrame()
+        return pd.concat(self.constraints, ignore_index=True)
+
+
+def build_model(problem: Problem, *, elastic: bool = False) -> FleetModel:
+    """Assemble the MILP from ``problem``; ``elastic`` adds penalized unmet demand."""
+    model = FleetModel(problem=problem, elastic=elastic)
+    for step in (define_routes, define_replicas, define_nodes, define_unmet, define_demand,
+                 define_capacity, define_node_cover, define_availability, define_offer_caps,
+                 define_spot_share, define_redundancy, define_pool_cover, define_budget,
+                 define_objective):
+        step(model)
+    logger.debug("built model: %d variables, %d constraints", model.lp.numVariables(),
+                 model.lp.numConstraints())
+    return model
+
+
+def define_routes(model: FleetModel) -> None:
+    """Routing shares x for every usable route and period with demand.
+
+    One row per (route, stage configuration): the stages of a disaggregated route share its
+    routing variable, each loading its own configuration.
+    """
+    p = model.problem
+    usable = complete_routes(p.candidates, p.configs["config"])[
+        ["workload", "bucket", "route", "config", "req_s_per_replica"]]
+    demand = p.demand[p.demand["req_s"] > 0][["workload", "bucket", "period", "req_s"]]
+    shares = usable[["workload", "bucket", "route"]].drop_duplicates().merge(
+        demand, on=["workload", "bucket"])
+    shares = coded(shares, ["workload", "route"])
+    shares["var"] = variables(model.lp, "route", shares, ["workload_code", "bucket", "route_code",
+                                                 "period"], cat="Continuous", up=1)
+    routes = usable.merge(shares, on=["workload", "bucket", "route"]).merge(
+        p.configs[["config", "pool"]], on="config")
+    routes["load"] = routes["req_s"] / (p.target_utilization * routes["req_s_per_replica"])
+    model.routes = routes.drop(columns=["workload_code", "route_code"])
+
+
+def define_replicas(model: FleetModel) -> None:
+    """Integer replicas per configuration and offered pricing type (per period if flexible)."""
+    p = model.problem
+    used = p.configs[p.configs["config"].isin(model.routes["config"])]
+    rows = used.merge(p.offers[["gpu", "pricing_type"]], on="gpu")
+    reserved = rows["pricing_type"].isin(RESERVED_PRICING)
+    flexible = rows[~reserved].merge(p.periods[["period"]], how="cross")
+    rows = pd.concat([rows[reserved].assign(period=-1), flexible], ignore_index=True)
+    rows = coded(rows, ["config", "pricing_type"])
+    rows["var"] = variables(model.lp, "replicas", rows,
+                            ["config_code", "pricing_type_code", "period"],
+                             cat="Integer")
+    model.replicas = rows
+
+
+def define_nodes(model: FleetModel) -> None:
+    """Nodes bought per GPU type, pricing type and period; integer only for nodes of > 1 GPU."""
+    p = model.problem
+    keys = model.replicas[["gpu", "pricing_type", "period"]].drop_duplicates()
+    rows = keys.merge(p.gpus[["gpu", "gpus_per_node"]], on="gpu").merge(
+        p.offers[["gpu", "pricing_type", "usd_per_gpu_hour"]], on=["gpu", "pricing_type"])
+    period_hours = p.periods.set_index("period")["hours"]
+    rows["hours"] = np.where(rows["period"] < 0, p.horizon_hours,
+                             rows["period"].map(period_hours).fillna(0.0))
+    rows = coded(rows, ["gpu", "pricing_type"]).reset_index(drop=True)
+    cats = np.where(rows["gpus_per_node"] > 1, "Integer", "Continuous")
+    rows["var"] = variables(model.lp, "nodes", rows, ["gpu_code", "pricing_type_code", "period"],
+                            cat=cats)
+    model.nodes = rows
+
+
+def define_unmet(model: FleetModel) -> None:
+    """Elastic model only: unmet share u of every bucket with demand in every period."""
+    if not model.elastic:
+        return
+    demand = model.problem.demand
+    rows = coded(demand[demand["req_s"] > 0].reset_index(drop=True), ["workload"])
+    rows["var"] = variables(model.lp, "unmet", rows, ["workload_code", "bucket", "period"],
+                             cat="Continuous", up=1)
+    model.unmet = rows
+
+
+def define_demand(model: FleetModel) -> None:
+    """Every bucket's demand is routed (or, elastic, declared unmet) in every period."""
+    keys = ["workload", "bucket", "period"]
+    demand = model.problem.demand
+    demand = demand[demand["req_s"] > 0][keys]
+    shares = model.routes.drop_duplicates([*keys, "route"])  # stages share one variable
+    terms = [shares[[*keys, "var"]].assign(coef=1.0)]
+    if model.elastic:
+        terms.append(model.unmet[[*keys, "var"]].assign(coef=1.0))
+    rows = demand.merge(expressions(pd.concat(terms, ignore_index=True), keys), on=keys,
+                        how="left")
+    rows["expr"] = [e if isinstance(e, pulp.LpAffineExpression) else pulp.LpAffineExpression()
+                    for e in rows["expr"]]
+    add_constraints(model, "demand", rows, EQ, 1.0,
+                    subject=rows["workload"] + "#" + rows["bucket"].astype(str), unit="share")
+
+
+def _replicas_per_period(model: FleetModel) -> pd.DataFrame:
+    return per_period(model.replicas, model.problem.periods)
+
+
+def define_capacity(model: FleetModel) -> None:
+    """Load routed to a configuration never exceeds its replicas (at target utilization)."""
+    load = model.routes[["config", "period", "var", "load"]].rename(columns={"load": "coef"})
+    replicas = _replicas_per_period(model)[["config", "period", "var"]].assign(coef=-1.0)
+    rows = expressions(pd.concat([load, replicas], ignore_index=True), ["config", "period"])
+    add_constraints(model, "capacity", rows, LE, 0.0, subject=rows["config"], unit="replicas")
+
+
+def define_node_cover(model: FleetModel) -> None:
+    """GPUs of the replicas of each GPU and pricing type fit in the nodes bought."""
+    keys = ["gpu", "pricing_type", "period"]
+    gpus = model.replicas[[*keys, "var", "tp"]].rename(columns={"tp": "coef"})
+    nodes = model.nodes[[*keys, "var"]].assign(coef=-model.nodes["gpus_per_node"].astype(float))
+    rows = expressions(pd.concat([gpus, nodes], ignore_index=True), keys)
+    add_constraints(model, "nodes", rows, LE, 0.0,
+                    subject=rows["gpu"] + "/" + rows["pricing_type"], unit="GPUs")
+
+
+def _node_gpus_per_period(model: FleetModel) -> pd.DataFrame:
+    nodes = per_period(model.nodes, model.problem.periods)
+    return nodes.assign(coef=nodes["gpus_per_node"].astype(float))
+
+
+def define_availability(model: FleetModel) -> None:
+    """GPUs of each type in use at any time stay within its availability cap."""
+    caps = model.problem.gpus.dropna(subset=["max_gpus"])
+    if caps.empty:
+        return
+    nodes = _node_gpus_per_period(model)
+    nodes = nodes[nodes["gpu"].isin(caps["gpu"])]
+    rows = expressions(nodes[["gpu", "period", "var", "coef"]], ["gpu", "period"])
+    rows = rows.merge(caps[["gpu", "max_gpus"]], on="gpu")
+    add_constraints(model, "availability", rows, LE, rows["max_gpus"].to_numpy(),
+                    subject=rows["gpu"], unit="GPUs")
+
+
+def define_offer_caps(model: FleetModel) -> None:
+    """GPUs of one GPU type bought at one pricing type stay within that offer's cap."""
+    caps = model.problem.offers.dropna(subset=["max_gpus"])
+    if caps.empty:
+        return
+    keys = ["gpu", "pricing_type", "period"]
+    nodes = model.nodes.merge(caps[["gpu", "pricing_type", "max_gpus"]],
+                              on=["gpu", "pricing_type"])
+    terms = nodes[[*keys, "var"]].assign(coef=nodes["gpus_per_node"].astype(float))
+    rows = expressions(terms, keys).merge(caps[["gpu", "pricing_type", "max_gpus"]],
+                                          on=["gpu", "pricing_type"])
+    add_constraints(model, "offer_cap", rows, LE, rows["max_gpus"].to_numpy(),
+                    subject=rows["gpu"] + "/" + rows["pricing_type"], unit="GPUs")
+
+
+def define_spot_share(model: FleetModel) -> None:
+    """GPUs of spot replicas are at most a share sigma of all replicas' GPUs in every period.
+
+    Counted on replicas rather than nodes bought, so idle GPUs cannot dilute the share.
+    """
+    share = model.problem.spot_max_share
+    replicas = _replicas_per_period(model)
+    is_spot = (replicas["pricing_type"] == "spot").to_numpy()
+    if share is None or share >= 1 or not is_spot.any():
+        return
+    terms = replicas[["period", "var"]].assign(coef=replicas["tp"] * (is_spot - share))
+    rows = expressions(terms, ["period"])
+    add_constraints(model, "spot_share", rows, LE, 0.0,
+                    subject=pd.Series(["spot"] * len(rows)), unit="GPUs")
+
+
+def define_redundancy(model: FleetModel) -> None:
+    """Each workload's pool keeps k spare replicas beyond its load in every busy period."""
+    p = model.problem
+    needy = p.workloads[p.workloads["redundancy_k"] > 0]
+    if needy.empty:
+        return
+    busy = p.demand[p.demand["req_s"] > 0][["workload", "period"]].drop_duplicates()
+    busy = busy.merge(needy[["workload", "pool", "redundancy_k"]], on="workload")
+    replicas = _replicas_per_period(model)[["pool", "period", "var"]].assign(coef=1.0)
+    load = model.routes[["pool", "period", "var"]].assign(coef=-model.routes["load"])
+    terms = busy[["workload", "pool", "period"]].merge(
+        pd.concat([replicas, load], ignore_index=True), on=["pool", "period"])
+    if model.elastic:  # spares may fall short too, tracked like unmet demand
+        short = coded(busy.reset_index(drop=True), ["workload"])
+        short["var"] = variables(model.lp, "spare_short", short, ["workload_code", "period"],
+                                  cat="Continuous", up=None)
+        model.spare_shortfall = short
+        terms = pd.concat([terms, short[["workload", "period", "var"]].assign(coef=1.0)],
+                          ignore_index=True)
+    rows = expressions(terms, ["workload", "period"])
+    rows = rows.merge(busy[["workload", "period", "redundancy_k"]], on=["workload", "period"])
+    add_constraints(model, "redundancy", rows, GE, rows["redundancy_k"].to_numpy(),
+                    subject=rows["workload"], unit="replicas")
+
+
+def define_pool_cover(model: FleetModel) -> None:
+    """Valid cut: a pool's replicas in a period are at least its whole-replica lower bound.
+
+    Routing each bucket to its highest-capacity configuration needs the fewest replicas;
+    rounding that number up (plus the pool's largest redundancy) tightens the LP relaxation,
+    which otherwise spreads fractions of replicas over many configurations.
+    """
+    p = model.problem
+    routes = model.routes
+    if routes.empty or model.elastic:  # unmet demand needs no replicas
+        return
+    per_route = routes.groupby(["workload", "bucket", "period", "route"]).agg(
+        pool=("pool", "first"), load=("load", "sum"))  # a route's stages all need replicas
+    best = per_route.groupby(["workload", "bucket", "period"]).agg(
+        pool=("pool", "first"), load=("load", "min"))
+    need = best.groupby(["pool", "period"])["load"].sum()
+    busy = best.reset_index()[["workload", "pool", "period"]].drop_duplicates().merge(
+        p.workloads[["workload", "redundancy_k"]], on="workload")
+    spare = busy.groupby(["pool", "period"])["redundancy_k"].max().reindex(need.index)
+    needed = need.reset_index()[["pool", "period"]].assign(
+        bound=np.ceil(need.to_numpy() - 1e-6) + spare.fillna(0).to_numpy())
+    replicas = _replicas_per_period(model)[["pool", "period", "var"]].assign(coef=1.0)
+    rows = expressions(replicas, ["pool", "period"]).merge(needed, on=["pool", "period"])
+    add_constraints(model, "pool_cover", rows, GE, rows["bound"].to_numpy(),
+                    subject=rows["pool"], unit="replicas")
+
+
+def _monthly_cost_terms(model: FleetModel) -> pd.DataFrame:
+    """Cost of each node variable in each month: (month, var, coef [USD per node])."""
+    p = model.problem
+    nodes = model.nodes.assign(
+        usd_per_node_hour=model.nodes["gpus_per_node"] * model.nodes["usd_per_gpu_hour"])
+    reserved = nodes[nodes["period"] < 0].merge(p.periods[["month"]].drop_duplicates(),
+                                                how="cross")
+    reserved["coef"] = reserved["usd_per_node_hour"] * p.hours_per_month
+    flexible = nodes[nodes["period"] >= 0].merge(p.periods[["period", "month", "month_weight"]],
+                                                 on="period")
+    flexible["coef"] = flexible["usd_per_node_hour"] * flexible["hours"] / flexible["month_weight"]
+    return pd.concat([reserved[["month", "var", "coef"]], flexible[["month", "var", "coef"]]],
+                     ignore_index=True)
+
+
+def define_budget(model: FleetModel) -> None:
+    """The fleet's cost in every month stays within the budget."""
+    budget = model.problem.budget_usd_per_month
+    if budget is None:
+        return
+    rows = expressions(_monthly_cost_terms(model), ["month"])
+    add_constraints(model, "budget", rows, LE, float(budget),
+                    subject=rows["month"].map(lambda m: f"month {m}"), unit="USD/month")
+
+
+def define_objective(model: FleetModel) -> None:
+    """Minimize total cost over the horizon; the elastic model also tracks unmet demand."""
+    nodes = model.nodes
+    coef = nodes["gpus_per_node"] * nodes["usd_per_gpu_hour"] * nodes["hours"]
+    model.cost = pulp.LpAffineExpression(zip(nodes["var"], coef.astype(float).tolist()))
+    if model.elastic and not model.unmet.empty:
+        hours = model.unmet["period"].map(model.problem.periods.set_index("period")["hours"])
+        weight = model.unmet["req_s"] * hours
+        weight = weight / weight.sum()
+        terms = list(zip(model.unmet["var"], weight.astype(float).tolist()))
+        short = model.spare_shortfall
+        if not short.empty:  # spares count after demand: a whole missing spare weighs less
+            hours = short["period"].map(model.problem.periods.set_index("period")["hours"])
+            spare_weight = hours / (hours.sum() * short["redundancy_k"]) * 1e-3
+            terms += list(zip(short["var"], spare_weight.astype(float).tolist()))
+        model.unmet_share = pulp.LpAffineExpression(terms)
+    model.lp.setObjective(model.cost)

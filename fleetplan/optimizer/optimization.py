@@ -1,0 +1,123 @@
+"""From a problem (or a scenario) to a FleetPlan: solve, fall back to the elastic model when
+demand cannot be met, explain, and price the binding limits."""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from fleetplan.optimizer.decomposition import solve_fleet
+from fleetplan.optimizer.dominance import prune_dominated
+from fleetplan.optimizer.fleet_plan import FleetPlan
+from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.infeasibility import explain_unmet
+from fleetplan.optimizer.marginal_values import COLUMNS as BINDING_COLUMNS
+from fleetplan.optimizer.marginal_values import marginal_values
+from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.period_merging import merge_identical_periods, spread_periods
+from fleetplan.optimizer.solution_tables import assemble_plan
+from fleetplan.optimizer.solver import SolveOptions
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class WhatIfOptions:
+    """enabled: re-solve to price binding limits; tpot_factor: looser TPOT SLO tried (x SLO);
+    relaxed_candidates: candidates at the looser SLO (from the engine); time_limit_s [s]."""
+
+    enabled: bool = True
+    tpot_factor: float = 1.5
+    relaxed_candidates: pd.DataFrame = field(default_factory=pd.DataFrame)
+    time_limit_s: float = 10.0
+
+
+def optimize_problem(problem: Problem, options: SolveOptions | None = None,
+                     what_if: WhatIfOptions | None = None, **metadata) -> FleetPlan:
+    """Solve ``problem``; an infeasible one is answered by the elastic model with reasons."""
+    original = problem
+    problem, representative = merge_identical_periods(problem)
+    plan = _solve(problem, options or SolveOptions(), what_if or WhatIfOptions(enabled=False),
+                  metadata)
+    return spread_periods(plan, representative, original.periods, original.demand)
+
+
+def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
+           metadata: dict) -> FleetPlan:
+    metadata.setdefault("assumptions", {})
+    metadata["assumptions"] = {**problem_assumptions(problem), **metadata["assumptions"]}
+    pruned, dropped = prune_dominated(problem)
+    metadata["assumptions"]["dominated_configs"] = dropped
+    model = build_model(pruned)
+    outcome = solve_fleet(model, options)
+    if outcome.status == "infeasible":
+        return _elastic_plan(problem, options, metadata)
+    status = outcome.status if outcome.has_solution else "no_solution"
+    plan = assemble_plan(model, outcome, status, **metadata)
+    plan.candidates = problem.candidates
+    if outcome.has_solution and what_if.enabled:
+        resolve = SolveOptions(min(what_if.time_limit_s, options.time_limit_s), options.mip_gap,
+                               options.threads, options.solver)
+        plan.binding_constraints = marginal_values(
+            model, plan.usd_per_month, plan.gap, resolve, slo_problem=problem,
+            relaxed_candidates=what_if.relaxed_candidates, tpot_factor=what_if.tpot_factor)
+    if plan.binding_constraints.empty:
+        plan.binding_constraints = pd.DataFrame(columns=BINDING_COLUMNS)
+    if status == "time_limit":
+        plan.messages.append(f"stopped by the time limit at a gap of {plan.gap:.2%}; "
+                             "raise solver.time_limit_s for a proven optimum")
+    return plan
+
+
+def _elastic_plan(problem: Problem, options: SolveOptions, metadata: dict) -> FleetPlan:
+    model = build_model(problem, elastic=True)
+    outcome = solve_fleet(model, options)
+    plan = assemble_plan(model, outcome, "infeasible", **metadata)
+    plan.candidates = problem.candidates
+    plan.binding_constraints = pd.DataFrame(columns=BINDING_COLUMNS)
+    if outcome.has_solution and not plan.unmet_demand.empty:
+        hours = plan.unmet_demand["period"].map(problem.periods.set_index("period")["hours"])
+        demand = problem.demand[problem.demand["req_s"] > 0]
+        all_hours = demand["period"].map(problem.periods.set_index("period")["hours"])
+        unmet_share = float((plan.unmet_demand["unmet_req_s"] * hours).sum()
+                            / (demand["req_s"] * all_hours).sum())
+        plan.unmet_demand, reasons = explain_unmet(problem, plan.unmet_demand, options,
+                                                   unmet_share)
+        plan.messages = [*plan.messages, *reasons]
+    elif not outcome.has_solution:
+        plan.messages.append("the elastic model found no plan within the time limit")
+    if outcome.has_solution:
+        plan.messages += spare_shortfall_messages(model)
+    return plan
+
+
+def spare_shortfall_messages(model) -> list[str]:
+    """Workloads whose N+k spares the elastic plan could not keep."""
+    short = model.spare_shortfall
+    if short.empty:
+        return []
+    short = short.assign(value=[v.varValue or 0.0 for v in short["var"]])
+    short = short[short["value"] > 1e-6]
+    worst = short.groupby("workload").agg(k=("redundancy_k", "first"), v=("value", "max"))
+    return [f"{w}: cannot keep N+{int(k)} spare replicas within the limits "
+            f"(short by up to {v:.2f} replicas)" for w, k, v in zip(worst.index, worst["k"], worst["v"])]
+
+
+def problem_assumptions(problem: Problem) -> dict:
+    """The numbers every cost in the plan rests on."""
+    return {"hours_per_month": problem.hours_per_month,
+            "horizon_months": problem.horizon_months,
+            "horizon_hours": problem.horizon_hours,
+            "target_utilization": problem.target_utilization,
+            "budget_usd_per_month": problem.budget_usd_per_month,
+            "spot_max_share": problem.spot_max_share,
+            "notes": list(problem.notes)}
+
+
+def usd_per_hour(plan: FleetPlan) -> float:
+    """Mean fleet cost per hour of the horizon [USD/h]."""
+    hours = plan.assumptions.get("horizon_hours", math.nan)
+    return plan.objective_usd / hours

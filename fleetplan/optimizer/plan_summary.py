@@ -1,0 +1,62 @@
+"""Plain-text summary of a FleetPlan for the terminal."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+if TYPE_CHECKING:
+    from fleetplan.optimizer.fleet_plan import FleetPlan
+
+
+def usd(value: float) -> str:
+    """Dollars for people: ``$1,234`` from $100 up, ``$1.50`` below, ``n/a`` if unknown."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return f"${value:,.0f}" if abs(value) >= 100 else f"${value:,.2f}"
+
+
+def _status_line(plan: FleetPlan) -> str:
+    gap = plan.gap
+    gap_text = "" if gap is None or not math.isfinite(gap) else f", gap {gap:.3%}"
+    return (f"status: {plan.status}{gap_text} ({plan.solver}, {plan.solve_seconds:.2f} s)")
+
+
+def _table(title: str, table: pd.DataFrame, columns: list[str], max_rows: int) -> list[str]:
+    if table.empty:
+        return []
+    shown = table[[c for c in columns if c in table.columns]]
+    text = shown.head(max_rows).to_string(index=False, float_format=lambda v: f"{v:,.2f}")
+    more = [f"  ... {len(shown) - max_rows} more rows"] if len(shown) > max_rows else []
+    return ["", title, *("  " + line for line in text.splitlines()), *more]
+
+
+def summary_text(plan: FleetPlan, max_rows: int = 12) -> str:
+    """Status, cost, fleet, costs by pricing, binding constraints, unmet demand."""
+    months = plan.assumptions.get("horizon_months", float("nan"))
+    lines = [
+        _status_line(plan),
+        f"cost: {usd(plan.usd_per_month)} per month, {usd(plan.objective_usd)} over "
+        f"{months:g} months",
+    ]
+    lines += _table("fleet (peak replicas):", plan.fleet,
+                    ["config", "pricing_type", "replicas_peak", "replicas_mean", "gpus_peak",
+                     "usd_per_gpu_hour", "usd_per_month"], max_rows)
+    lines += _table("cost by pricing type:", plan.costs_by_pricing,
+                    ["pricing_type", "gpus_peak", "usd_per_month", "share"], max_rows)
+    lines += _table("workloads:", plan.workloads,
+                    ["workload", "demand_req_s_peak", "served_fraction", "tpot_ms_max",
+                     "ttft_ms_max", "utilization", "usd_per_month", "usd_per_m_tokens"],
+                    max_rows)
+    if not plan.binding_constraints.empty:
+        lines += ["", "binding constraints:"]
+        lines += ["  " + text for text in plan.binding_constraints["description"].head(max_rows)]
+    if not plan.unmet_demand.empty:
+        unmet = (plan.unmet_demand.groupby("workload", sort=False)["unmet_req_s"].max()
+                 .rename("unmet_req_s_peak").reset_index())
+        lines += _table("unmet demand:", unmet, ["workload", "unmet_req_s_peak"], max_rows)
+    if plan.messages:
+        lines += ["", *plan.messages]
+    return "\n".join(lines)

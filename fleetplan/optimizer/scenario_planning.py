@@ -1,0 +1,138 @@
+"""A scenario, end to end: catalogs and prices, candidates, the MILP, and the FleetPlan."""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.catalogs import load_catalogs
+from fleetplan.optimizer import candidates as candidate_tables
+from fleetplan.optimizer.capacity_profiles import (
+    profile_candidates,
+    read_profiles,
+    uncovered_reasons,
+)
+from fleetplan.optimizer.demand import demand_table, plan_periods, workload_buckets
+from fleetplan.optimizer.disaggregated_candidates import disaggregated_candidates
+from fleetplan.optimizer.fleet_plan import FleetPlan
+from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
+from fleetplan.optimizer.scenario import Scenario
+from fleetplan.optimizer.scenario_prices import select_prices
+from fleetplan.optimizer.solver import SolveOptions
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PreparedScenario:
+    """A scenario turned into optimizer tables, with what the plan must report about them."""
+
+    problem: Problem
+    prices: pd.DataFrame
+    candidates: pd.DataFrame
+    relaxed_candidates: pd.DataFrame
+    capacity_source: str
+    catalog_versions: dict = field(default_factory=dict)
+
+
+def _gpu_table(scenario: Scenario, gpu_ids: list[str], catalog_gpus: pd.DataFrame) -> pd.DataFrame:
+    """gpu, gpus_per_node (1 unless buying whole nodes), max_gpus (NaN = no cap)."""
+    options = scenario.fleet.gpus
+    catalog_node = catalog_gpus["gpus_per_node"].reindex(gpu_ids).fillna(1).astype(int).to_numpy()
+    own_node = np.array([o.gpus_per_node or 0 for o in options])
+    node = np.where(own_node > 0, own_node, catalog_node if scenario.fleet.whole_nodes else 1)
+    caps = [math.nan if o.max_gpus is None else float(o.max_gpus) for o in options]
+    return pd.DataFrame({"gpu": gpu_ids, "gpus_per_node": node.astype(int), "max_gpus": caps})
+
+
+def _offer_table(scenario: Scenario, gpu_ids: list[str], prices: pd.DataFrame) -> pd.DataFrame:
+    caps = pd.DataFrame([(gpu, pricing, float(cap))
+                         for option, gpu in zip(scenario.fleet.gpus, gpu_ids, strict=True)
+                         for pricing, cap in (option.max_gpus_by_pricing or {}).items()],
+                        columns=["gpu", "pricing_type", "max_gpus"])
+    offers = prices[["gpu", "pricing_type", "usd_per_gpu_hour"]].merge(
+        caps, on=["gpu", "pricing_type"], how="left")
+    return offers.astype({"max_gpus": float})
+
+
+def _workload_table(scenario: Scenario, models: list[str]) -> pd.DataFrame:
+    workloads = scenario.workloads
+    names = [w.name for w in workloads]
+    return pd.DataFrame({
+        "workload": names, "pool": models if scenario.fleet.share_replicas else names,
+        "redundancy_k": [w.redundancy_k for w in workloads], "model": models,
+        "tpot_slo_ms": [np.nan if w.tpot_slo_ms is None else w.tpot_slo_ms for w in workloads],
+        "ttft_slo_ms": [np.nan if w.ttft_slo_ms is None else w.ttft_slo_ms for w in workloads]})
+
+
+def _candidates(scenario: Scenario, catalogs, buckets: pd.DataFrame, names: dict,
+                estimate) -> tuple[pd.DataFrame, str, list[str]]:
+    pairs = disaggregated_candidates(scenario, catalogs, buckets, names)
+    if scenario.capacity_profiles is not None:
+        quants = {w.name: q for w, q in zip(scenario.workloads, names["quants"], strict=True)}
+        table = profile_candidates(read_profiles(scenario.capacity_profiles), buckets, names,
+                                   quants)
+        uncovered = uncovered_reasons(buckets, table)
+        notes = [f"{w} bucket {b}: {r}" for w, b, r in
+                 zip(uncovered["workload"], uncovered["bucket"], uncovered["reason"])]
+        return table, "profiles", notes
+    options = scenario.fleet.disaggregation
+    if options is not None and not options.colocated:
+        return pairs, "engine", []
+    cases = candidate_tables.engine_cases(scenario, buckets, names,
+                                          catalogs.gpus["gpus_per_node"])
+    colocated = candidate_tables.from_engine(cases, catalogs, estimate)
+    return pd.concat([colocated, pairs], ignore_index=True), "engine", []
+
+
+def prepare(scenario: Scenario, catalogs=None, *, estimate=None) -> PreparedScenario:
+    """Scenario -> optimizer tables (one vectorized engine call for every candidate)."""
+    if catalogs is None:
+        catalogs = load_catalogs(scenario.catalogs)
+    names = candidate_tables.canonical_names(scenario, catalogs)
+    prices, notes = select_prices(scenario, catalogs.prices, names["gpus"])
+    model_of = dict(zip([w.name for w in scenario.workloads], names["models"], strict=True))
+    buckets = workload_buckets(scenario)
+    buckets["model"] = buckets["workload"].map(model_of)
+    periods = plan_periods(scenario)
+    table, source, more_notes = _candidates(scenario, catalogs, buckets, names, estimate)
+    table = candidate_tables.finish(table, scenario.fleet.share_replicas)
+    base = table[table["variant"] == "base"].drop(columns="variant").reset_index(drop=True)
+    relaxed = table[table["variant"] != "base"].drop(columns="variant").reset_index(drop=True)
+    fleet = scenario.fleet
+    problem = Problem(
+        workloads=_workload_table(scenario, names["models"]), periods=periods,
+        demand=demand_table(scenario, buckets, periods),
+        configs=base[["config", "pool", "gpu", "tp", "model", "quant", "stage"]].drop_duplicates(
+            "config"),
+        candidates=base, offers=_offer_table(scenario, names["gpus"], prices),
+        gpus=_gpu_table(scenario, names["gpus"], catalogs.gpus),
+        target_utilization=fleet.target_utilization, hours_per_month=fleet.hours_per_month,
+        horizon_months=float(fleet.horizon_months),
+        budget_usd_per_month=fleet.budget_usd_per_month, spot_max_share=fleet.spot_max_share,
+        notes=notes + more_notes)
+    return PreparedScenario(problem, prices, base, relaxed, source, catalogs.versions())
+
+
+def plan_scenario(scenario: Scenario, catalogs=None, *, estimate=None,
+                  what_if: bool | None = None) -> FleetPlan:
+    """The cheapest fleet for ``scenario`` (see FleetPlan for what it holds)."""
+    prepared = prepare(scenario, catalogs, estimate=estimate)
+    solver = scenario.solver
+    options = SolveOptions(solver.time_limit_s, solver.mip_gap, solver.threads, solver.solver)
+    enabled = scenario.what_if.enabled if what_if is None else what_if
+    what_if_options = WhatIfOptions(enabled, scenario.what_if.tpot_slo_factor,
+                                    prepared.relaxed_candidates, scenario.what_if.time_limit_s)
+    assumptions = {"catalog_versions": prepared.catalog_versions,
+                   "capacity_source": prepared.capacity_source,
+                   "prices_used": prepared.prices.to_dict(orient="records")}
+    plan = optimize_problem(prepared.problem, options, what_if_options,
+                            scenario=scenario.model_dump(mode="json"), assumptions=assumptions,
+                            prices=prepared.prices)
+    plan.messages = [*prepared.problem.notes, *plan.messages]
+    return plan

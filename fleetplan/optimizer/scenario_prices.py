@@ -1,0 +1,83 @@
+"""Which $/GPU-hour the optimizer uses per (GPU, pricing type), and where it came from.
+
+Order of precedence for each allowed (GPU, pricing type):
+1. the scenario's own ``usd_per_gpu_hour`` for that GPU (origin ``scenario``);
+2. the cheapest catalog row after the GPU's (else the fleet's) provider and region filters
+   (origin ``catalog``; provider, region, instance, source and as_of name the row).
+A pricing type without a price is dropped for that GPU with a note; a GPU left without any
+price is an error naming the field to fill.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from fleetplan.catalogs.prices import cheapest_rows
+from fleetplan.errors import ScenarioError
+from fleetplan.optimizer.scenario import Scenario
+
+PRICE_COLUMNS = ["gpu", "pricing_type", "usd_per_gpu_hour", "provider", "region", "instance",
+                 "includes_host", "source", "as_of", "origin"]
+
+
+def _catalog_rows(catalog_prices: pd.DataFrame, gpu: str, provider: str | None,
+                  region: str | None) -> pd.DataFrame:
+    rows = catalog_prices[catalog_prices["gpu"] == gpu]
+    if provider is not None:
+        rows = rows[rows["provider"].astype(str).str.lower() == provider.lower()]
+    if region is not None:
+        rows = rows[rows["region"].astype(str).str.lower() == region.lower()]
+    return rows
+
+
+def select_prices(scenario: Scenario, catalog_prices: pd.DataFrame,
+                  gpu_ids: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """Price table (PRICE_COLUMNS) for the allowed GPUs, and notes on dropped pricing types.
+
+    ``gpu_ids`` are the canonical ids of ``scenario.fleet.gpus`` in the same order.
+    """
+    fleet = scenario.fleet
+    tables, notes = [], []
+    for index, (option, gpu) in enumerate(zip(fleet.gpus, gpu_ids, strict=True)):
+        allowed = list(option.pricing or fleet.pricing)
+        provider = option.provider or fleet.provider
+        region = option.region or fleet.region
+        own = {p: v for p, v in (option.usd_per_gpu_hour or {}).items() if p in allowed}
+        rows = cheapest_rows(_catalog_rows(catalog_prices, gpu, provider, region))
+        rows = rows[rows["pricing_type"].isin([p for p in allowed if p not in own])]
+        table = pd.concat([_own_rows(gpu, own), rows.assign(origin="catalog")],
+                          ignore_index=True)
+        missing = [p for p in allowed if p not in set(table["pricing_type"])]
+        if table.empty:
+            message = _no_price_message(index, gpu, allowed, provider, region)
+            raise ScenarioError(message)
+        notes += [f"no {p} price for {gpu}{_where(provider, region)}; {p} not used for it"
+                  for p in missing]
+        tables.append(table)
+    prices = pd.concat(tables, ignore_index=True)
+    for column in PRICE_COLUMNS:
+        if column not in prices:
+            prices[column] = math.nan
+    return prices[PRICE_COLUMNS].reset_index(drop=True), notes
+
+
+def _own_rows(gpu: str, own: dict[str, float]) -> pd.DataFrame:
+    return pd.DataFrame({"gpu": gpu, "pricing_type": list(own),
+                         "usd_per_gpu_hour": [float(v) for v in own.values()],
+                         "provider": "scenario", "region": "any", "instance": "",
+                         "source": "scenario fleet.gpus usd_per_gpu_hour", "as_of": "",
+                         "origin": "scenario"})
+
+
+def _where(provider: str | None, region: str | None) -> str:
+    parts = [f"provider {provider}" if provider else "", f"region {region}" if region else ""]
+    text = ", ".join(p for p in parts if p)
+    return f" ({text})" if text else ""
+
+
+def _no_price_message(index: int, gpu: str, allowed: list[str], provider: str | None,
+                      region: str | None) -> str:
+    return (f"fleet.gpus[{index}]: no price for {gpu} with pricing {', '.join(allowed)}"
+            f"{_where(provider, region)} in the prices catalog; give usd_per_gpu_hour")

@@ -1,0 +1,197 @@
+"""What-if grids: a base scenario plus axes of changes, expanded into named scenario variants.
+
+A grid file (YAML or TOML) names a ``base`` scenario (a path relative to the grid file, or
+``example``) and either ``axes`` (their cartesian product is solved) or an explicit list of
+named ``cases``. Axes:
+
+- ``demand_multiplier``: scales every workload's demand;
+- ``tpot_slo_ms``, ``ttft_slo_ms``, ``input_tokens``, ``monthly_growth``: set on every workload;
+- ``price_multiplier: {gpu: [factors]}``: scales that GPU's catalog and scenario prices; a key
+  ``provider:<name>`` scales every catalog price of that provider;
+- ``max_gpus: {gpu: [caps]}``: availability caps;
+- ``allowed_gpus: {set name: [gpu ids]}`` and ``pricing: {mix name: [pricing types]}``: named
+  alternatives;
+- ``disaggregation: {name: settings or null}``: named ``fleet.disaggregation`` settings (null =
+  colocated replicas only), e.g. ``{colocated: null, pairs: {}}``;
+- ``engine: [engine ids]``: the efficiency profile (``fleet.engine``; ``*`` = the default rows).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fleetplan.errors import ScenarioError
+from fleetplan.optimizer.example import example_data
+from fleetplan.optimizer.scenario_files import error_message, read_data
+
+SCALAR_AXES = ("demand_multiplier", "tpot_slo_ms", "ttft_slo_ms", "input_tokens", "monthly_growth")
+PER_GPU_AXES = ("price_multiplier", "max_gpus")
+NAMED_AXES = ("allowed_gpus", "pricing", "disaggregation")
+FLEET_AXES = ("engine",)
+_DEMAND_FIELDS = ("requests_per_s", "tokens_per_s", "tokens_per_month")
+
+
+class Axes(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    demand_multiplier: list[float] | None = Field(None, min_length=1)
+    tpot_slo_ms: list[float] | None = Field(None, min_length=1)
+    ttft_slo_ms: list[float] | None = Field(None, min_length=1)
+    input_tokens: list[int] | None = Field(None, min_length=1)
+    monthly_growth: list[float] | None = Field(None, min_length=1)
+    price_multiplier: dict[str, list[float]] | None = None
+    max_gpus: dict[str, list[int]] | None = None
+    allowed_gpus: dict[str, list[str]] | None = None
+    pricing: dict[str, list[str]] | None = None
+    disaggregation: dict[str, dict[str, Any] | None] | None = None
+    engine: list[str] | None = Field(None, min_length=1)
+
+
+class Grid(BaseModel):
+    """A what-if grid file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base: str = Field(description="Base scenario: a path relative to the grid file, or 'example'")
+    axes: Axes | None = None
+    cases: list[dict[str, Any]] | None = Field(None, min_length=1, description="Named cases instead of axes")
+
+
+def load_grid(path: str | Path) -> tuple[Grid, dict]:
+    """The validated grid and its base scenario as a plain mapping."""
+    path = Path(path)
+    data = read_data(path)
+    try:
+        grid = Grid.model_validate(data)
+    except ValidationError as error:
+        message = f"{path.name}: {error_message(error.errors()[0])}"
+        raise ScenarioError(message) from None
+    if (grid.axes is None) == (grid.cases is None):
+        message = f"{path.name}: give either axes or cases"
+        raise ScenarioError(message)
+    return grid, _base_data(grid.base, path.parent)
+
+
+def _base_data(base: str, folder: Path) -> dict:
+    if base == "example":
+        return example_data()
+    path = Path(base) if Path(base).is_absolute() else folder / base
+    if not path.is_file():
+        message = f"base scenario {path} does not exist"
+        raise ScenarioError(message)
+    return read_data(path)
+
+
+def expand(grid: Grid) -> list[dict[str, Any]]:
+    """The grid's cases: one mapping of axis column -> value per scenario variant."""
+    if grid.cases is not None:
+        return [dict(case) for case in grid.cases]
+    columns: list[tuple[str, list]] = []
+    axes = grid.axes.model_dump(exclude_none=True)
+    for name in SCALAR_AXES:
+        if name in axes:
+            columns.append((name, axes[name]))
+    for name in PER_GPU_AXES:
+        for gpu, values in axes.get(name, {}).items():
+            columns.append((f"{name}[{gpu}]", values))
+    for name in NAMED_AXES:
+        if name in axes:
+            columns.append((name, list(axes[name])))
+    for name in FLEET_AXES:
+        if name in axes:
+            columns.append((name, axes[name]))
+    names = [name for name, _ in columns]
+    return [dict(zip(names, values)) for values in itertools.product(*(v for _, v in columns))]
+
+
+def case_id(case: dict) -> str:
+    """A stable id of a case's values (resume key)."""
+    text = json.dumps(case, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def apply_case(base: dict, case: dict, grid: Grid) -> tuple[dict, dict[str, float]]:
+    """The scenario mapping for ``case`` and the price multipliers per GPU it implies."""
+    scenario = copy.deepcopy(base)
+    named = grid.axes.model_dump(exclude_none=True) if grid.axes is not None else {}
+    multipliers: dict[str, float] = {}
+    for column, value in case.items():
+        if column == "name":
+            scenario["name"] = f"{scenario.get('name', 'scenario')}:{value}"
+        elif column in SCALAR_AXES:
+            _set_on_workloads(scenario, column, value)
+        elif column.startswith("price_multiplier["):
+            multipliers[column[len("price_multiplier["):-1].lower()] = float(value)
+        elif column.startswith("max_gpus["):
+            _gpu_entry(scenario, column[len("max_gpus["):-1])["max_gpus"] = int(value)
+        elif column == "allowed_gpus":
+            _allow(scenario, named.get("allowed_gpus", {}).get(value, value))
+        elif column == "pricing":
+            scenario["fleet"]["pricing"] = named.get("pricing", {}).get(value, value)
+        elif column == "disaggregation":
+            scenario["fleet"]["disaggregation"] = named.get("disaggregation", {}).get(value, value)
+        elif column == "engine":
+            scenario["fleet"]["engine"] = None if value in ("*", None) else value
+        else:
+            axes = ", ".join(SCALAR_AXES + PER_GPU_AXES + NAMED_AXES + FLEET_AXES)
+            message = f"unknown what-if axis '{column}' (axes: {axes})"
+            raise ScenarioError(message)
+    _scale_own_prices(scenario, multipliers)
+    return scenario, multipliers
+
+
+def _set_on_workloads(scenario: dict, column: str, value) -> None:
+    for workload in scenario["workloads"]:
+        if column == "demand_multiplier":
+            for field in _DEMAND_FIELDS:
+                if workload.get(field) is not None:
+                    workload[field] = workload[field] * float(value)
+        elif column == "input_tokens" and workload.get("histogram"):
+            continue  # a histogram keeps its own sizes
+        else:
+            workload[column] = value
+
+
+def _gpu_entry(scenario: dict, gpu: str) -> dict:
+    entries = scenario["fleet"]["gpus"]
+    for index, entry in enumerate(entries):
+        entry = {"id": entry} if isinstance(entry, str) else entry
+        entries[index] = entry
+        if entry["id"].lower() == gpu.lower():
+            return entry
+    message = f"what-if axis names gpu '{gpu}', which the base scenario's fleet does not allow"
+    raise ScenarioError(message)
+
+
+def _allow(scenario: dict, gpus: list[str]) -> None:
+    existing = {(e if isinstance(e, str) else e["id"]).lower(): e for e in scenario["fleet"]["gpus"]}
+    scenario["fleet"]["gpus"] = [existing.get(g.lower(), g) for g in gpus]
+
+
+def _scale_own_prices(scenario: dict, multipliers: dict[str, float]) -> None:
+    for entry in scenario["fleet"]["gpus"]:
+        if isinstance(entry, dict) and entry.get("usd_per_gpu_hour") and entry["id"].lower() in multipliers:
+            factor = multipliers[entry["id"].lower()]
+            entry["usd_per_gpu_hour"] = {k: v * factor for k, v in entry["usd_per_gpu_hour"].items()}
+
+
+def scaled_catalogs(catalogs, multipliers: dict[str, float]):
+    """Catalogs whose price rows of the named GPUs (or ``provider:<name>``) are multiplied."""
+    if not multipliers:
+        return catalogs
+    prices = catalogs.prices.copy()
+    for key, factor in multipliers.items():
+        if key.startswith("provider:"):
+            rows = prices["provider"].str.lower() == key[len("provider:"):]
+        else:
+            rows = prices["gpu"] == key
+        prices.loc[rows, "usd_per_gpu_hour"] = prices.loc[rows, "usd_per_gpu_hour"] * factor
+    return replace(catalogs, prices=prices)

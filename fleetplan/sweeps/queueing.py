@@ -1,0 +1,157 @@
+"""Latency under load: TPOT and TTFT of one replica at a given request rate.
+
+Method (continuous batching with chunked prefill, one replica, Poisson arrivals at rate lambda):
+
+1. Prompts and decode steps share the GPUs. A prompt costs ``t_p`` of GPU time (its FLOPs and
+   all-reduces, ``row_kernel.prefill_ms``), so prefill takes the share ``rho_p = lambda * t_p`` and every
+   decode step is stretched to ``TPOT = t_dec(B) / (1 - rho_p)``.
+2. The decode batch is what the rate sustains by Little's law, ``B = lambda * G * TPOT``, solved by
+   a fixed number of vectorized fixed-point passes (it converges monotonically from B = 0 while
+   the replica is stable).
+3. Prompts queue for the prefill share as an M/D/1 queue with service ``t_p`` and utilization
+   ``rho_p``: mean wait ``rho_p / (2 (1 - rho_p)) * t_p`` (Pollaczek-Khinchine). TTFT is that wait
+   plus the prompt's prefill latency plus the in-flight decode step it joins.
+4. Percentiles: the wait is 0 with probability ``1 - rho`` and otherwise exponential with the mean
+   that keeps the M/D/1 mean (an exponential-tail approximation); the inter-token latency is
+   ``t_dec`` on plain steps and ``t_dec + t_p / chunks`` on the share ``f = lambda * chunks * TPOT``
+   of steps that carry a prompt chunk.
+5. At or beyond capacity (``rho_p >= 1`` or a batch above the memory and engine cap) the steady
+   state does not exist: TTFT is infinite. For a finite benchmark run of N requests the fluid
+   approximation gives the mean wait instead (see ``finite_run_wait_ms``).
+
+Near-zero load gives the unloaded latencies of ``row_kernel.latencies_ms`` at batch 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fleetplan.sweeps import operating_points, row_kernel, throughput
+
+FIXED_POINT_PASSES = 60
+RATE_BISECTION_PASSES = 40
+
+
+def md1_wait_ms(utilization, service_ms):
+    """Mean wait in an M/D/1 queue: ``rho / (2 (1 - rho)) * s`` [ms]; infinite at ``rho >= 1``.
+
+    >>> float(md1_wait_ms(0.5, 10.0)), float(md1_wait_ms(1.0, 10.0))
+    (5.0, inf)
+    """
+    rho = np.asarray(utilization, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wait = rho / (2.0 * (1.0 - rho)) * np.asarray(service_ms, dtype=float)
+    return np.where(rho >= 1.0, np.inf, np.maximum(wait, 0.0))
+
+
+def md1_max_utilization(slack_ms, service_ms):
+    """Largest utilization whose M/D/1 mean wait stays within ``slack_ms``: the inverse of
+    ``md1_wait_ms``, ``rho = 2a / (1 + 2a)`` with ``a = slack / s`` [fraction]; 0 without slack.
+
+    >>> float(md1_max_utilization(5.0, 10.0))
+    0.5
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.maximum(np.asarray(slack_ms, dtype=float), 0.0) / np.asarray(service_ms, dtype=float)
+    return np.where(np.isinf(ratio), 1.0, np.nan_to_num(2.0 * ratio / (1.0 + 2.0 * ratio)))
+
+
+def wait_quantile_ms(mean_wait_ms, utilization, quantile):
+    """Quantile of the wait: 0 with probability ``1 - rho``, else exponential with mean ``W / rho`` [ms].
+
+    >>> round(float(wait_quantile_ms(5.0, 0.5, 0.9)), 3)
+    16.094
+    """
+    rho = np.clip(np.asarray(utilization, dtype=float), 1e-12, None)
+    tail = 1.0 - quantile
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = np.asarray(mean_wait_ms, dtype=float) / rho * np.log(rho / tail)
+    return np.where(rho <= tail, 0.0, value)
+
+
+def finite_run_wait_ms(rate_req_s, capacity_req_s, n_requests, slots):
+    """Mean admission wait over a finite run of ``n_requests`` offered at ``rate`` [ms].
+
+    Fluid approximation: request i arrives at ``i / rate`` and starts once ``i - slots`` requests
+    have finished at the capacity ``mu``, so it waits ``max(0, (i - slots) / mu - i / rate)``;
+    an infinite rate means all arrive at once. 0 while ``rate < mu``.
+
+    >>> round(float(finite_run_wait_ms(np.inf, 10.0, 100, 0)), 1)
+    5050.0
+    """
+    i = np.arange(1, int(np.max(n_requests)) + 1, dtype=float)
+    rate = np.asarray(rate_req_s, dtype=float)[..., None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        arrival = np.where(np.isinf(rate), 0.0, i / rate)
+        wait = np.maximum((i - np.asarray(slots, dtype=float)[..., None]) / np.asarray(capacity_req_s)[..., None]
+                          - arrival, 0.0)
+    counted = i <= np.asarray(n_requests)[..., None]
+    return (wait * counted).sum(axis=-1) / np.asarray(n_requests, dtype=float) * 1e3
+
+
+def _decode_ms(c, rows, batch):
+    tpot, _, _ = row_kernel.decode_step_ms(c, np.maximum(batch, 1.0), rows.context_len)
+    return tpot
+
+
+def capacity_req_s(c, rows: row_kernel.Rows) -> np.ndarray:
+    """Largest sustainable request rate of one replica: the rate at the batch cap [requests/s]."""
+    cap = np.maximum(operating_points.batch_cap(c, rows.context_len), 0).astype(float)
+    _, work_ms = row_kernel.prefill_ms(c, rows.input_len)
+    return np.where(cap > 0, throughput.request_rate_req_s(cap, _decode_ms(c, rows, cap), rows.output_len, work_ms),
+                    0.0)
+
+
+def at_rate(c, rows: row_kernel.Rows, rate_req_s) -> dict:
+    """Mean and p90/p99 TPOT and TTFT, decode batch and stability at ``rate_req_s`` [ms, sequences].
+
+    Chunked prefill (the ``prefill_chunk_tokens`` lever) splits prompts into chunks, each riding one
+    decode step: lower tail inter-token latency, a prompt spread over more steps.
+    """
+    with np.errstate(invalid="ignore"):  # configurations that cannot run carry NaN through
+        return _at_rate(c, rows, rate_req_s)
+
+
+def _at_rate(c, rows, rate_req_s) -> dict:
+    rate = np.asarray(rate_req_s, dtype=float) / 1e3  # requests per ms
+    latency_ms, work_ms = row_kernel.prefill_ms(c, rows.input_len)
+    rho_p = rate * work_ms
+    stretch = np.where(rho_p < 1.0, 1.0 / np.maximum(1.0 - rho_p, 1e-12), np.inf)
+    cap = np.maximum(operating_points.batch_cap(c, rows.context_len), 0).astype(float)
+    batch = np.zeros(np.broadcast_shapes(np.shape(rate), np.shape(cap), np.shape(rows.output_len)))
+    for _ in range(FIXED_POINT_PASSES):
+        batch = np.minimum(rate * rows.output_len * _decode_ms(c, rows, batch) * stretch, cap + 1.0)
+    stable = (rho_p < 1.0) & (batch <= cap) & (rate * 1e3 < capacity_req_s(c, rows))
+    t_dec = _decode_ms(c, rows, np.minimum(batch, cap))
+    tpot = np.where(stable, t_dec * stretch, np.inf)
+    wait = np.where(stable, md1_wait_ms(rho_p, work_ms), np.inf)
+    chunks = row_kernel.prompt_steps(c, rows.input_len)
+    share = np.clip(rate * chunks * tpot, 0.0, 1.0)
+    prompt_ms = latency_ms + chunks * tpot  # each chunk joins one (stretched) decode step
+    out = {"batch": np.minimum(batch, cap), "stable": stable, "tpot_ms": tpot, "ttft_ms": wait + prompt_ms,
+           "wait_ms": wait, "prefill_share": rho_p}
+    for q in (0.9, 0.99):
+        long_step = np.where(share > 1.0 - q, t_dec + work_ms / chunks, t_dec)
+        out[f"tpot_p{int(q * 100)}_ms"] = np.where(stable, np.maximum(long_step, 0.0), np.inf)
+        out[f"ttft_p{int(q * 100)}_ms"] = wait_quantile_ms(wait, rho_p, q) + prompt_ms
+    return out
+
+
+def max_rate_under_slo(c, rows: row_kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
+    """Largest request rate whose mean TPOT and TTFT meet the SLOs (NaN = none) [requests/s].
+
+    TPOT and TTFT grow with the rate, so a vectorized bisection over ``[0, capacity]`` finds it for
+    all rows at once; 0 where even an idle replica misses an SLO.
+    """
+    high = capacity_req_s(c, rows) * (1.0 - 1e-9)
+    low = np.zeros_like(high)
+    for _ in range(RATE_BISECTION_PASSES):
+        middle = (low + high) / 2.0
+        state = at_rate(c, rows, middle)
+        ok = state["stable"] & (np.isnan(tpot_slo_ms) | (state["tpot_ms"] <= tpot_slo_ms)) & (
+            np.isnan(ttft_slo_ms) | (state["ttft_ms"] <= ttft_slo_ms))
+        low, high = np.where(ok, middle, low), np.where(ok, high, middle)
+    idle = at_rate(c, rows, np.zeros_like(high))
+    meets_idle = (np.isnan(tpot_slo_ms) | (idle["tpot_ms"] <= tpot_slo_ms)) & (
+        np.isnan(ttft_slo_ms) | (idle["ttft_ms"] <= ttft_slo_ms))
+    return np.where(meets_idle, low, 0.0)

@@ -1,0 +1,155 @@
+"""Procurement comparison: for one workload, what each GPU option needs and costs to rent or to buy.
+
+For every GPU option the replica capacity comes from the performance engine (the largest request
+rate meeting the SLOs under load, or the offline ceiling without SLOs), at each TP degree that
+fits a node; the TP degree needing the fewest GPUs wins. Renting is priced at the cheapest
+catalog price of each pricing type; buying at the ownership catalog's server price amortized over
+its life, plus power and hosting.
+
+Formulas (one function each below): replicas ``n = ceil(demand / (capacity * utilization))``;
+GPUs ``n * tp``; nodes ``ceil(GPUs / gpus_per_node)``; rent per month ``GPUs * price * hours``;
+buy per month ``nodes * price_node / (12 * life) + power + hosting`` with power
+``nodes * kW * load * PUE * hours * $/kWh``; TCO over ``m`` months renting ``m * rent``, buying
+``nodes * price_node + m * (power + hosting)``; break-even ``capex / (rent - opex)`` months.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.catalogs.conventions import HOURS_PER_MONTH, PRICING_TYPES
+from fleetplan.catalogs.prices import cheapest_rows
+from fleetplan.errors import InvalidValueError, check_range
+from fleetplan.sweeps import estimate_cases
+from fleetplan.sweeps.inputs import catalog_or_default
+
+RENT_TYPES = PRICING_TYPES
+
+
+def replicas_needed(demand_req_s, capacity_req_s, utilization):
+    """Replicas to serve ``demand`` at ``utilization`` of each replica's capacity [replicas].
+
+    >>> int(replicas_needed(100.0, 12.0, 0.8))
+    11
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need = np.ceil(np.asarray(demand_req_s, dtype=float) / (np.asarray(capacity_req_s) * utilization) - 1e-9)
+    return np.where(np.asarray(capacity_req_s) > 0, need, np.nan)
+
+
+def rent_usd_per_month(gpus, usd_per_gpu_hour, hours_per_month=HOURS_PER_MONTH):
+    """Renting ``gpus`` GPUs all month [USD/month].
+
+    >>> float(rent_usd_per_month(8, 2.0))
+    11680.0
+    """
+    return np.asarray(gpus, dtype=float) * usd_per_gpu_hour * hours_per_month
+
+
+def power_usd_per_month(nodes, node_power_kw, load, pue, usd_per_kwh, hours_per_month=HOURS_PER_MONTH):
+    """Electricity of ``nodes`` servers drawing ``load`` of their maximum, with cooling (PUE) [USD/month].
+
+    >>> round(float(power_usd_per_month(2, 10.2, 0.75, 1.4, 0.10)), 2)
+    1563.66
+    """
+    return np.asarray(nodes, dtype=float) * node_power_kw * load * pue * hours_per_month * usd_per_kwh
+
+
+def buy_usd_per_month(nodes, usd_per_node, life_years, power_usd, hosting_usd_per_node_month):
+    """Owning ``nodes`` servers: straight-line depreciation plus power and hosting [USD/month].
+
+    >>> float(buy_usd_per_month(1, 240000.0, 5, 1000.0, 2000.0))
+    7000.0
+    """
+    nodes = np.asarray(nodes, dtype=float)
+    return nodes * usd_per_node / (12.0 * np.asarray(life_years)) + power_usd + nodes * hosting_usd_per_node_month
+
+
+def break_even_months(capex_usd, rent_usd_per_month, opex_usd_per_month):
+    """Months after which buying has cost less than renting; infinite if renting stays cheaper.
+
+    >>> float(break_even_months(240000.0, 13000.0, 3000.0))
+    24.0
+    """
+    saving = np.asarray(rent_usd_per_month, dtype=float) - opex_usd_per_month
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(saving > 0, np.asarray(capex_usd, dtype=float) / saving, np.inf)
+
+
+def cheapest_prices(prices: pd.DataFrame) -> pd.DataFrame:
+    """The cheapest price of each (gpu, pricing type), with its provider, region and source
+    (the optimizer's rule, ``prices.cheapest_rows``)."""
+    return cheapest_rows(prices, ("gpu", "pricing_type")).set_index(["gpu", "pricing_type"])
+
+
+def check_inputs(demand_req_s: float, utilization: float, usd_per_kwh: float, pue: float, load: float) -> None:
+    """One-line errors naming the input and its allowed range."""
+    check_range("demand_req_s", demand_req_s, 0, None, low_inclusive=False)
+    check_range("utilization", utilization, 0, 1, low_inclusive=False)
+    check_range("usd_per_kwh", usd_per_kwh, 0, 10)
+    check_range("pue", pue, 1, 5)
+    check_range("power_load", load, 0, 1, low_inclusive=False)
+
+
+def _capacities(workload: dict, gpus: list[str], catalogs) -> pd.DataFrame:
+    tps = [1, 2, 4, 8]
+    cases = pd.DataFrame([{**workload, "gpu": gpu, "tp": tp} for gpu in gpus for tp in tps])
+    has_slo = pd.notna(workload.get("tpot_slo_ms")) or pd.notna(workload.get("ttft_slo_ms"))
+    cases["mode"] = "max_rate" if has_slo else "offline"
+    out = estimate_cases(cases, catalogs)
+    capacity = out["rate_req_s"] if has_slo else out["req_s"]
+    return out.assign(capacity_req_s=capacity.where(out["valid"] & out["fits"], 0.0))
+
+
+def compare(workload: dict, gpus: list[str], catalogs=None, *, utilization: float = 0.8, usd_per_kwh: float = 0.10,
+            pue: float = 1.4, power_load: float = 0.75, hours_per_month: float = HOURS_PER_MONTH) -> pd.DataFrame:
+    """One row per GPU option: sizing, rent and buy costs, TCO over 1 and 3 years, break-even."""
+    catalogs = catalog_or_default(catalogs)
+    check_inputs(workload["demand_req_s"], utilization, usd_per_kwh, pue, power_load)
+    gpus = catalogs.require("gpu", gpus)
+    options = _capacities({k: v for k, v in workload.items() if k != "demand_req_s"}, gpus, catalogs)
+    options["replicas"] = replicas_needed(workload["demand_req_s"], options["capacity_req_s"], utilization)
+    options["gpus_needed"] = options["replicas"] * options["tp"]
+    best = options.sort_values(["gpu", "gpus_needed", "tp"], na_position="last").drop_duplicates("gpu")
+    return _costs(best.set_index("gpu").reindex(gpus).reset_index(), workload, catalogs, usd_per_kwh, pue,
+                  power_load, hours_per_month)
+
+
+def _costs(best: pd.DataFrame, workload: dict, catalogs, usd_per_kwh, pue, load, hours) -> pd.DataFrame:
+    per_node = catalogs.gpus["gpus_per_node"].reindex(best["gpu"]).to_numpy(dtype=float)
+    owned = catalogs.ownership.set_index("gpu").reindex(best["gpu"])
+    out = best[["gpu", "tp", "replicas", "gpus_needed", "capacity_req_s"]].copy()
+    out["nodes"] = np.ceil(out["gpus_needed"] / per_node)
+    out["power_kw"] = out["nodes"] * owned["node_power_kw"].to_numpy(dtype=float)
+    tokens_per_month = workload["demand_req_s"] * workload["output_len"] * hours * 3600.0
+    prices = cheapest_prices(catalogs.prices)
+    for column in ("usd_per_node", "node_power_kw", "life_years", "hosting_usd_per_node_month"):
+        out[column] = owned[column].to_numpy(dtype=float)
+    for kind in RENT_TYPES:
+        price = prices["usd_per_gpu_hour"].reindex(pd.MultiIndex.from_arrays([best["gpu"], [kind] * len(best)]))
+        out[f"price_{kind}_usd_per_gpu_hour"] = price.to_numpy()
+        out[f"rent_{kind}_usd_per_month"] = rent_usd_per_month(out["gpus_needed"], price.to_numpy(), hours)
+        out[f"rent_{kind}_source"] = prices["source"].reindex(price.index).to_numpy()
+    power = power_usd_per_month(out["nodes"], owned["node_power_kw"].to_numpy(), load, pue, usd_per_kwh, hours)
+    hosting = owned["hosting_usd_per_node_month"].to_numpy(dtype=float)
+    out["capex_usd"] = out["nodes"] * owned["usd_per_node"].to_numpy(dtype=float)
+    out["buy_usd_per_month"] = buy_usd_per_month(out["nodes"], owned["usd_per_node"].to_numpy(), owned["life_years"].to_numpy(),
+                                                 power, hosting)
+    opex = power + out["nodes"] * hosting
+    out["buy_opex_usd_per_month"] = opex
+    out["usd_per_m_output_tokens_on_demand"] = out["rent_on_demand_usd_per_month"] / tokens_per_month * 1e6
+    out["usd_per_m_output_tokens_buy"] = out["buy_usd_per_month"] / tokens_per_month * 1e6
+    for months, label in ((12, "1y"), (36, "3y")):
+        out[f"tco_{label}_on_demand_usd"] = out["rent_on_demand_usd_per_month"] * months
+        reserved = "reserved_1y" if months == 12 else "reserved_3y"
+        out[f"tco_{label}_reserved_usd"] = out[f"rent_{reserved}_usd_per_month"] * months
+        out[f"tco_{label}_buy_usd"] = out["capex_usd"] + opex * months
+    out["break_even_months_vs_on_demand"] = break_even_months(out["capex_usd"], out["rent_on_demand_usd_per_month"], opex)
+    out["break_even_months_vs_reserved_3y"] = break_even_months(out["capex_usd"], out["rent_reserved_3y_usd_per_month"], opex)
+    out["ownership_source"] = owned["source"].to_numpy()
+    out["note"] = np.where(out["replicas"].isna(), "no configuration of this GPU meets the workload", "")
+    if out["replicas"].isna().all():
+        message = "no GPU option can serve this workload (check the SLOs, the model and the quantization)"
+        raise InvalidValueError(message)
+    return out

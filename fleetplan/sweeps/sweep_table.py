@@ -1,0 +1,113 @@
+"""Assemble the tidy sweep table from configuration constants, row axes and kernel metrics.
+
+Kernel outputs arrive at their natural broadcast shapes (a per-configuration constant has the
+shape of the configuration axis alone); each column is expanded to the full block only here,
+once, as it is written into the table.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.sweeps.columns import (
+    ALL_SWEEP_COLUMNS,
+    DISAGGREGATION_KEYS,
+    LEVER_COLUMNS,
+    SWEEP_COLUMNS,
+)
+from fleetplan.sweeps.row_kernel import Rows
+
+CONTEXT_TOO_LONG = "context_len exceeds the model's max_context"
+DOES_NOT_FIT = "KV cache does not fit: batch above max_batch"
+PREFILL_DOES_NOT_FIT = "prefill replica cannot hold one prompt's KV cache"
+_BOUNDS = ["memory", "compute"]
+_LABELS = ("gpu", "model", "quant", "kv_quant", "prefill_gpu")
+
+
+def _category(codes: np.ndarray, categories) -> pd.Categorical:
+    return pd.Categorical.from_codes(codes, categories=pd.Index(categories, dtype=object), validate=False)
+
+
+def reason_codes(configs: pd.DataFrame, rows: Rows, fits: np.ndarray, extra=None, prefill_fits=None):
+    """Reason per row as categorical codes: configuration reasons first, then context, then fit
+    (with ``prefill_fits``, a prefill replica too small for one prompt before a decode batch
+    too large)."""
+    config_codes, config_reasons = pd.factorize(configs["config_reason"])
+    categories = list(config_reasons)
+    if "" not in categories:
+        categories.append("")
+    fine_code = categories.index("")
+    categories += [CONTEXT_TOO_LONG, DOES_NOT_FIT]
+    codes = config_codes.astype(np.int16).take(rows.config)
+    too_long = rows.context_len > configs["max_context"].to_numpy().take(rows.config)
+    codes = np.where((codes == fine_code) & too_long, np.int16(len(categories) - 2), codes)
+    if prefill_fits is not None:  # no batch fits on that pair, whatever the decode batch
+        categories.append(PREFILL_DOES_NOT_FIT)
+        codes = np.where((codes == fine_code) & ~prefill_fits, np.int16(len(categories) - 1), codes)
+    codes = np.where((codes == fine_code) & ~fits, np.int16(categories.index(DOES_NOT_FIT)), codes)
+    if extra is not None:  # per-row reasons (e.g. a missed SLO) where nothing else is wrong
+        extra = np.asarray(extra, dtype=object)
+        usable = (codes == fine_code) & (extra != "")
+        extra_codes, extra_reasons = pd.factorize(np.where(usable, extra, None))
+        codes = np.where(usable, extra_codes + len(categories), codes)
+        categories += list(extra_reasons)
+    return codes, categories
+
+
+def _output_dtype(name: str) -> str:
+    dtype = ALL_SWEEP_COLUMNS[name].dtype
+    return "int8" if name == "bound" else "int16" if dtype == "category" else dtype
+
+
+def column_arrays(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason=None, *,
+                  out: dict | None = None, offset: int = 0, extra_columns=()) -> tuple[dict, dict]:
+    """Every column as a flat array (categorical ones as codes) and the categories of those.
+
+    With ``out`` (arrays of the whole table, by column), the block is written in place at
+    ``offset`` instead of into new arrays.
+    """
+    shape = np.broadcast_shapes(*(np.shape(v) for v in (*rows, *metrics.values())))
+    size = int(np.prod(shape))
+
+    def full(name, value):
+        array = np.asarray(value).astype(_output_dtype(name), copy=False)
+        if out is not None:
+            np.copyto(out[name][offset:offset + size].reshape(shape), np.broadcast_to(array, shape))
+            return out[name][offset:offset + size]
+        return array.ravel() if array.shape == shape else np.broadcast_to(array, shape).ravel()
+
+    codes, reasons = reason_codes(configs, rows, metrics["fits"], extra_reason, metrics.get("prefill_fits"))
+    categories = {"reason": reasons, "bound": _BOUNDS}
+    values = {"tp": configs["tp"].to_numpy().take(rows.config), "context_len": rows.context_len,
+              "input_len": rows.input_len, "output_len": rows.output_len, "batch": rows.batch,
+              "valid": (configs["config_reason"] == "").to_numpy().take(rows.config)
+              & ~(rows.context_len > configs["max_context"].to_numpy().take(rows.config)),
+              "reason": codes, "bound": metrics["bound_is_compute"], **metrics}
+    for name in (label for label in _LABELS if label in SWEEP_COLUMNS or label in extra_columns):
+        label_codes, categories[name] = pd.factorize(configs[name])
+        values[name] = label_codes.take(rows.config)
+    values.update({name: metrics[name] if name in metrics else configs[name].to_numpy().take(rows.config)
+                   for name in extra_columns if name not in values})
+    return {name: full(name, values[name]) for name in (*SWEEP_COLUMNS, *extra_columns)}, categories
+
+
+def as_frame(arrays: dict, categories: dict, extra_columns=()) -> pd.DataFrame:
+    """The sweep table from flat column arrays and the categories of the coded ones."""
+    keys = [name for name in extra_columns if name in LEVER_COLUMNS or name in DISAGGREGATION_KEYS]
+    trailing = [name for name in extra_columns if name not in keys]
+    columns = {name: _category(arrays[name], categories[name]) if name in categories else arrays[name]
+               for name in (*list(SWEEP_COLUMNS)[:5], *keys, *list(SWEEP_COLUMNS)[5:], *trailing)}
+    return pd.DataFrame(columns, copy=False)
+
+
+def empty_arrays(n_rows: int, extra_columns=()) -> dict:
+    """Uninitialized column arrays for a table of ``n_rows`` rows."""
+    return {name: np.empty(n_rows, dtype=_output_dtype(name)) for name in (*SWEEP_COLUMNS, *extra_columns)}
+
+
+def build_table(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason=None, extra_columns=()) -> pd.DataFrame:
+    """The sweep table: label columns, axes and metrics in ``SWEEP_COLUMNS`` order and dtypes,
+    with swept lever (and prefill replica) keys after the configuration keys and the
+    disaggregation metrics last."""
+    return as_frame(*column_arrays(configs, rows, metrics, extra_reason, extra_columns=extra_columns), extra_columns)
