@@ -9,8 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from fleetplan.exports.atomic import write_text_atomic
-from fleetplan.optimizer.whatif_grid import Grid
-from fleetplan.optimizer.whatif_solve import solve_grid
+from fleetplan.optimizer.whatif_grid import Grid, solve_grid
 
 
 class JsonCaseCache:

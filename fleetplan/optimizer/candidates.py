@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fleetplan.catalogs import Catalogs
 from fleetplan.errors import ScenarioError, UnknownNameError
 from fleetplan.optimizer.scenario import Scenario
 from fleetplan.sweeps import estimate_cases
@@ -29,7 +30,7 @@ def config_ids(model, gpu, quant, tp) -> pd.Series:
         tp.astype(int).astype(str)
 
 
-def canonical_names(scenario: Scenario, catalogs) -> dict:
+def canonical_names(scenario: Scenario, catalogs: Catalogs) -> dict:
     """Canonical catalog ids of the scenario's models, quants and GPUs; an unknown id raises a
     ScenarioError naming its field (``workloads[1].model: unknown model 'x'; did you mean``)."""
     def require(kind, names, path):
@@ -87,7 +88,7 @@ def engine_cases(scenario: Scenario, buckets: pd.DataFrame, names: dict,
     return cases.reset_index(drop=True)
 
 
-def from_engine(cases: pd.DataFrame, catalogs, estimate=None) -> pd.DataFrame:
+def from_engine(cases: pd.DataFrame, catalogs: Catalogs, estimate=None) -> pd.DataFrame:
     """Run the cases through the performance engine in one call; candidate columns out."""
     estimate = estimate_cases if estimate is None else estimate
     result = estimate(cases, catalogs)

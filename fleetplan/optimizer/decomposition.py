@@ -1,8 +1,9 @@
 """Solve strategies that exploit the model's period structure.
 
-Without reserved pricing and without a budget, nothing links two periods: the MILP splits into
-one small MILP per period, solved one after the other, and the sums of their objectives and
-bounds are the whole problem's (exact, and far faster than one big branch-and-bound).
+When no constraint family links two periods (``links_periods`` in
+``constraint_families.FAMILIES``: reserved pricing, a monthly budget), the MILP splits into one
+small MILP per period, solved one after the other, and the sums of their objectives and bounds
+are the whole problem's (exact, and far faster than one big branch-and-bound).
 
 Otherwise reserved replicas (paid for the whole horizon) and the monthly budget link the
 periods. The whole MILP is solved, started from a plan built period by period: reserved
@@ -20,7 +21,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.optimizer.constraint_families import FAMILIES
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp import FleetModel, build_model
 from fleetplan.optimizer.milp_tables import per_period
@@ -46,16 +47,20 @@ START_GAP = 0.001
 
 
 def is_separable(problem: Problem) -> bool:
-    """True when no constraint or variable links two periods."""
-    reserved = problem.offers["pricing_type"].isin(RESERVED_PRICING).any()
-    return problem.budget_usd_per_month is None and not reserved
+    """True when no constraint family links two periods."""
+    return not any(family.links_periods(problem) for family in FAMILIES
+                   if family.links_periods is not None)
 
 
 def period_problem(problem: Problem, period: int) -> Problem:
-    """The problem restricted to one period (budget dropped: it spans a whole month)."""
-    return problem.with_changes(periods=problem.periods[problem.periods["period"] == period],
-                                demand=problem.demand[problem.demand["period"] == period],
-                                budget_usd_per_month=None)
+    """The problem restricted to one period, without the families that span several periods
+    (a monthly budget) and so cannot be cut to one."""
+    problem = problem.with_changes(periods=problem.periods[problem.periods["period"] == period],
+                                   demand=problem.demand[problem.demand["period"] == period])
+    for family in FAMILIES:
+        if not family.in_period_subproblems and family.lift is not None:
+            problem = family.lift(problem) or problem
+    return problem
 
 
 def _copy_values(source: FleetModel, target: FleetModel) -> None:

@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs import load_catalogs
+from fleetplan.catalogs import Catalogs, load_catalogs
 from fleetplan.optimizer import candidates as candidate_tables
 from fleetplan.optimizer.capacity_profiles import (
     profile_candidates,
     read_profiles,
     uncovered_reasons,
 )
+from fleetplan.optimizer.constraint_families import scenario_settings
 from fleetplan.optimizer.demand import demand_table, plan_periods, workload_buckets
 from fleetplan.optimizer.disaggregated_candidates import disaggregated_candidates
 from fleetplan.optimizer.fleet_plan import FleetPlan
@@ -70,7 +71,7 @@ def _workload_table(scenario: Scenario, models: list[str]) -> pd.DataFrame:
         "ttft_slo_ms": [np.nan if w.ttft_slo_ms is None else w.ttft_slo_ms for w in workloads]})
 
 
-def _candidates(scenario: Scenario, catalogs, buckets: pd.DataFrame, names: dict,
+def _candidates(scenario: Scenario, catalogs: Catalogs, buckets: pd.DataFrame, names: dict,
                 estimate) -> tuple[pd.DataFrame, str, list[str]]:
     pairs = disaggregated_candidates(scenario, catalogs, buckets, names)
     if scenario.capacity_profiles is not None:
@@ -90,7 +91,7 @@ def _candidates(scenario: Scenario, catalogs, buckets: pd.DataFrame, names: dict
     return pd.concat([colocated, pairs], ignore_index=True), "engine", []
 
 
-def prepare(scenario: Scenario, catalogs=None, *, estimate=None) -> PreparedScenario:
+def prepare(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=None) -> PreparedScenario:
     """Scenario -> optimizer tables (one vectorized engine call for every candidate)."""
     if catalogs is None:
         catalogs = load_catalogs(scenario.catalogs)
@@ -113,13 +114,12 @@ def prepare(scenario: Scenario, catalogs=None, *, estimate=None) -> PreparedScen
         candidates=base, offers=_offer_table(scenario, names["gpus"], prices),
         gpus=_gpu_table(scenario, names["gpus"], catalogs.gpus),
         target_utilization=fleet.target_utilization, hours_per_month=fleet.hours_per_month,
-        horizon_months=float(fleet.horizon_months),
-        budget_usd_per_month=fleet.budget_usd_per_month, spot_max_share=fleet.spot_max_share,
-        notes=notes + more_notes)
+        horizon_months=float(fleet.horizon_months), notes=notes + more_notes,
+        **scenario_settings(scenario))
     return PreparedScenario(problem, prices, base, relaxed, source, catalogs.versions())
 
 
-def plan_scenario(scenario: Scenario, catalogs=None, *, estimate=None,
+def plan_scenario(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=None,
                   what_if: bool | None = None) -> FleetPlan:
     """The cheapest fleet for ``scenario`` (see FleetPlan for what it holds)."""
     prepared = prepare(scenario, catalogs, estimate=estimate)
