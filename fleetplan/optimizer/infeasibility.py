@@ -87,7 +87,7 @@ def _unmet_share(problem: Problem, options: SolveOptions) -> tuple[float, dict |
         return float("inf"), None
     unmet = model.unmet
     hours = unmet["period"].map(problem.periods.set_index("period")["hours"])
-    values = np.array([v.varValue or 0.0 for v in unmet["var"]])
+    values = model.value(unmet)
     share = float((values * unmet["req_s"] * hours).sum() / (unmet["req_s"] * hours).sum())
     return share, solution_tables(model)
 

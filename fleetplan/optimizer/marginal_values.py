@@ -34,12 +34,11 @@ MAX_RESOLVES = 12
 def constraint_activity(model: FleetModel, families: tuple[str, ...]) -> pd.DataFrame:
     """Left-hand side value and slack of the constraints of ``families``."""
     table = model.constraint_table()
-    if table.empty:
-        return table
     table = table[table["family"].isin(families)].copy()
-    table["value"] = [c.expr.value() or 0.0 for c in table["constraint"]]
-    sense = np.array([c.sense for c in table["constraint"]])
-    table["slack"] = np.where(sense == 1, table["value"] - table["limit"],
+    if table.empty or model.values is None:
+        return table.iloc[0:0]
+    table["value"] = model.program.activity(model.values)[table["row"].to_numpy()]
+    table["slack"] = np.where(table["sense"] == ">=", table["value"] - table["limit"],
                               table["limit"] - table["value"])
     return table
 

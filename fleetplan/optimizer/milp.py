@@ -57,43 +57,60 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-import pulp
 
 from fleetplan.catalogs.conventions import RESERVED_PRICING
 from fleetplan.optimizer.constraint_families import FAMILIES
 from fleetplan.optimizer.fleet_problem import Problem, complete_routes
-from fleetplan.optimizer.milp_tables import coded, variables
+from fleetplan.optimizer.linear_program import INF, LinearProgram
 
 logger = logging.getLogger(__name__)
 
+
 @dataclass
 class FleetModel:
-    """A built model: the PuLP problem and its variables and constraints as tables.
+    """A built model: the program, its variables and constraints as tables, its solution.
 
-    ``routes``: workload, bucket, config, period, req_s, load [replicas per unit share], var.
-    ``replicas``: config, pool, gpu, tp, pricing_type, period (-1 = reserved), var.
-    ``nodes``: gpu, pricing_type, period (-1 = reserved), gpus_per_node, usd_per_gpu_hour,
-    hours [h paid], var. ``unmet``: workload, bucket, period, req_s, var.
-    ``constraints``: family, name, subject, period, limit, unit, constraint.
+    ``routes``: workload, bucket, route, config, period, req_s, load [replicas per unit share],
+    col (the route's share; the stages of a route share it). ``replicas``: config, pool, gpu,
+    tp, pricing_type, period (-1 = reserved), col. ``nodes``: gpu, pricing_type, period (-1 =
+    reserved), gpus_per_node, usd_per_gpu_hour, hours [h paid], col. ``unmet``: workload,
+    bucket, period, req_s, col. ``constraints``: family, subject, period, limit, sense, unit,
+    row. ``cost`` [USD per unit of each column] and, elastic, ``unmet_share`` [share of
+    request-hours per unit] are objective vectors; ``values`` is the solution (None before).
     """
 
     problem: Problem
     elastic: bool
-    lp: pulp.LpProblem = field(default_factory=lambda: pulp.LpProblem("fleet", pulp.LpMinimize))
+    program: LinearProgram = field(default_factory=LinearProgram)
     routes: pd.DataFrame = field(default_factory=pd.DataFrame)
     replicas: pd.DataFrame = field(default_factory=pd.DataFrame)
     nodes: pd.DataFrame = field(default_factory=pd.DataFrame)
     unmet: pd.DataFrame = field(default_factory=pd.DataFrame)
-    constraints: list[pd.DataFrame] = field(default_factory=list)
-    cost: pulp.LpAffineExpression = field(default_factory=pulp.LpAffineExpression)
-    unmet_share: pulp.LpAffineExpression = field(default_factory=pulp.LpAffineExpression)
     spare_shortfall: pd.DataFrame = field(default_factory=pd.DataFrame)
+    constraints: list[pd.DataFrame] = field(default_factory=list)
+    cost: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    unmet_share: np.ndarray | None = None
+    values: np.ndarray | None = None
 
     def constraint_table(self) -> pd.DataFrame:
         """All constraint families as one table."""
         if not self.constraints:
-            return pd.DataFrame()
+            return pd.DataFrame(columns=["family", "subject", "period", "limit", "sense",
+                                         "unit", "row"])
         return pd.concat(self.constraints, ignore_index=True)
+
+    def value(self, table: pd.DataFrame) -> np.ndarray:
+        """Solution values of a variable table's columns (zeros without a solution)."""
+        if self.values is None or table.empty:
+            return np.zeros(len(table))
+        return self.values[table["col"].to_numpy(dtype=np.int64)]
+
+    def new_columns(self, table: pd.DataFrame, *, lower=0.0, upper=INF,
+                    integer=False) -> pd.DataFrame:
+        """``table`` with a ``col`` column: one new program column per row."""
+        table = table.reset_index(drop=True)
+        return table.assign(col=self.program.add_columns(len(table), lower=lower, upper=upper,
+                                                         integer=integer))
 
 
 def build_model(problem: Problem, *, elastic: bool = False) -> FleetModel:
@@ -105,8 +122,8 @@ def build_model(problem: Problem, *, elastic: bool = False) -> FleetModel:
         if family.build is not None:
             family.build(model)
     define_objective(model)
-    logger.debug("built model: %d variables, %d constraints", model.lp.numVariables(),
-                 model.lp.numConstraints())
+    logger.debug("built model: %d columns, %d rows", model.program.n_cols,
+                 model.program.n_rows)
     return model
 
 
@@ -122,13 +139,11 @@ def define_routes(model: FleetModel) -> None:
     demand = p.demand[p.demand["req_s"] > 0][["workload", "bucket", "period", "req_s"]]
     shares = usable[["workload", "bucket", "route"]].drop_duplicates().merge(
         demand, on=["workload", "bucket"])
-    shares = coded(shares, ["workload", "route"])
-    shares["var"] = variables(model.lp, "route", shares, ["workload_code", "bucket", "route_code",
-                                                 "period"], cat="Continuous", up=1)
+    shares = model.new_columns(shares, upper=1.0)
     routes = usable.merge(shares, on=["workload", "bucket", "route"]).merge(
         p.configs[["config", "pool"]], on="config")
     routes["load"] = routes["req_s"] / (p.target_utilization * routes["req_s_per_replica"])
-    model.routes = routes.drop(columns=["workload_code", "route_code"])
+    model.routes = routes
 
 
 def define_replicas(model: FleetModel) -> None:
@@ -139,11 +154,7 @@ def define_replicas(model: FleetModel) -> None:
     reserved = rows["pricing_type"].isin(RESERVED_PRICING)
     flexible = rows[~reserved].merge(p.periods[["period"]], how="cross")
     rows = pd.concat([rows[reserved].assign(period=-1), flexible], ignore_index=True)
-    rows = coded(rows, ["config", "pricing_type"])
-    rows["var"] = variables(model.lp, "replicas", rows,
-                            ["config_code", "pricing_type_code", "period"],
-                             cat="Integer")
-    model.replicas = rows
+    model.replicas = model.new_columns(rows, integer=True)
 
 
 def define_nodes(model: FleetModel) -> None:
@@ -155,11 +166,7 @@ def define_nodes(model: FleetModel) -> None:
     period_hours = p.periods.set_index("period")["hours"]
     rows["hours"] = np.where(rows["period"] < 0, p.horizon_hours,
                              rows["period"].map(period_hours).fillna(0.0))
-    rows = coded(rows, ["gpu", "pricing_type"]).reset_index(drop=True)
-    cats = np.where(rows["gpus_per_node"] > 1, "Integer", "Continuous")
-    rows["var"] = variables(model.lp, "nodes", rows, ["gpu_code", "pricing_type_code", "period"],
-                            cat=cats)
-    model.nodes = rows
+    model.nodes = model.new_columns(rows, integer=(rows["gpus_per_node"] > 1).to_numpy())
 
 
 def define_unmet(model: FleetModel) -> None:
@@ -167,10 +174,7 @@ def define_unmet(model: FleetModel) -> None:
     if not model.elastic:
         return
     demand = model.problem.demand
-    rows = coded(demand[demand["req_s"] > 0].reset_index(drop=True), ["workload"])
-    rows["var"] = variables(model.lp, "unmet", rows, ["workload_code", "bucket", "period"],
-                             cat="Continuous", up=1)
-    model.unmet = rows
+    model.unmet = model.new_columns(demand[demand["req_s"] > 0], upper=1.0)
 
 
 #: Steps that define the variables, in order; the constraint families follow (FAMILIES).
@@ -179,18 +183,18 @@ VARIABLE_STEPS = (define_routes, define_replicas, define_nodes, define_unmet)
 
 def define_objective(model: FleetModel) -> None:
     """Minimize total cost over the horizon; the elastic model also tracks unmet demand."""
-    nodes = model.nodes
-    coef = nodes["gpus_per_node"] * nodes["usd_per_gpu_hour"] * nodes["hours"]
-    model.cost = pulp.LpAffineExpression(zip(nodes["var"], coef.astype(float).tolist()))
+    nodes, cost = model.nodes, np.zeros(model.program.n_cols)
+    cost[nodes["col"].to_numpy(dtype=np.int64)] = (
+        nodes["gpus_per_node"] * nodes["usd_per_gpu_hour"] * nodes["hours"]).to_numpy(float)
+    model.cost = cost
     if model.elastic and not model.unmet.empty:
-        hours = model.unmet["period"].map(model.problem.periods.set_index("period")["hours"])
-        weight = model.unmet["req_s"] * hours
-        weight = weight / weight.sum()
-        terms = list(zip(model.unmet["var"], weight.astype(float).tolist()))
+        hours = model.problem.periods.set_index("period")["hours"]
+        share = np.zeros(model.program.n_cols)
+        weight = model.unmet["req_s"] * model.unmet["period"].map(hours)
+        share[model.unmet["col"].to_numpy(dtype=np.int64)] = (weight / weight.sum()).to_numpy()
         short = model.spare_shortfall
         if not short.empty:  # spares count after demand: a whole missing spare weighs less
-            hours = short["period"].map(model.problem.periods.set_index("period")["hours"])
-            spare_weight = hours / (hours.sum() * short["redundancy_k"]) * 1e-3
-            terms += list(zip(short["var"], spare_weight.astype(float).tolist()))
-        model.unmet_share = pulp.LpAffineExpression(terms)
-    model.lp.setObjective(model.cost)
+            spare_hours = short["period"].map(hours)
+            share[short["col"].to_numpy(dtype=np.int64)] = (
+                spare_hours / (spare_hours.sum() * short["redundancy_k"]) * 1e-3).to_numpy()
+        model.unmet_share = share

@@ -1,9 +1,10 @@
 """Constraint builders of the fleet MILP, one ``define_*`` per constraint family.
 
 Each builder reads the model's variable tables (routes, replicas, nodes, unmet), computes its
-coefficients column-wise, and adds its rows through ``milp_tables.add_constraints`` under the
-family's name; it returns early when the problem has nothing for it to do. The families, their
-fields and what else each one needs are listed in ``constraint_families.FAMILIES``.
+coefficients column-wise into one table of terms (keys, ``col``, ``coef``), and adds all its rows
+at once under the family's name; it returns early when the problem has nothing for it to do.
+The families, their fields and what else each one needs are listed in
+``constraint_families.FAMILIES``.
 """
 
 from __future__ import annotations
@@ -12,63 +13,59 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import pulp
 
-from fleetplan.optimizer.milp_tables import (
-    add_constraints,
-    coded,
-    expressions,
-    per_period,
-    variables,
-)
+from fleetplan.optimizer.milp_tables import add_keyed_rows, per_period
 
 if TYPE_CHECKING:
     from fleetplan.optimizer.milp import FleetModel
 
-LE, GE, EQ = pulp.LpConstraintLE, pulp.LpConstraintGE, pulp.LpConstraintEQ
+
+def _terms(table: pd.DataFrame, keys: list[str], coef) -> pd.DataFrame:
+    coef = np.broadcast_to(np.asarray(coef, dtype=float), (len(table),))
+    return table[keys].assign(col=table["col"].to_numpy(), coef=coef)
+
 
 def define_demand(model: FleetModel) -> None:
     """Every bucket's demand is routed (or, elastic, declared unmet) in every period."""
     keys = ["workload", "bucket", "period"]
     demand = model.problem.demand
-    demand = demand[demand["req_s"] > 0][keys]
+    demand = demand[demand["req_s"] > 0][keys].sort_values(keys)
     shares = model.routes.drop_duplicates([*keys, "route"])  # stages share one variable
-    terms = [shares[[*keys, "var"]].assign(coef=1.0)]
+    terms = [_terms(shares, keys, 1.0)]
     if model.elastic:
-        terms.append(model.unmet[[*keys, "var"]].assign(coef=1.0))
-    rows = demand.merge(expressions(pd.concat(terms, ignore_index=True), keys), on=keys,
-                        how="left")
-    rows["expr"] = [e if isinstance(e, pulp.LpAffineExpression) else pulp.LpAffineExpression()
-                    for e in rows["expr"]]
-    add_constraints(model, "demand", rows, EQ, 1.0,
-                    subject=rows["workload"] + "#" + rows["bucket"].astype(str), unit="share")
+        terms.append(_terms(model.unmet, keys, 1.0))
+    add_keyed_rows(model, "demand", pd.concat(terms, ignore_index=True), keys, "=", 1.0,
+                   rows=demand, unit="share",
+                   subject=lambda t: t["workload"] + "#" + t["bucket"].astype(str))
 
 
-def _replicas_per_period(model: FleetModel) -> pd.DataFrame:
+def replicas_per_period(model: FleetModel) -> pd.DataFrame:
+    """Replica columns of every period (reserved columns repeated in each)."""
     return per_period(model.replicas, model.problem.periods)
 
 
 def define_capacity(model: FleetModel) -> None:
     """Load routed to a configuration never exceeds its replicas (at target utilization)."""
-    load = model.routes[["config", "period", "var", "load"]].rename(columns={"load": "coef"})
-    replicas = _replicas_per_period(model)[["config", "period", "var"]].assign(coef=-1.0)
-    rows = expressions(pd.concat([load, replicas], ignore_index=True), ["config", "period"])
-    add_constraints(model, "capacity", rows, LE, 0.0, subject=rows["config"], unit="replicas")
+    keys = ["config", "period"]
+    terms = pd.concat([_terms(model.routes, keys, model.routes["load"]),
+                       _terms(replicas_per_period(model), keys, -1.0)], ignore_index=True)
+    add_keyed_rows(model, "capacity", terms, keys, "<=", 0.0, unit="replicas",
+                   subject=lambda t: t["config"])
 
 
 def define_node_cover(model: FleetModel) -> None:
     """GPUs of the replicas of each GPU and pricing type fit in the nodes bought."""
     keys = ["gpu", "pricing_type", "period"]
-    gpus = model.replicas[[*keys, "var", "tp"]].rename(columns={"tp": "coef"})
-    nodes = model.nodes[[*keys, "var"]].assign(coef=-model.nodes["gpus_per_node"].astype(float))
-    rows = expressions(pd.concat([gpus, nodes], ignore_index=True), keys)
-    add_constraints(model, "nodes", rows, LE, 0.0,
-                    subject=rows["gpu"] + "/" + rows["pricing_type"], unit="GPUs")
+    nodes = model.nodes
+    terms = pd.concat([_terms(model.replicas, keys, model.replicas["tp"]),
+                       _terms(nodes, keys, -nodes["gpus_per_node"].astype(float))],
+                      ignore_index=True)
+    add_keyed_rows(model, "nodes", terms, keys, "<=", 0.0, unit="GPUs",
+                   subject=lambda t: t["gpu"] + "/" + t["pricing_type"])
 
 
 def _node_gpus_per_period(model: FleetModel) -> pd.DataFrame:
-    nodes = per_period(model.nodes, model.problem.periods)
-    return nodes.assign(coef=nodes["gpus_per_node"].astype(float))
+    return per_period(model.nodes, model.problem.periods)
 
 
 def define_availability(model: FleetModel) -> None:
@@ -78,10 +75,10 @@ def define_availability(model: FleetModel) -> None:
         return
     nodes = _node_gpus_per_period(model)
     nodes = nodes[nodes["gpu"].isin(caps["gpu"])]
-    rows = expressions(nodes[["gpu", "period", "var", "coef"]], ["gpu", "period"])
-    rows = rows.merge(caps[["gpu", "max_gpus"]], on="gpu")
-    add_constraints(model, "availability", rows, LE, rows["max_gpus"].to_numpy(),
-                    subject=rows["gpu"], unit="GPUs")
+    terms = _terms(nodes, ["gpu", "period"], nodes["gpus_per_node"])
+    add_keyed_rows(model, "availability", terms, ["gpu", "period"], "<=",
+                   lambda t: t["gpu"].map(caps.set_index("gpu")["max_gpus"]).to_numpy(),
+                   unit="GPUs", subject=lambda t: t["gpu"])
 
 
 def define_offer_caps(model: FleetModel) -> None:
@@ -90,13 +87,12 @@ def define_offer_caps(model: FleetModel) -> None:
     if caps.empty:
         return
     keys = ["gpu", "pricing_type", "period"]
-    nodes = model.nodes.merge(caps[["gpu", "pricing_type", "max_gpus"]],
-                              on=["gpu", "pricing_type"])
-    terms = nodes[[*keys, "var"]].assign(coef=nodes["gpus_per_node"].astype(float))
-    rows = expressions(terms, keys).merge(caps[["gpu", "pricing_type", "max_gpus"]],
-                                          on=["gpu", "pricing_type"])
-    add_constraints(model, "offer_cap", rows, LE, rows["max_gpus"].to_numpy(),
-                    subject=rows["gpu"] + "/" + rows["pricing_type"], unit="GPUs")
+    nodes = model.nodes.merge(caps[["gpu", "pricing_type"]], on=["gpu", "pricing_type"])
+    cap = caps.set_index(["gpu", "pricing_type"])["max_gpus"]
+    add_keyed_rows(model, "offer_cap", _terms(nodes, keys, nodes["gpus_per_node"]), keys, "<=",
+                   lambda t: cap.reindex(pd.MultiIndex.from_frame(
+                       t[["gpu", "pricing_type"]])).to_numpy(),
+                   unit="GPUs", subject=lambda t: t["gpu"] + "/" + t["pricing_type"])
 
 
 def define_spot_share(model: FleetModel) -> None:
@@ -105,14 +101,13 @@ def define_spot_share(model: FleetModel) -> None:
     Counted on replicas rather than nodes bought, so idle GPUs cannot dilute the share.
     """
     share = model.problem.spot_max_share
-    replicas = _replicas_per_period(model)
+    replicas = replicas_per_period(model)
     is_spot = (replicas["pricing_type"] == "spot").to_numpy()
     if share is None or share >= 1 or not is_spot.any():
         return
-    terms = replicas[["period", "var"]].assign(coef=replicas["tp"] * (is_spot - share))
-    rows = expressions(terms, ["period"])
-    add_constraints(model, "spot_share", rows, LE, 0.0,
-                    subject=pd.Series(["spot"] * len(rows)), unit="GPUs")
+    terms = _terms(replicas, ["period"], replicas["tp"] * (is_spot - share))
+    add_keyed_rows(model, "spot_share", terms, ["period"], "<=", 0.0, unit="GPUs",
+                   subject=lambda t: pd.Series(["spot"] * len(t)))
 
 
 def define_redundancy(model: FleetModel) -> None:
@@ -123,21 +118,19 @@ def define_redundancy(model: FleetModel) -> None:
         return
     busy = p.demand[p.demand["req_s"] > 0][["workload", "period"]].drop_duplicates()
     busy = busy.merge(needy[["workload", "pool", "redundancy_k"]], on="workload")
-    replicas = _replicas_per_period(model)[["pool", "period", "var"]].assign(coef=1.0)
-    load = model.routes[["pool", "period", "var"]].assign(coef=-model.routes["load"])
-    terms = busy[["workload", "pool", "period"]].merge(
-        pd.concat([replicas, load], ignore_index=True), on=["pool", "period"])
+    pool_terms = pd.concat([_terms(replicas_per_period(model), ["pool", "period"], 1.0),
+                            _terms(model.routes, ["pool", "period"], -model.routes["load"])],
+                           ignore_index=True)
+    terms = busy[["workload", "pool", "period"]].merge(pool_terms, on=["pool", "period"])
     if model.elastic:  # spares may fall short too, tracked like unmet demand
-        short = coded(busy.reset_index(drop=True), ["workload"])
-        short["var"] = variables(model.lp, "spare_short", short, ["workload_code", "period"],
-                                  cat="Continuous", up=None)
+        short = model.new_columns(busy)
         model.spare_shortfall = short
-        terms = pd.concat([terms, short[["workload", "period", "var"]].assign(coef=1.0)],
+        terms = pd.concat([terms, _terms(short, ["workload", "period"], 1.0)],
                           ignore_index=True)
-    rows = expressions(terms, ["workload", "period"])
-    rows = rows.merge(busy[["workload", "period", "redundancy_k"]], on=["workload", "period"])
-    add_constraints(model, "redundancy", rows, GE, rows["redundancy_k"].to_numpy(),
-                    subject=rows["workload"], unit="replicas")
+    rows = busy.sort_values(["workload", "period"])
+    add_keyed_rows(model, "redundancy", terms, ["workload", "period"], ">=",
+                   lambda t: t["redundancy_k"].to_numpy(dtype=float), rows=rows,
+                   unit="replicas", subject=lambda t: t["workload"])
 
 
 def define_pool_cover(model: FleetModel) -> None:
@@ -159,16 +152,16 @@ def define_pool_cover(model: FleetModel) -> None:
     busy = best.reset_index()[["workload", "pool", "period"]].drop_duplicates().merge(
         p.workloads[["workload", "redundancy_k"]], on="workload")
     spare = busy.groupby(["pool", "period"])["redundancy_k"].max().reindex(need.index)
-    needed = need.reset_index()[["pool", "period"]].assign(
-        bound=np.ceil(need.to_numpy() - 1e-6) + spare.fillna(0).to_numpy())
-    replicas = _replicas_per_period(model)[["pool", "period", "var"]].assign(coef=1.0)
-    rows = expressions(replicas, ["pool", "period"]).merge(needed, on=["pool", "period"])
-    add_constraints(model, "pool_cover", rows, GE, rows["bound"].to_numpy(),
-                    subject=rows["pool"], unit="replicas")
+    bound = pd.Series(np.ceil(need.to_numpy() - 1e-6) + spare.fillna(0).to_numpy(),
+                      index=need.index)
+    add_keyed_rows(model, "pool_cover", _terms(replicas_per_period(model), ["pool", "period"],
+                                               1.0), ["pool", "period"], ">=",
+                   lambda t: bound.reindex(pd.MultiIndex.from_frame(t)).fillna(0).to_numpy(),
+                   unit="replicas", subject=lambda t: t["pool"])
 
 
-def _monthly_cost_terms(model: FleetModel) -> pd.DataFrame:
-    """Cost of each node variable in each month: (month, var, coef [USD per node])."""
+def monthly_cost_terms(model: FleetModel) -> pd.DataFrame:
+    """Cost of each node column in each month: (month, col, coef [USD per node])."""
     p = model.problem
     nodes = model.nodes.assign(
         usd_per_node_hour=model.nodes["gpus_per_node"] * model.nodes["usd_per_gpu_hour"])
@@ -178,7 +171,7 @@ def _monthly_cost_terms(model: FleetModel) -> pd.DataFrame:
     flexible = nodes[nodes["period"] >= 0].merge(p.periods[["period", "month", "month_weight"]],
                                                  on="period")
     flexible["coef"] = flexible["usd_per_node_hour"] * flexible["hours"] / flexible["month_weight"]
-    return pd.concat([reserved[["month", "var", "coef"]], flexible[["month", "var", "coef"]]],
+    return pd.concat([reserved[["month", "col", "coef"]], flexible[["month", "col", "coef"]]],
                      ignore_index=True)
 
 
@@ -187,6 +180,5 @@ def define_budget(model: FleetModel) -> None:
     budget = model.problem.budget_usd_per_month
     if budget is None:
         return
-    rows = expressions(_monthly_cost_terms(model), ["month"])
-    add_constraints(model, "budget", rows, LE, float(budget),
-                    subject=rows["month"].map(lambda m: f"month {m}"), unit="USD/month")
+    add_keyed_rows(model, "budget", monthly_cost_terms(model), ["month"], "<=", float(budget),
+                   unit="USD/month", subject=lambda t: t["month"].map(lambda m: f"month {m}"))
