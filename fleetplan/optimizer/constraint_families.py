@@ -5,7 +5,8 @@ An entry names the Problem fields the family reads and the scenario fields they 
 optimizer does with it:
 
 - ``relax``: one step looser, priced by re-solving (``marginal_values.py``), with the step below
-  which a row counts as binding (``binding_step``);
+  which a row counts as binding (``binding_step``) and, if some rows of the family do not limit
+  the plan as it stands, which ones do (``binding_filter``);
 - ``lift`` and ``diagnose``: the problem without the family's limits, and the one-line reason
   naming the limit when lifting it serves more demand (``infeasibility.py``);
 - ``links_periods`` and ``in_period_subproblems``: whether the family ties periods together,
@@ -66,6 +67,7 @@ class ConstraintFamily:
     lift: Callable[[Problem], Problem | None] | None = None
     diagnose: Callable[[Problem, dict], list[str]] | None = None
     swap_guard: Callable[[Problem, pd.DataFrame], np.ndarray] | None = None
+    binding_filter: Callable[[object, pd.DataFrame], np.ndarray] | None = None
 
 
 def _node_size(problem: Problem, gpu: str) -> int:
@@ -184,6 +186,13 @@ def _spot_swaps(problem: Problem, configs: pd.DataFrame) -> np.ndarray:
 
 # -- redundancy: N+k spare replicas ----------------------------------------------------------
 
+def _used_spares(model, table: pd.DataFrame) -> np.ndarray:
+    """Spare rows of configurations the workload uses (unused ones hold nothing back)."""
+    rows = model.extras["redundancy"]
+    used = pd.Series(model.value(rows) > 0.5, index=rows["row"].to_numpy())
+    return used.reindex(table["row"].to_numpy(), fill_value=False).to_numpy()
+
+
 def _relax_redundancy(problem: Problem, workload: str) -> Relaxation:
     workloads = problem.workloads.copy()
     row = workloads["workload"] == workload
@@ -251,7 +260,7 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
     ConstraintFamily(
         "redundancy", "replicas", ("workloads.redundancy_k",), ("workloads[].redundancy_k",),
         build=build.define_redundancy, check=checks.check_redundancy,
-        relax=_relax_redundancy, binding_step=_step(1.0)),
+        relax=_relax_redundancy, binding_step=_step(1.0), binding_filter=_used_spares),
     ConstraintFamily(  # a valid cut: implied by demand and capacity, so nothing to check
         "pool_cover", "replicas", ("candidates.req_s_per_replica",), (),
         build=build.define_pool_cover, check=lambda view: []),
@@ -263,7 +272,8 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         relax=_relax_budget, binding_step=_step(0.0), lift=_lift_budget,
         diagnose=_diagnose_budget),
     ConstraintFamily(  # kept by the variables: one reserved count for the whole horizon
-        "reserved_baseline", "replicas", ("offers.pricing_type",), ("fleet.pricing",),
+        "reserved_baseline", "replicas", ("offers.pricing_type", "horizon_months"),
+        ("fleet.pricing", "fleet.reserved_beyond_horizon"),
         build=None, check=checks.check_reserved_baseline,
         links_periods=lambda p: bool(p.offers["pricing_type"].isin(RESERVED_PRICING).any())),
 )

@@ -71,11 +71,12 @@ def from_pairs(cases: pd.DataFrame, catalogs: Catalogs, capacity_model: str) -> 
     """Two candidate rows per pair, one per stage, with engine-compatible columns."""
     if cases.empty:
         return pd.DataFrame()
-    result = disaggregated(cases.drop(columns=["variant", "workload", "bucket"]), catalogs,
+    result = disaggregated(cases.drop(columns=["variant", "workload", "bucket", "level"]), catalogs,
                            capacity_model=capacity_model)
     valid = result["valid"].to_numpy(dtype=bool)
-    keep = ["workload", "bucket", "model", "quant", "input_len", "output_len", "variant",
-            "prefill_gpu", "prefill_tp", "decode_gpu", "decode_tp"]
+    keep = ["workload", "bucket", "model", "quant", "input_len", "output_len", "tpot_slo_ms",
+            "ttft_slo_ms", "level", "variant", "prefill_gpu", "prefill_tp", "decode_gpu",
+            "decode_tp"]
     common = cases[keep].reset_index(drop=True).assign(
         batch=result["decode_batch"].to_numpy(dtype=float),
         tpot_ms=result["tpot_ms"].to_numpy(dtype=float),

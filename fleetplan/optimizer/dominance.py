@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.optimizer.constraint_families import FAMILIES
-from fleetplan.optimizer.fleet_problem import Problem, with_routes
+from fleetplan.optimizer.fleet_problem import Problem, charged_offers, with_routes
 
 
 def _capacity_matrix(problem: Problem, configs: list[str]) -> np.ndarray:
@@ -33,7 +33,7 @@ def _capacity_matrix(problem: Problem, configs: list[str]) -> np.ndarray:
 
 def _replica_prices(problem: Problem, configs: pd.DataFrame) -> np.ndarray:
     """USD per replica-hour, configurations x pricing types (inf where not offered)."""
-    prices = problem.offers.pivot_table(index="gpu", columns="pricing_type",
+    prices = charged_offers(problem).pivot_table(index="gpu", columns="pricing_type",
                                         values="usd_per_gpu_hour", aggfunc="min")
     per_gpu = prices.reindex(configs["gpu"]).to_numpy(dtype=float)
     return np.where(np.isnan(per_gpu), np.inf, per_gpu * configs["tp"].to_numpy()[:, None])

@@ -14,10 +14,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from fleetplan.optimizer.constraint_families import FAMILY, priced_families
+from fleetplan.optimizer.constraint_families import FAMILIES, FAMILY, priced_families
 from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.dominance import prune_dominated
-from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.fleet_problem import Problem, configs_of
 from fleetplan.optimizer.milp import FleetModel, build_model
 from fleetplan.optimizer.plan_summary import usd
 from fleetplan.optimizer.solver import SolveOptions
@@ -32,9 +32,11 @@ MAX_RESOLVES = 12
 
 
 def constraint_activity(model: FleetModel, families: tuple[str, ...]) -> pd.DataFrame:
-    """Left-hand side value and slack of the constraints of ``families``."""
+    """Left-hand side value and slack of the limits of ``families`` (rows in the family's own
+    unit; rows in other units only link its variables)."""
     table = model.constraint_table()
-    table = table[table["family"].isin(families)].copy()
+    own_unit = table["family"].map({f.name: f.unit for f in FAMILIES})
+    table = table[table["family"].isin(families) & (table["unit"] == own_unit)].copy()
     if table.empty or model.values is None:
         return table.iloc[0:0]
     table["value"] = model.program.activity(model.values)[table["row"].to_numpy()]
@@ -53,7 +55,11 @@ def binding_limits(model: FleetModel) -> pd.DataFrame:
     for name, rows in table.groupby("family", sort=False).indices.items():
         step[rows] = FAMILY[name].binding_step(model.problem, table["subject"].iloc[rows])
     tolerance = np.maximum(step - 1e-6, 1e-6 * np.maximum(1.0, table["limit"].abs()))
-    binding = table[table["slack"] < tolerance].sort_values("slack", kind="stable")
+    limiting = table["slack"].to_numpy() < np.asarray(tolerance, dtype=float)
+    for name, rows in table.groupby("family", sort=False).indices.items():
+        if FAMILY[name].binding_filter is not None:
+            limiting[rows] &= FAMILY[name].binding_filter(model, table.iloc[rows])
+    binding = table[limiting].sort_values("slack", kind="stable")
     binding = binding.drop_duplicates(["family", "subject"])
     return binding[["family", "subject", "period", "value", "limit", "unit"]].reset_index(drop=True)
 
@@ -101,12 +107,15 @@ def price_slo_relaxations(problem: Problem, relaxed_candidates: pd.DataFrame,
     if relaxed_candidates.empty or "tpot_slo_ms" not in workloads:
         return pd.DataFrame(columns=COLUMNS)
     with_slo = workloads.dropna(subset=["tpot_slo_ms"])
+    pool_of = workloads.set_index("workload")["pool"]
     for workload, slo in zip(with_slo["workload"], with_slo["tpot_slo_ms"]):
-        looser = relaxed_candidates[relaxed_candidates["workload"] == workload]
+        looser = relaxed_candidates[relaxed_candidates["relaxed_for"] == workload].drop(
+            columns="relaxed_for")
         if looser.empty:
             continue
-        keep = problem.candidates[problem.candidates["workload"] != workload]
-        relaxed = problem.with_changes(candidates=pd.concat([keep, looser], ignore_index=True))
+        pool = problem.candidates["workload"].map(pool_of) == pool_of[workload]
+        candidates = pd.concat([problem.candidates[~pool], looser], ignore_index=True)
+        relaxed = problem.with_changes(candidates=candidates, configs=configs_of(candidates))
         saving, noise = _saving(base_usd_per_month, base_gap, prune_dominated(relaxed)[0],
                                 options)
         if not saving > max(0.005 + 1e-6 * base_usd_per_month, noise):  # does not bind

@@ -18,26 +18,36 @@ Variables:
     :math:`y_{cp} \in \mathbb{Z}_+` reserved replicas (:math:`p \in R`, whole horizon);
     :math:`y_{cpt} \in \mathbb{Z}_+` flexible replicas (:math:`p \in F`) in period t;
     :math:`n_{gp}, n_{gpt}` nodes bought (integer when :math:`s_g > 1`);
-    :math:`u_{wbt} \in [0,1]` unmet share (elastic model only).
+    :math:`u_{wbt} \in [0,1]` unmet share (elastic model only);
+    :math:`v_{wct} \in \{0,1\}` workload w uses configuration c in period t (if :math:`k_w > 0`).
 Write :math:`Y_{ct} = \sum_{p\in R} y_{cp} + \sum_{p\in F} y_{cpt}`, the load
 :math:`L_{ct} = \sum_{wb} x_{wbct}\, d_{wbt} / (\rho\, \kappa_{wbc})` [replicas], and
 :math:`N_{gpt}` = :math:`n_{gp}` for reserved, :math:`n_{gpt}` for flexible pricing.
 
 .. math::
 
-    \min \; & \sum_{g, p \in R} s_g \pi_{gp} \textstyle\sum_t h_t \; n_{gp}
+    \min \; & \sum_{g, p \in R} s_g \pi_{gp} \phi_p \textstyle\sum_t h_t \; n_{gp}
              + \sum_t h_t \sum_{g, p \in F} s_g \pi_{gp} n_{gpt} \\
     \text{demand:}\; & \textstyle\sum_c x_{wbct} + u_{wbt} = 1 \quad \forall w,b,t: d_{wbt} > 0 \\
     \text{capacity:}\; & L_{ct} \le Y_{ct} \quad \forall c,t \\
-    \text{nodes:}\; & \textstyle\sum_{c: g(c)=g} \tau_c\, y_{cp(t)} \le s_g\, n_{gp(t)} \\
+    \text{nodes:}\; & \textstyle\sum_{c: g(c)=g, \tau_c \ge \tau} \tau_c\, y_{cp(t)}
+        \le \tau \lfloor s_g / \tau \rfloor\, n_{gp(t)} \quad \forall \tau
+        \text{ (TP degrees of a divisibility chain; node patterns otherwise)} \\
     \text{availability:}\; & \textstyle\sum_p s_g N_{gpt} \le A_g, \quad s_g N_{gpt} \le A_{gp} \\
     \text{spot share:}\; & \textstyle\sum_c \tau_c y_{c,spot,t}
         \le \sigma \sum_{c,p} \tau_c y_{cp(t)} \\
-    \text{redundancy:}\; & \textstyle\sum_{c \in pool(w)} (Y_{ct} - L_{ct}) \ge k_w
-        \quad \forall w, t: d_{wt} > 0 \\
+    \text{redundancy:}\; & x_{wbct} \le v_{wct}, \quad Y_{ct} - L_{ct} \ge k_w v_{wct}
+        \quad \forall w: k_w > 0 \\
     \text{budget:}\; & \textstyle\sum_{g,p\in R} s_g \pi_{gp} H n_{gp}
         + \sum_{t \in m} \frac{h_t}{\mu_m} \sum_{g,p\in F} s_g \pi_{gp} n_{gpt}
         \le B \quad \forall m
+
+A reserved commitment is paid for whole terms: :math:`\phi_p` = (months of the whole terms
+covering the horizon) / (horizon months), 1 when the term fits the horizon. N+k is kept per
+configuration: every configuration that carries load of a workload with k spares keeps k
+replicas beyond its load, so losing any k replicas never leaves load on too few replicas of
+its own configuration. Workloads with different SLOs share replicas only at a common SLO
+level (``slo_levels.py``): each level of a configuration is a configuration of its own.
 
 A configuration belongs to one model pool, so a replica serves one model; workloads of the
 same model may share replicas, their loads adding linearly (Mélange's assumption). Routing
@@ -60,7 +70,7 @@ import pandas as pd
 
 from fleetplan.catalogs.conventions import RESERVED_PRICING
 from fleetplan.optimizer.constraint_families import FAMILIES
-from fleetplan.optimizer.fleet_problem import Problem, complete_routes
+from fleetplan.optimizer.fleet_problem import Problem, charged_offers, complete_routes
 from fleetplan.optimizer.linear_program import INF, LinearProgram
 
 logger = logging.getLogger(__name__)
@@ -76,7 +86,8 @@ class FleetModel:
     reserved), gpus_per_node, usd_per_gpu_hour, hours [h paid], col. ``unmet``: workload,
     bucket, period, req_s, col. ``constraints``: family, subject, period, limit, sense, unit,
     row. ``cost`` [USD per unit of each column] and, elastic, ``unmet_share`` [share of
-    request-hours per unit] are objective vectors; ``values`` is the solution (None before).
+    request-hours per unit] are objective vectors; ``values`` is the solution (None before);
+    ``extras`` holds tables a family keeps for itself (by family name).
     """
 
     problem: Problem
@@ -91,6 +102,7 @@ class FleetModel:
     cost: np.ndarray = field(default_factory=lambda: np.zeros(0))
     unmet_share: np.ndarray | None = None
     values: np.ndarray | None = None
+    extras: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     def constraint_table(self) -> pd.DataFrame:
         """All constraint families as one table."""
@@ -162,7 +174,7 @@ def define_nodes(model: FleetModel) -> None:
     p = model.problem
     keys = model.replicas[["gpu", "pricing_type", "period"]].drop_duplicates()
     rows = keys.merge(p.gpus[["gpu", "gpus_per_node"]], on="gpu").merge(
-        p.offers[["gpu", "pricing_type", "usd_per_gpu_hour"]], on=["gpu", "pricing_type"])
+        charged_offers(p)[["gpu", "pricing_type", "usd_per_gpu_hour"]], on=["gpu", "pricing_type"])
     period_hours = p.periods.set_index("period")["hours"]
     rows["hours"] = np.where(rows["period"] < 0, p.horizon_hours,
                              rows["period"].map(period_hours).fillna(0.0))

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.optimizer.milp_tables import add_keyed_rows, per_period
+from fleetplan.optimizer.node_packing import chain_capacity, is_chain, patterns
 
 if TYPE_CHECKING:
     from fleetplan.optimizer.milp import FleetModel
@@ -54,14 +55,56 @@ def define_capacity(model: FleetModel) -> None:
 
 
 def define_node_cover(model: FleetModel) -> None:
-    """GPUs of the replicas of each GPU and pricing type fit in the nodes bought."""
+    """The replicas of each GPU and pricing type pack into the nodes bought (``node_packing``):
+    by GPU count per size of a divisibility chain of TP degrees, else by node patterns. GPUs
+    bought one at a time (``gpus_per_node`` 1) only count GPUs."""
     keys = ["gpu", "pricing_type", "period"]
     nodes = model.nodes
-    terms = pd.concat([_terms(model.replicas, keys, model.replicas["tp"]),
-                       _terms(nodes, keys, -nodes["gpus_per_node"].astype(float))],
-                      ignore_index=True)
-    add_keyed_rows(model, "nodes", terms, keys, "<=", 0.0, unit="GPUs",
-                   subject=lambda t: t["gpu"] + "/" + t["pricing_type"])
+    node_gpus = nodes.groupby("gpu")["gpus_per_node"].first()
+    for gpu, replicas in model.replicas.groupby("gpu", sort=True):
+        s = int(node_gpus[gpu])
+        sizes = sorted(int(t) for t in replicas["tp"].unique())
+        own = nodes[nodes["gpu"] == gpu]
+        if s == 1:  # bought GPU by GPU: a replica's GPUs need not share a node
+            _chain_rows(model, replicas, own, [1], 1, keys)
+        elif is_chain(sizes):
+            _chain_rows(model, replicas, own, sizes, s, keys)
+        else:
+            _pattern_rows(model, replicas, own, sizes, s, keys)
+
+
+def _node_subject(table: pd.DataFrame) -> pd.Series:
+    return table["gpu"] + "/" + table["pricing_type"]
+
+
+def _chain_rows(model, replicas, nodes, sizes, node_gpus, keys) -> None:
+    """Replicas of size >= tau fill at most tau floor(s / tau) GPUs of each node."""
+    needed = [sizes[0]] + [t for t in sizes[1:] if node_gpus % t]  # others are implied
+    for size in needed:
+        larger = replicas[replicas["tp"] >= size] if node_gpus > 1 else replicas
+        terms = pd.concat([_terms(larger, keys, larger["tp"]),
+                           _terms(nodes, keys, -float(max(chain_capacity(size, node_gpus),
+                                                          1)))],
+                          ignore_index=True)
+        add_keyed_rows(model, "nodes", terms, keys, "<=", 0.0, unit="GPUs",
+                       subject=_node_subject)
+
+
+def _pattern_rows(model, replicas, nodes, sizes, node_gpus, keys) -> None:
+    """Nodes filled by patterns: y_tau <= sum_p a_p,tau z_p, n >= sum_p z_p."""
+    fills = patterns(sizes, node_gpus)
+    filled = nodes[keys].merge(pd.DataFrame({"pattern": range(len(fills))}), how="cross")
+    filled = model.new_columns(filled, integer=True)
+    terms = [_terms(nodes, keys, -1.0), _terms(filled, keys, 1.0)]
+    add_keyed_rows(model, "nodes", pd.concat(terms, ignore_index=True), keys, "<=", 0.0,
+                   unit="GPUs", subject=_node_subject)
+    for size in sizes:
+        held = filled["pattern"].map(lambda p, size=size: fills[p][size]).to_numpy(float)
+        mine = replicas[replicas["tp"] == size]
+        terms = pd.concat([_terms(mine, keys, 1.0), _terms(filled, keys, -held)],
+                          ignore_index=True)
+        add_keyed_rows(model, "nodes", terms, keys, "<=", 0.0, unit="GPUs",
+                       subject=_node_subject)
 
 
 def _node_gpus_per_period(model: FleetModel) -> pd.DataFrame:
@@ -111,26 +154,41 @@ def define_spot_share(model: FleetModel) -> None:
 
 
 def define_redundancy(model: FleetModel) -> None:
-    """Each workload's pool keeps k spare replicas beyond its load in every busy period."""
+    """N+k per configuration: a configuration that carries load of a workload with k spares in
+    a period keeps k replicas beyond its load then.
+
+    Losing any k replicas (the largest included) then leaves every configuration enough of its
+    own replicas for its load, so no request ever waits on a configuration sized for other
+    requests (a 1 req/s replica never stands in for a 100 req/s one). A binary u per
+    (workload, configuration, period) says whether the workload uses the configuration:
+    every routing share x <= u, and Y - L >= k u.
+    """
     p = model.problem
-    needy = p.workloads[p.workloads["redundancy_k"] > 0]
-    if needy.empty:
+    k = p.workloads.set_index("workload")["redundancy_k"]
+    routes = model.routes.assign(redundancy_k=model.routes["workload"].map(k).fillna(0))
+    routes = routes[routes["redundancy_k"] > 0]
+    if routes.empty:
         return
-    busy = p.demand[p.demand["req_s"] > 0][["workload", "period"]].drop_duplicates()
-    busy = busy.merge(needy[["workload", "pool", "redundancy_k"]], on="workload")
-    pool_terms = pd.concat([_terms(replicas_per_period(model), ["pool", "period"], 1.0),
-                            _terms(model.routes, ["pool", "period"], -model.routes["load"])],
-                           ignore_index=True)
-    terms = busy[["workload", "pool", "period"]].merge(pool_terms, on=["pool", "period"])
+    keys = ["workload", "config", "period"]
+    uses = model.new_columns(routes[[*keys, "pool", "redundancy_k"]].drop_duplicates(keys),
+                             upper=1.0, integer=True)
+    linked = routes[[*keys, "col", "bucket", "route"]].merge(
+        uses[[*keys, "col"]].rename(columns={"col": "use"}), on=keys)
+    link_terms = pd.concat([linked.assign(coef=1.0), linked.assign(col=linked["use"],
+                                                                  coef=-1.0)])
+    add_keyed_rows(model, "redundancy", link_terms, [*keys, "bucket", "route"], "<=", 0.0,
+                   unit="share", subject=lambda t: t["workload"])
+    capacity = pd.concat([_terms(replicas_per_period(model), ["config", "period"], 1.0),
+                          _terms(model.routes, ["config", "period"], -model.routes["load"])])
+    terms = uses[keys].merge(capacity, on=["config", "period"])
+    terms = pd.concat([terms, _terms(uses, keys, -uses["redundancy_k"])], ignore_index=True)
     if model.elastic:  # spares may fall short too, tracked like unmet demand
-        short = model.new_columns(busy)
+        short = model.new_columns(uses[[*keys, "pool", "redundancy_k"]])
         model.spare_shortfall = short
-        terms = pd.concat([terms, _terms(short, ["workload", "period"], 1.0)],
-                          ignore_index=True)
-    rows = busy.sort_values(["workload", "period"])
-    add_keyed_rows(model, "redundancy", terms, ["workload", "period"], ">=",
-                   lambda t: t["redundancy_k"].to_numpy(dtype=float), rows=rows,
-                   unit="replicas", subject=lambda t: t["workload"])
+        terms = pd.concat([terms, _terms(short, keys, 1.0)], ignore_index=True)
+    rows = add_keyed_rows(model, "redundancy", terms, keys, ">=", 0.0, unit="replicas",
+                          subject=lambda t: t["workload"])
+    model.extras["redundancy"] = rows.merge(uses[[*keys, "col"]], on=keys)
 
 
 def define_pool_cover(model: FleetModel) -> None:

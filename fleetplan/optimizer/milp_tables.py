@@ -55,7 +55,8 @@ def add_keyed_rows(model: FleetModel, family: str, terms: pd.DataFrame, keys: li
                    sense: str, limit, *, subject, unit: str,
                    rows: pd.DataFrame | None = None) -> pd.DataFrame:
     """Rows keyed by ``keys``: one per distinct key of ``terms`` (or per line of ``rows``, whose
-    keys may have no terms); ``limit`` and ``subject`` may be functions of the row table."""
+    keys may have no terms); ``limit`` and ``subject`` may be functions of the row table.
+    Returns the row table with each row's index (``row``)."""
     table, position = grouped(terms, keys)
     if rows is not None:
         lookup = pd.MultiIndex.from_frame(rows[keys]) if len(keys) > 1 else pd.Index(rows[keys[0]])
@@ -65,9 +66,9 @@ def add_keyed_rows(model: FleetModel, family: str, terms: pd.DataFrame, keys: li
         terms, position, table = terms[keep], position[keep], rows.reset_index(drop=True)
     limit = limit(table) if callable(limit) else limit
     subject = subject(table) if callable(subject) else subject
-    add_family_rows(model, family, table, terms, position, sense, limit, subject=subject,
-                    unit=unit)
-    return table
+    index = add_family_rows(model, family, table, terms, position, sense, limit,
+                            subject=subject, unit=unit)
+    return table.assign(row=index) if len(index) else table.assign(row=np.zeros(0, np.int64))
 
 
 def per_period(table: pd.DataFrame, periods: pd.DataFrame) -> pd.DataFrame:

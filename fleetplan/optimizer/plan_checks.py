@@ -15,6 +15,7 @@ import pandas as pd
 from fleetplan.catalogs.conventions import RESERVED_PRICING
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.node_packing import nodes_needed
 
 #: Slack allowed for solver round-off [replicas, shares, GPUs].
 TOLERANCE = 1e-5
@@ -27,6 +28,7 @@ class PlanView:
     replicas: config, pricing_type, period, replicas, gpu, tp, pool, gpus [GPUs of replicas].
     routing: workload, bucket, period, config, route, fraction [share of the bucket], req_s.
     unmet: workload, bucket, period, unmet_fraction. costs_by_month: month, usd [USD].
+    nodes: gpu, pricing_type, nodes_peak.
     """
 
     problem: Problem
@@ -36,6 +38,7 @@ class PlanView:
     costs_by_month: pd.DataFrame
     feasible: bool
     messages: list[str] = field(default_factory=list)
+    nodes: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @classmethod
     def of(cls, plan: FleetPlan, problem: Problem) -> PlanView:
@@ -54,7 +57,7 @@ class PlanView:
             routing = pd.DataFrame(columns=["workload", "bucket", "period", "config", "route",
                                             "fraction", "req_s"])
         return cls(problem, replicas, routing, unmet, plan.costs_by_month, plan.feasible,
-                   list(plan.messages))
+                   list(plan.messages), plan.nodes)
 
     def loads(self) -> pd.DataFrame:
         """Routing rows with ``load`` [replicas at the target utilization] and ``pool``."""
@@ -112,11 +115,23 @@ def check_capacity(view: PlanView) -> list[str]:
 
 
 def check_node_cover(view: PlanView) -> list[str]:
-    """Replicas are whole, and GPUs are bought in whole nodes of the GPU type."""
+    """Replicas are whole, and the nodes bought hold them (``node_packing``)."""
     replicas = view.replicas["replicas"].astype(float)
     if (np.abs(replicas - np.round(replicas)) > TOLERANCE).any():
         return ["nodes: replica counts must be whole numbers"]
-    return []
+    if view.nodes.empty:
+        return []
+    node_gpus = view.problem.gpus.set_index("gpu")["gpus_per_node"]
+    counts = view.replicas.groupby(["gpu", "pricing_type", "period", "tp"])["replicas"].sum()
+    peak = view.nodes.set_index(["gpu", "pricing_type"])["nodes_peak"]
+    problems = []
+    for (gpu, pricing, period), sizes in counts.groupby(level=[0, 1, 2]):
+        needed = nodes_needed(dict(zip(sizes.index.get_level_values("tp"), sizes)),
+                              int(node_gpus[gpu]))
+        if needed > peak.get((gpu, pricing), 0.0) + TOLERANCE and node_gpus[gpu] > 1:
+            problems.append(f"nodes: {gpu}/{pricing} in period {period} needs {needed} nodes, "
+                            f"{peak.get((gpu, pricing), 0.0):.0f} bought")
+    return problems
 
 
 def check_availability(view: PlanView) -> list[str]:
@@ -157,22 +172,21 @@ def check_spot_share(view: PlanView) -> list[str]:
 
 
 def check_redundancy(view: PlanView) -> list[str]:
-    """A workload with N+k keeps k replicas of its pool beyond the pool's load when busy."""
+    """A configuration carrying load of a workload with N+k keeps k replicas beyond its load."""
     p = view.problem
-    needy = p.workloads[p.workloads["redundancy_k"] > 0]
-    if needy.empty or (not view.feasible and any("spare replicas" in m for m in view.messages)):
+    k = p.workloads.set_index("workload")["redundancy_k"]
+    if not (k > 0).any() or (not view.feasible and any("spare replicas" in m
+                                                       for m in view.messages)):
         return []
     routes = view.loads()
-    pool_load = routes.groupby(["pool", "period"])["load"].sum()
-    pool_replicas = view.replicas.groupby(["pool", "period"])["replicas"].sum()
-    busy = p.demand[p.demand["req_s"] > 0][["workload", "period"]].drop_duplicates().merge(
-        needy[["workload", "pool", "redundancy_k"]], on="workload")
-    index = _keys(busy, ["pool", "period"])
-    spare = (pool_replicas.reindex(index, fill_value=0.0).to_numpy(dtype=float)
-             - pool_load.reindex(index, fill_value=0.0).to_numpy(dtype=float))
-    short = np.flatnonzero(spare < busy["redundancy_k"].to_numpy() - TOLERANCE)
-    return [f"redundancy: {busy['workload'].iloc[i]} in period {busy['period'].iloc[i]} keeps "
-            f"{spare[i]:.3f} spare replicas < {busy['redundancy_k'].iloc[i]}" for i in short]
+    load = routes.groupby(["config", "period"])["load"].sum()
+    have = view.replicas.groupby(["config", "period"])["replicas"].sum()
+    used = routes[routes["fraction"] > 1e-9].assign(k=lambda r: r["workload"].map(k))
+    need = used[used["k"] > 0].groupby(["config", "period"])["k"].max()
+    spare = (have.reindex(need.index, fill_value=0.0) - load.reindex(need.index, fill_value=0.0))
+    short = need.index[(spare < need - TOLERANCE).to_numpy()]
+    return [f"redundancy: {config} in period {period} keeps {spare[(config, period)]:.3f} spare "
+            f"replicas < {need[(config, period)]:.0f}" for config, period in short]
 
 
 def check_budget(view: PlanView) -> list[str]:

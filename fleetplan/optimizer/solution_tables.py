@@ -9,6 +9,7 @@ import pandas as pd
 
 from fleetplan.catalogs.conventions import PRICING_TYPES, RESERVED_PRICING
 from fleetplan.optimizer.fleet_plan import FleetPlan
+from fleetplan.optimizer.fleet_problem import charged_offers
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.milp_tables import per_period
 from fleetplan.optimizer.solver import SolveOutcome
@@ -33,7 +34,7 @@ def solution_tables(model: FleetModel) -> dict[str, pd.DataFrame]:
     hours = p.periods.set_index("period")["hours"]
     replicas = model.replicas.assign(value=values(model, model.replicas, integer=True))
     replicas = per_period(replicas, p.periods).merge(
-        p.offers[["gpu", "pricing_type", "usd_per_gpu_hour"]], on=["gpu", "pricing_type"])
+        charged_offers(p)[["gpu", "pricing_type", "usd_per_gpu_hour"]], on=["gpu", "pricing_type"])
     replicas["hours"] = replicas["period"].map(hours)
     replicas["gpus"] = replicas["value"] * replicas["tp"]
     replicas["usd"] = replicas["gpus"] * replicas["usd_per_gpu_hour"] * replicas["hours"]

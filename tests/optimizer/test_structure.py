@@ -89,7 +89,8 @@ def test_every_column_and_row_maps_back_to_one_table_row():
                            max_gpus={"g0": 4}, redundancy_k=1)
     model = build_model(problem)
     shares = model.routes.drop_duplicates("col")["col"]  # a route's stages share a column
-    columns = np.concatenate([shares, model.replicas["col"], model.nodes["col"]])
+    uses = model.extras["redundancy"]["col"]  # which configurations the workload uses
+    columns = np.concatenate([shares, model.replicas["col"], model.nodes["col"], uses])
     assert sorted(columns) == list(range(model.program.n_cols))
     constraints = model.constraint_table()
     assert {"demand", "capacity", "nodes", "availability", "redundancy"} <= set(
@@ -100,7 +101,7 @@ def test_every_column_and_row_maps_back_to_one_table_row():
 def test_binding_availability_is_priced_by_a_re_solve():
     problem = make_problem([[10.0], [10.0]], [[40.0]],
                            {("g0", "on_demand"): 1.0, ("g1", "on_demand"): 2.0},
-                           max_gpus={"g0": 2})
+                           max_gpus={"g0": 2}, horizon_months=1.0)
     plan = optimize_problem(problem, EXACT, WhatIfOptions(enabled=True))
     row = plan.binding_constraints.set_index("family").loc["availability"]
     assert row["subject"] == "g0"
