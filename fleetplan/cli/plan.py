@@ -1,7 +1,8 @@
 """``fleetplan plan``, ``fleetplan schema`` and ``fleetplan example``.
 
 ``fleetplan plan`` exits 0 with a plan that serves every request, 1 when demand cannot be met
-(the elastic plan and its reasons are still written), 2 on bad input.
+(the elastic plan and its reasons are still written), 2 on bad input, 3 when the time limit
+stopped the solve above the accepted gap (the plan is still written; ``--allow-gap`` exits 0).
 """
 
 from __future__ import annotations
@@ -51,9 +52,13 @@ def plan_command(
         "-o", "--output", help="Write .xlsx, .parquet, .json or .csv (a folder of CSV tables); "
                                f"default: {DEFAULT_OUTPUT}")] = None,
     time_limit_s: Annotated[float | None, typer.Option(
-        "--time-limit", help="Solver time limit per solve [s]; default: the scenario's")] = None,
+        "--time-limit", help="Time limit of the whole optimization [s]; default: the "
+                             "scenario's")] = None,
     what_if: Annotated[bool | None, typer.Option(
         "--what-if/--no-what-if", help="Price binding limits by re-solving")] = None,
+    allow_gap: Annotated[bool, typer.Option(
+        "--allow-gap", help="Exit 0 even when the time limit left a gap above solver.mip_gap")]
+    = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the summary")] = False,
 ) -> None:
     """Find the cheapest GPU fleet for a scenario and write the plan."""
@@ -73,6 +78,8 @@ def plan_command(
     typer.echo(f"wrote {written}", err=True)
     if not plan.feasible:
         raise typer.Exit(code=1)
+    if plan.status == "time_limit" and not allow_gap:
+        raise typer.Exit(code=3)
 
 
 def schema_command(

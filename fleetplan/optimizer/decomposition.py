@@ -5,10 +5,10 @@ When no constraint family links two periods (``links_periods`` in
 small MILP per period, solved side by side, and the sums of their objectives and bounds are the
 whole problem's (exact, and far faster than one big branch-and-bound).
 
-Otherwise reserved replicas (paid for the whole horizon) and the monthly budget link the
-periods. The whole MILP is solved, started from a plan built period by period: reserved
-replicas rounded down from the LP relaxation, then each period's MILP with them fixed. The
-start gives HiGHS a good incumbent at once; its own bound then proves (or bounds) the gap.
+Otherwise reserved replicas (paid for the whole horizon) link the periods: they are decided
+first, then every period is solved on its own (``reserved_first.py``), with a Lagrangian lower
+bound. A monthly budget links periods in a way period programs cannot see: the whole MILP is
+then solved, started from the reserved-first plan when that keeps the budget.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ import math
 
 import numpy as np
 
-from fleetplan.optimizer.constraint_families import FAMILIES
+from fleetplan.optimizer.constraint_families import FAMILIES, FAMILY
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp import FleetModel
-from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, solve_periods
+from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, PeriodTask, solve_periods
+from fleetplan.optimizer.reserved_first import ReservedFirst
 from fleetplan.optimizer.solver import SolveOptions, SolveOutcome, open_solver
 
 logger = logging.getLogger(__name__)
@@ -77,36 +78,6 @@ def solve_whole(model: FleetModel, options: SolveOptions, deadline: Deadline, *,
                         first.outcome.seconds + second.outcome.seconds)
 
 
-def reserved_plan(model: FleetModel, replicas: np.ndarray) -> dict[str, np.ndarray]:
-    """Reserved replica counts (one per reserved replica row of the model) with the nodes they
-    need: ``{'cols', 'values'}`` for fixing them."""
-    table = model.replicas[model.replicas["period"] < 0].assign(value=replicas)
-    nodes = model.nodes[model.nodes["period"] < 0]
-    gpus = (table["value"] * table["tp"]).groupby([table["gpu"], table["pricing_type"]]).sum()
-    needed = gpus.reindex(nodes.set_index(["gpu", "pricing_type"]).index, fill_value=0.0)
-    per_node = nodes["gpus_per_node"].to_numpy(dtype=float)
-    node_values = needed.to_numpy() / per_node
-    node_values = np.where(per_node > 1, np.ceil(node_values - 1e-9), node_values)
-    return {"cols": np.concatenate([table["col"], nodes["col"]]).astype(np.int64),
-            "values": np.concatenate([replicas, node_values]).astype(float)}
-
-
-def _start_from_relaxation(model: FleetModel, programs: PeriodPrograms, options: SolveOptions,
-                           deadline: Deadline) -> np.ndarray | None:
-    """A feasible plan: LP relaxation -> reserved rounded down -> period MILPs."""
-    relaxation = open_solver(model.program, model.cost, options).solve(
-        time_limit_s=max(deadline.share(0.5), LAST_CHANCE_S), mip_gap=options.mip_gap,
-        relax=True)
-    if relaxation.values is None:
-        return None
-    reserved_rows = model.replicas[model.replicas["period"] < 0]
-    reserved = np.floor(relaxation.values[reserved_rows["col"].to_numpy()] + 1e-6)
-    fixed = reserved_plan(model, reserved)
-    run = solve_periods(programs, model.cost, options, deadline, fixed=fixed,
-                        budget_s=deadline.share(START_TIME_SHARE))
-    return run.values if run.complete() else None
-
-
 def solve_fleet(model: FleetModel, options: SolveOptions,
                 deadline: Deadline | None = None) -> SolveOutcome:
     """Solve ``model`` with the strategy its structure allows (see module docstring)."""
@@ -116,10 +87,25 @@ def solve_fleet(model: FleetModel, options: SolveOptions,
         return solve_whole(model, options, deadline)
     programs = PeriodPrograms.of(model)
     if is_separable(model.problem):
-        run = solve_periods(programs, model.cost, options, deadline)
+        run = solve_periods(programs, PeriodTask(model.cost), options, deadline)
         model.values = run.values if run.complete() else None
         objective = float(model.cost @ run.values) if run.complete() else math.nan
         return run.outcome(objective)
-    start = _start_from_relaxation(model, programs, options, deadline)
+    linked = ReservedFirst(model, programs, options, deadline)
+    if not _cut_by_periods(model):
+        return linked.solve()
+    share = Deadline(deadline.share(START_TIME_SHARE))
+    linked.deadline = share
+    linked.solve()
+    start = linked.best if linked.best is not None and \
+        model.program.violation(linked.best) <= 1e-6 else None
     outcome = solve_whole(model, options, deadline, start=start)
     return dataclasses.replace(outcome, seconds=deadline.elapsed())
+
+
+def _cut_by_periods(model: FleetModel) -> bool:
+    """True when a family's rows are left out of period programs (a monthly budget): period
+    plans may then break them, and the whole MILP decides."""
+    table = model.constraint_table()
+    return bool((~table["family"].map(
+        lambda name: FAMILY[name].in_period_subproblems)).any())

@@ -13,7 +13,7 @@ import pandas as pd
 
 from fleetplan.catalogs.conventions import SECONDS_PER_HOUR
 from fleetplan.optimizer.fleet_problem import profile_periods
-from fleetplan.optimizer.scenario import PROFILE_HOURS, Scenario, Workload
+from fleetplan.optimizer.scenario import Scenario, Workload
 
 
 def requests_per_s_from_tokens_per_s(tokens_per_s, tokens_per_request):
@@ -36,14 +36,15 @@ def requests_per_s_from_tokens_per_month(tokens_per_month, tokens_per_request, h
 
 
 def hour_scale(profile: list[float] | None, n_hours: int) -> np.ndarray:
-    """Demand multiplier per hour: the profile normalized to mean 1 (ones without a profile).
+    """Demand multiplier per hour of an ``n_hours`` cycle: the profile repeated over the cycle
+    and normalized to mean 1 (ones without a profile).
 
-    >>> hour_scale([1.0, 3.0], 2).tolist()
-    [0.5, 1.5]
+    >>> hour_scale([1.0, 3.0], 4).tolist()
+    [0.5, 1.5, 0.5, 1.5]
     """
     if profile is None:
         return np.ones(n_hours)
-    values = np.asarray(profile, dtype=float)
+    values = np.tile(np.asarray(profile, dtype=float), n_hours // len(profile))
     return values / values.mean()
 
 
@@ -69,10 +70,17 @@ def mean_requests_per_s(workload: Workload, hours_per_month: float) -> float:
                                                 hours_per_month)
 
 
+def cycle_hours(scenario: Scenario) -> int:
+    """Hours of the demand cycle: the longest hourly profile (1 without profiles)."""
+    return max((len(w.hourly_profile) for w in scenario.workloads if w.hourly_profile),
+               default=1)
+
+
 def plan_periods(scenario: Scenario) -> pd.DataFrame:
-    """Periods: 24 hours if any workload has a profile, one per month if any grows."""
+    """Periods: one per hour of the profiles' cycle, and one set per month if any workload
+    grows."""
     fleet = scenario.fleet
-    n_hours = PROFILE_HOURS if any(w.hourly_profile for w in scenario.workloads) else 1
+    n_hours = cycle_hours(scenario)
     grows = any(w.monthly_growth != 0 for w in scenario.workloads)
     n_months = math.ceil(fleet.horizon_months) if grows else 1
     return profile_periods(n_hours, n_months, fleet.hours_per_month, fleet.horizon_months)

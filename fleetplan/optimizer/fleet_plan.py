@@ -29,7 +29,7 @@ TABLE_FIELDS: tuple[str, ...] = (
 
 #: Scalar fields written at the top of the JSON file and the workbook's summary.
 SCALAR_FIELDS: tuple[str, ...] = (
-    "status", "gap", "objective_usd", "usd_per_month", "solver", "solve_seconds",
+    "status", "gap", "objective_usd", "usd_per_month", "solver", "solve_seconds", "bound_usd",
 )
 
 #: Plan statuses: the solver's true outcome, never assumed.
@@ -58,7 +58,9 @@ class FleetPlan:
             penalties for unmet demand are not included.
         usd_per_month: objective_usd / horizon months [USD/month].
         solver: solver that produced the plan (``HiGHS`` or ``PULP_CBC_CMD``).
-        solve_seconds: wall-clock time of the solve that produced the plan [s].
+        solve_seconds: wall-clock time of the optimization that produced the plan [s].
+        bound_usd: best proven lower bound on objective_usd [USD]; gap = (objective_usd -
+            bound_usd) / objective_usd. NaN when unknown (an elastic plan).
         scenario: the validated scenario as a plain dict (JSON-compatible).
         assumptions: plain dict: ``hours_per_month`` [h], ``horizon_months`` [months],
             ``horizon_hours`` [h], ``target_utilization`` [fraction],
@@ -114,6 +116,7 @@ class FleetPlan:
     usd_per_month: float
     solver: str
     solve_seconds: float
+    bound_usd: float = math.nan
     scenario: dict[str, Any] = field(default_factory=dict)
     assumptions: dict[str, Any] = field(default_factory=dict)
     messages: list[str] = field(default_factory=list)
@@ -160,7 +163,8 @@ class FleetPlan:
         data = dict(data)
         tables = {name: pd.DataFrame.from_records(rows)
                   for name, rows in data.pop("tables").items()}
-        scalars = {k: (math.nan if v is None and k in ("gap",) else v) for k, v in data.items()}
+        scalars = {k: (math.nan if v is None and k in ("gap", "bound_usd") else v)
+                   for k, v in data.items()}
         return cls(**scalars, **tables)
 
     def summary_text(self, max_rows: int = 12) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,7 @@ from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.fleet_problem import Problem, configs_of
 from fleetplan.optimizer.milp import FleetModel, build_model
+from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.plan_summary import usd
 from fleetplan.optimizer.solver import SolveOptions
 
@@ -29,6 +31,9 @@ COLUMNS = ["family", "subject", "period", "value", "limit", "unit", "change",
 
 #: Most re-solves made for one plan (the largest binding limits first).
 MAX_RESOLVES = 12
+
+#: Least time worth a re-solve [s]; with less left in the call a limit is not priced.
+MIN_RESOLVE_S = 0.05
 
 
 def constraint_activity(model: FleetModel, families: tuple[str, ...]) -> pd.DataFrame:
@@ -64,44 +69,60 @@ def binding_limits(model: FleetModel) -> pd.DataFrame:
     return binding[["family", "subject", "period", "value", "limit", "unit"]].reset_index(drop=True)
 
 
-def _saving(base_usd_per_month: float, base_gap: float, problem: Problem,
-            options: SolveOptions) -> tuple[float, float]:
+@dataclass(frozen=True)
+class BasePlan:
+    """What every re-solve compares with: the base plan's cost [USD/month] and gap, the
+    options of each re-solve, and the deadline of the whole call."""
+
+    usd_per_month: float
+    gap: float
+    options: SolveOptions
+    deadline: Deadline
+
+
+def _saving(base: BasePlan, problem: Problem) -> tuple[float, float]:
     """(saving, uncertainty) [USD/month] of ``problem`` against the base plan; the uncertainty
-    adds both solves' gaps (a saving within it may be solver noise)."""
+    adds both solves' gaps (a saving within it may be solver noise). NaN when the call's time
+    is up."""
+    seconds = min(base.options.time_limit_s, base.deadline.remaining())
+    if seconds < MIN_RESOLVE_S:
+        return math.nan, math.nan
     model = build_model(problem)
-    outcome = solve_fleet(model, options)
+    outcome = solve_fleet(model, base.options, Deadline(seconds))
     if not outcome.has_solution:
         return math.nan, math.nan
     relaxed = outcome.objective / problem.horizon_months
-    gaps = np.nan_to_num([base_gap, outcome.gap])
-    return max(0.0, base_usd_per_month - relaxed), gaps[0] * base_usd_per_month + gaps[1] * relaxed
+    gaps = np.nan_to_num([base.gap, outcome.gap])
+    return (max(0.0, base.usd_per_month - relaxed),
+            gaps[0] * base.usd_per_month + gaps[1] * relaxed)
 
 
 def _money(value: float, uncertainty: float = 0.0) -> str:
     if not math.isfinite(value):
-        return "an unknown amount"
+        return "an unknown amount (not re-solved within the time limit)"
     noise = f" (±{usd(uncertainty)} solver gap)" if uncertainty >= 0.005 else ""
     return f"{usd(value)}{noise}"
 
 
-def price_binding_limits(model: FleetModel, base_usd_per_month: float, base_gap: float,
-                         options: SolveOptions) -> pd.DataFrame:
+def price_binding_limits(model: FleetModel, base: BasePlan) -> pd.DataFrame:
     """Binding limits with the monthly saving of relaxing each by one step."""
     binding = binding_limits(model)
     rows = []
     for row in binding.head(MAX_RESOLVES).to_dict("records"):
         relaxed, change, template = FAMILY[row["family"]].relax(model.problem, row["subject"])
-        saving, noise = _saving(base_usd_per_month, base_gap, relaxed, options)
+        saving, noise = _saving(base, relaxed)
         rows.append({**row, "change": change, "saving_usd_per_month": saving,
                      "description": f"{row['family']} {row['subject']}: "
                                     + template.format(saving=_money(saving, noise))})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def price_slo_relaxations(problem: Problem, relaxed_candidates: pd.DataFrame,
-                          base_usd_per_month: float, base_gap: float, options: SolveOptions,
+def price_slo_relaxations(problem: Problem, relaxed_candidates: pd.DataFrame, base: BasePlan,
                           factor: float) -> pd.DataFrame:
-    """Per workload with a TPOT SLO: the saving of the looser SLO (rows only where it saves)."""
+    """Per workload with a TPOT SLO: the saving of the looser SLO (rows only where it saves).
+
+    The looser SLO changes the workload's pool: its SLO levels are those with the workload's
+    TPOT loosened, so the pool's candidates are all replaced."""
     rows = []
     workloads = problem.workloads
     if relaxed_candidates.empty or "tpot_slo_ms" not in workloads:
@@ -116,9 +137,8 @@ def price_slo_relaxations(problem: Problem, relaxed_candidates: pd.DataFrame,
         pool = problem.candidates["workload"].map(pool_of) == pool_of[workload]
         candidates = pd.concat([problem.candidates[~pool], looser], ignore_index=True)
         relaxed = problem.with_changes(candidates=candidates, configs=configs_of(candidates))
-        saving, noise = _saving(base_usd_per_month, base_gap, prune_dominated(relaxed)[0],
-                                options)
-        if not saving > max(0.005 + 1e-6 * base_usd_per_month, noise):  # does not bind
+        saving, noise = _saving(base, prune_dominated(relaxed)[0])
+        if not saving > max(0.005 + 1e-6 * base.usd_per_month, noise):  # does not bind
             continue
         rows.append({"family": "tpot_slo", "subject": workload, "period": -1, "value": slo,
                      "limit": slo, "unit": "ms", "change": f"x{factor:g}",
@@ -129,16 +149,14 @@ def price_slo_relaxations(problem: Problem, relaxed_candidates: pd.DataFrame,
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def marginal_values(model: FleetModel, base_usd_per_month: float, base_gap: float,
-                    options: SolveOptions, *, slo_problem: Problem | None = None,
+def marginal_values(model: FleetModel, base: BasePlan, *, slo_problem: Problem | None = None,
                     relaxed_candidates: pd.DataFrame | None = None,
                     tpot_factor: float = 1.5) -> pd.DataFrame:
     """Binding limits and looser SLOs, priced by re-solving. ``slo_problem``: the problem
     before dominated configurations were dropped (a looser SLO can revive them)."""
-    tables: list[pd.DataFrame] = [price_binding_limits(model, base_usd_per_month, base_gap,
-                                                       options)]
+    tables: list[pd.DataFrame] = [price_binding_limits(model, base)]
     if relaxed_candidates is not None:
         tables.append(price_slo_relaxations(slo_problem or model.problem, relaxed_candidates,
-                                            base_usd_per_month, base_gap, options, tpot_factor))
+                                            base, tpot_factor))
     tables = [t for t in tables if not t.empty]
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)

@@ -95,6 +95,7 @@ def _pattern_rows(model, replicas, nodes, sizes, node_gpus, keys) -> None:
     fills = patterns(sizes, node_gpus)
     filled = nodes[keys].merge(pd.DataFrame({"pattern": range(len(fills))}), how="cross")
     filled = model.new_columns(filled, integer=True)
+    model.extras["patterns"] = pd.concat([model.extras.get("patterns"), filled])
     terms = [_terms(nodes, keys, -1.0), _terms(filled, keys, 1.0)]
     add_keyed_rows(model, "nodes", pd.concat(terms, ignore_index=True), keys, "<=", 0.0,
                    unit="GPUs", subject=_node_subject)

@@ -9,19 +9,26 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from fleetplan.optimizer.constraint_families import verify_plan
 from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.infeasibility import explain_unmet
 from fleetplan.optimizer.marginal_values import COLUMNS as BINDING_COLUMNS
-from fleetplan.optimizer.marginal_values import marginal_values
+from fleetplan.optimizer.marginal_values import BasePlan, marginal_values
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.period_merging import merge_identical_periods, spread_periods
+from fleetplan.optimizer.period_solves import Deadline
+from fleetplan.optimizer.plan_summary import usd
 from fleetplan.optimizer.solution_tables import assemble_plan
 from fleetplan.optimizer.solver import SolveOptions
 
 logger = logging.getLogger(__name__)
+
+#: Least time an infeasible problem's elastic model gets, even past the deadline [s]: its
+#: plan names the unmet demand, which no other answer does.
+ELASTIC_MIN_S = 1.0
 
 
 @dataclass
@@ -37,44 +44,67 @@ class WhatIfOptions:
 
 def optimize_problem(problem: Problem, options: SolveOptions | None = None,
                      what_if: WhatIfOptions | None = None, **metadata) -> FleetPlan:
-    """Solve ``problem``; an infeasible one is answered by the elastic model with reasons."""
+    """Solve ``problem`` within ``options.time_limit_s`` for the whole call; an infeasible one
+    is answered by the elastic model with reasons. The plan is re-checked against every
+    constraint family at full resolution (every period of ``problem``) before it is returned."""
+    options = options or SolveOptions()
+    deadline = Deadline(options.time_limit_s)
     original = problem
     problem, representative = merge_identical_periods(problem)
-    plan = _solve(problem, options or SolveOptions(), what_if or WhatIfOptions(enabled=False),
-                  metadata)
-    return spread_periods(plan, representative, original.periods, original.demand)
+    plan = _solve(problem, options, what_if or WhatIfOptions(enabled=False), metadata, deadline)
+    plan = spread_periods(plan, representative, original.periods, original.demand)
+    return recheck(plan, original)
+
+
+def recheck(plan: FleetPlan, problem: Problem) -> FleetPlan:
+    """A plan that breaks a limit in some period is never reported as feasible."""
+    if not plan.feasible:
+        return plan
+    problems = verify_plan(plan, problem)
+    plan.assumptions["recheck"] = "passed" if not problems else problems[:20]
+    if problems:
+        logger.error("the plan breaks %d limits: %s", len(problems), problems[:3])
+        plan.status = "no_solution"
+        plan.messages.append(f"the plan failed its re-check in every period: {problems[0]}")
+    return plan
 
 
 def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
-           metadata: dict) -> FleetPlan:
+           metadata: dict, deadline: Deadline) -> FleetPlan:
     metadata.setdefault("assumptions", {})
     metadata["assumptions"] = {**problem_assumptions(problem), **metadata["assumptions"]}
     pruned, dropped = prune_dominated(problem)
     metadata["assumptions"]["dominated_configs"] = dropped
     model = build_model(pruned)
-    outcome = solve_fleet(model, options)
+    outcome = solve_fleet(model, options, deadline)
     if outcome.status == "infeasible":
-        return _elastic_plan(problem, options, metadata)
+        return _elastic_plan(problem, options, metadata, deadline)
     status = outcome.status if outcome.has_solution else "no_solution"
+    if status == "optimal" and outcome.gap > options.mip_gap + 1e-9:
+        status = "time_limit"
     plan = assemble_plan(model, outcome, status, **metadata)
     plan.candidates = problem.candidates
     if outcome.has_solution and what_if.enabled:
-        resolve = SolveOptions(min(what_if.time_limit_s, options.time_limit_s), options.mip_gap,
-                               options.threads, options.solver)
+        resolve = SolveOptions(what_if.time_limit_s, options.mip_gap, options.threads,
+                               options.solver)
+        base = BasePlan(plan.usd_per_month, plan.gap, resolve, deadline)
         plan.binding_constraints = marginal_values(
-            model, plan.usd_per_month, plan.gap, resolve, slo_problem=problem,
-            relaxed_candidates=what_if.relaxed_candidates, tpot_factor=what_if.tpot_factor)
+            model, base, slo_problem=problem, relaxed_candidates=what_if.relaxed_candidates,
+            tpot_factor=what_if.tpot_factor)
     if plan.binding_constraints.empty:
         plan.binding_constraints = pd.DataFrame(columns=BINDING_COLUMNS)
     if status == "time_limit":
-        plan.messages.append(f"stopped by the time limit at a gap of {plan.gap:.2%}; "
-                             "raise solver.time_limit_s for a proven optimum")
+        plan.messages.append(
+            f"time_limit: stopped at a gap of {plan.gap:.2%} to the bound of "
+            f"{usd(plan.bound_usd / problem.horizon_months)} per month, above the accepted "
+            f"{options.mip_gap:.2%}; raise solver.time_limit_s for a proven plan")
     return plan
 
 
-def _elastic_plan(problem: Problem, options: SolveOptions, metadata: dict) -> FleetPlan:
+def _elastic_plan(problem: Problem, options: SolveOptions, metadata: dict,
+                  deadline: Deadline) -> FleetPlan:
     model = build_model(problem, elastic=True)
-    outcome = solve_fleet(model, options)
+    outcome = solve_fleet(model, options, Deadline(max(deadline.remaining(), ELASTIC_MIN_S)))
     plan = assemble_plan(model, outcome, "infeasible", **metadata)
     plan.candidates = problem.candidates
     plan.binding_constraints = pd.DataFrame(columns=BINDING_COLUMNS)

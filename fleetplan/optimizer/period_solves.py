@@ -96,18 +96,39 @@ def _local(part: Restriction, columns: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return position[held], np.flatnonzero(held)
 
 
-def solve_period(part: Restriction, cost: np.ndarray, options: SolveOptions, seconds: float, *,
-                 fixed: dict[str, np.ndarray] | None = None,
-                 start: np.ndarray | None = None, relax: bool = False) -> Result:
-    """One period's program with objective ``cost`` (full-length vector) and, if given, the
-    columns ``fixed['cols']`` fixed at ``fixed['values']``."""
-    solver = open_solver(part.program, cost[part.cols], options)
-    if fixed is not None:
-        where, which = _local(part, fixed["cols"])
-        solver.set_col_bounds(where, fixed["values"][which], fixed["values"][which])
+@dataclass(frozen=True)
+class PeriodTask:
+    """What to solve in every period.
+
+    cost: the objective (full-length vector), or a function of the period giving that period's
+    own (one entry per column of its part); fixed: ``{'cols', 'values'}`` columns fixed for all
+    periods; closed: per period, columns held at 0 (configurations left out of a quick solve;
+    a period that cannot be served without them is solved again with them); abs_gaps: each
+    period's accepted absolute gap [USD]; root_only: stop after the root node (for bounds).
+    """
+
+    cost: object
+    fixed: dict[str, np.ndarray] | None = None
+    closed: dict[int, np.ndarray] | None = None
+    abs_gaps: dict[int, float] | None = None
+    root_only: bool = False
+
+
+def solve_period(part: Restriction, task: PeriodTask, period: int, options: SolveOptions,
+                 seconds: float, *, start: np.ndarray | None = None,
+                 closed: bool = True) -> Result:
+    """One period's program as ``task`` says."""
+    cost = task.cost(period) if callable(task.cost) else task.cost[part.cols]
+    solver = open_solver(part.program, cost, options)
+    if task.fixed is not None:
+        where, which = _local(part, task.fixed["cols"])
+        solver.set_col_bounds(where, task.fixed["values"][which], task.fixed["values"][which])
+    if closed and task.closed is not None and len(task.closed.get(period, ())):
+        where, _ = _local(part, np.sort(task.closed[period]))
+        solver.set_col_bounds(where, 0.0, 0.0)
     local_start = None if start is None else start[part.cols]
     return solver.solve(time_limit_s=seconds, mip_gap=options.mip_gap, start=local_start,
-                        relax=relax)
+                        abs_gap=(task.abs_gaps or {}).get(period), root_only=task.root_only)
 
 
 @dataclass
@@ -135,40 +156,44 @@ class PeriodRun:
         return SolveOutcome(status, gap, objective, solver, self.seconds, bound)
 
 
-def solve_periods(programs: PeriodPrograms, cost: np.ndarray, options: SolveOptions,
-                  deadline: Deadline, *, fixed: dict[str, np.ndarray] | None = None,
-                  start: np.ndarray | None = None, budget_s: float | None = None) -> PeriodRun:
+def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOptions,
+                  deadline: Deadline, *, start: np.ndarray | None = None,
+                  budget_s: float | None = None) -> PeriodRun:
     """Solve every period's program on two threads within ``budget_s`` (default: the time
-    left); a second pass gives periods stopped short of the gap the time others left."""
+    left), each given an even share of what is left when it starts; a second pass reopens the
+    closed columns of periods that found no plan and gives periods stopped short of their gap
+    the time others did not need."""
     started = time.perf_counter()
     budget_s = deadline.remaining() if budget_s is None else min(budget_s, deadline.remaining())
     finish = started + budget_s
     periods = programs.periods()
     values = np.zeros(programs.model.program.n_cols) if start is None else start.copy()
-    if fixed is not None:
-        values[fixed["cols"]] = fixed["values"]
+    if task.fixed is not None:
+        values[task.fixed["cols"]] = task.fixed["values"]
     threads = 1 if options.threads is not None else PERIOD_THREADS
     single = dataclasses.replace(options, threads=1 if options.threads is None else options.threads)
     results: dict[int, Result] = {}
 
-    def run(period: int, position: int) -> tuple[int, Result]:
+    def run(period: int, position: int, count: int) -> tuple[int, Result]:
         left = max(finish - time.perf_counter(), 0.0)
-        share = max(left * threads / max(len(periods) - position, 1), MIN_PERIOD_SECONDS)
+        share = max(left * threads / max(count - position, 1), MIN_PERIOD_SECONDS)
         seconds = min(share, max(left, MIN_PERIOD_SECONDS))
+        reopened = period in results and results[period].values is None
         warm = values if start is not None or period in results else None
-        return period, solve_period(programs.parts[period], cost, single, seconds, fixed=fixed,
-                                    start=warm)
+        return period, solve_period(programs.parts[period], task, period, single, seconds,
+                                    start=warm, closed=not reopened)
 
-    _run_all(run, list(enumerate(periods)), threads, results, programs, values)
-    short = [t for t, r in results.items() if r.outcome.status == "time_limit"]
-    if short and finish - time.perf_counter() > MIN_PERIOD_SECONDS:
-        _run_all(run, list(enumerate(short)), threads, results, programs, values,
-                 keep_better=True)
+    _run_all(run, periods, threads, results, programs, values)
+    again = [t for t, r in results.items() if r.values is None
+             or (r.outcome.status == "time_limit" and not task.root_only)]
+    if again and finish - time.perf_counter() > MIN_PERIOD_SECONDS:
+        _run_all(run, again, threads, results, programs, values, keep_better=True)
     return PeriodRun(results, values, time.perf_counter() - started)
 
 
-def _run_all(run, jobs, threads, results, programs, values, *, keep_better=False) -> None:
-    """Run ``run(period, position)`` for every job; copy each solution into ``values``."""
+def _run_all(run, periods, threads, results, programs, values, *, keep_better=False) -> None:
+    """Run ``run(period, position, count)`` for every period; copy each solution into
+    ``values``."""
     def accept(period: int, result: Result) -> None:
         old = results.get(period)
         if keep_better and old is not None and old.values is not None and (
@@ -180,9 +205,10 @@ def _run_all(run, jobs, threads, results, programs, values, *, keep_better=False
             programs.parts[period].lift(result.values, values)
 
     if threads <= 1:
-        for position, period in jobs:
-            accept(*run(period, position))
+        for position, period in enumerate(periods):
+            accept(*run(period, position, len(periods)))
         return
     with ThreadPoolExecutor(max_workers=threads) as pool:
-        for period, result in pool.map(lambda job: run(job[1], job[0]), jobs):
+        jobs = [(period, position, len(periods)) for position, period in enumerate(periods)]
+        for period, result in pool.map(lambda job: run(*job), jobs):
             accept(period, result)

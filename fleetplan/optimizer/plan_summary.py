@@ -21,7 +21,12 @@ def usd(value: float) -> str:
 def _status_line(plan: FleetPlan) -> str:
     gap = plan.gap
     gap_text = "" if gap is None or not math.isfinite(gap) else f", gap {gap:.3%}"
-    return (f"status: {plan.status}{gap_text} ({plan.solver}, {plan.solve_seconds:.2f} s)")
+    bound = getattr(plan, "bound_usd", math.nan)
+    months = plan.assumptions.get("horizon_months", math.nan)
+    bound_text = "" if bound is None or not math.isfinite(bound) or not math.isfinite(months) \
+        else f" to a bound of {usd(bound / months)} per month"
+    return (f"status: {plan.status}{gap_text}{bound_text} ({plan.solver}, "
+            f"{plan.solve_seconds:.2f} s)")
 
 
 def _table(title: str, table: pd.DataFrame, columns: list[str], max_rows: int) -> list[str]:

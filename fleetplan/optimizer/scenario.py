@@ -17,15 +17,18 @@ from fleetplan.catalogs.conventions import HOURS_PER_MONTH, PRICING_TYPES
 PricingType = Literal[PRICING_TYPES]
 SolverName = Literal["auto", "highs", "cbc"]
 
-#: Hours in an hourly demand profile.
-PROFILE_HOURS = 24
+#: Most values of an hourly demand profile: the hours of a leap year.
+MAX_PROFILE_HOURS = 8784
 
 _PROFILE_SCHEMA = {
     "anyOf": [{"type": "array", "items": {"type": "number", "minimum": 0},
-               "minItems": PROFILE_HOURS, "maxItems": PROFILE_HOURS},
-              {"type": "string", "description": "CSV file with 24 values (one column)"},
+               "minItems": 1, "maxItems": MAX_PROFILE_HOURS},
+              {"type": "string", "description": "CSV file: one value per hour (last column), "
+                                                "optionally with a timestamp column"},
               {"type": "null"}],
-    "description": "Relative demand per hour of the day (normalized to mean 1), or a CSV path",
+    "description": "Relative demand per hour of a repeating cycle (24 values for a day, 168 for "
+                   "a week; normalized to mean 1), or a CSV path. Every profile's length must "
+                   "divide the longest one.",
 }
 
 
@@ -70,9 +73,10 @@ class Workload(_Strict):
     def _profile(cls, value: Any) -> Any:
         if value is None or isinstance(value, str):
             return value
-        if not isinstance(value, list) or len(value) != PROFILE_HOURS:
-            got = len(value) if isinstance(value, list) else repr(value)
-            message = f"must be a list of {PROFILE_HOURS} numbers or a CSV path, got {got}"
+        if not isinstance(value, list) or not 1 <= len(value) <= MAX_PROFILE_HOURS:
+            got = f"{len(value)} values" if isinstance(value, list) else repr(value)
+            message = (f"must be a list of 1 to {MAX_PROFILE_HOURS} numbers (24 for a day, 168 "
+                       f"for a week) or a CSV path, got {got}")
             raise ValueError(message)
         return check_profile(value)
 
@@ -102,7 +106,7 @@ class Workload(_Strict):
 
 
 def check_profile(values: list) -> list[float]:
-    """24 finite, non-negative numbers, not all zero (raises ValueError otherwise)."""
+    """Finite, non-negative numbers, not all zero (raises ValueError otherwise)."""
     numbers = []
     for hour, value in enumerate(values):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -114,6 +118,20 @@ def check_profile(values: list) -> list[float]:
         message = "must have at least one value > 0"
         raise ValueError(message)
     return numbers
+
+
+def check_profile_cycle(workloads: list[Workload]) -> None:
+    """Every hourly profile's length divides the longest one (ValueError otherwise)."""
+    lengths = [(i, len(w.hourly_profile)) for i, w in enumerate(workloads)
+               if isinstance(w.hourly_profile, list)]
+    if not lengths:
+        return
+    longest, cycle = max(lengths, key=lambda item: item[1])
+    for index, length in lengths:
+        if cycle % length:
+            message = (f"workloads[{index}].hourly_profile: its {length} values do not divide "
+                       f"the {cycle}-hour cycle of workloads[{longest}]")
+            raise ValueError(message)
 
 
 class GpuOption(_Strict):
@@ -223,7 +241,8 @@ class WhatIf(_Strict):
 
 
 class SolverOptions(_Strict):
-    time_limit_s: float = Field(60.0, gt=0, le=86400, description="Time limit per solve [s]")
+    time_limit_s: float = Field(60.0, gt=0, le=86400,
+                                description="Time limit of the whole optimization [s]")
     mip_gap: float = Field(5e-3, ge=0, lt=1,
                            description="Relative gap to the proven bound accepted as optimal")
     solver: SolverName = Field("auto", description="auto (HiGHS, else CBC), highs or cbc")
@@ -253,6 +272,11 @@ class Scenario(_Strict):
                 raise ValueError(message)
             seen.add(workload.name)
         return workloads
+
+    @model_validator(mode="after")
+    def _profiles_share_a_cycle(self) -> Scenario:
+        check_profile_cycle(self.workloads)
+        return self
 
     @field_validator("fleet")
     @classmethod

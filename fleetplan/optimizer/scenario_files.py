@@ -13,12 +13,18 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from fleetplan.errors import ScenarioError
-from fleetplan.optimizer.scenario import PROFILE_HOURS, Scenario, check_profile
+from fleetplan.optimizer.scenario import (
+    MAX_PROFILE_HOURS,
+    Scenario,
+    check_profile,
+    check_profile_cycle,
+)
 
 _BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
            "less_than_equal": "<="}
@@ -146,6 +152,11 @@ def resolve_paths(scenario: Scenario, folder: Path, source: str = "scenario") ->
             profile = read_profile_csv(_absolute(workload.hourly_profile, folder), where)
             workload = workload.model_copy(update={"hourly_profile": profile})
         workloads.append(workload)
+    try:
+        check_profile_cycle(workloads)
+    except ValueError as problem:
+        message = f"{source}: {problem}"
+        raise ScenarioError(message) from None
     profiles = scenario.capacity_profiles
     update = {"workloads": workloads,
               "capacity_profiles": None if profiles is None else str(_absolute(profiles, folder)),
@@ -159,19 +170,42 @@ def _absolute(path: str, folder: Path) -> Path:
 
 
 def read_profile_csv(path: Path, where: str) -> list[float]:
-    """24 values from the last column of a CSV (a header row is allowed)."""
+    """Hourly values from the last numeric column of a CSV (a header row is allowed); with a
+    timestamp column, rows are put in time order and must be one hour apart."""
     if not path.is_file():
         message = f"{where}: file not found: {path}"
         raise ScenarioError(message)
     table = pd.read_csv(path)
+    stamps = _timestamps(table)
+    if stamps is not None:
+        order = np.argsort(stamps.to_numpy(), kind="stable")
+        table, stamps = table.iloc[order], stamps.iloc[order]
+        steps = stamps.diff().dropna()
+        if (steps != pd.Timedelta(hours=1)).any():
+            bad = int(np.flatnonzero((steps != pd.Timedelta(hours=1)).to_numpy())[0]) + 1
+            message = (f"{where}: {path.name}: timestamps must be one hour apart, "
+                       f"{stamps.iloc[bad - 1]} is followed by {stamps.iloc[bad]}")
+            raise ScenarioError(message)
+        table = table.drop(columns=stamps.name)
     values = pd.to_numeric(table.iloc[:, -1], errors="coerce") if len(table.columns) else None
-    if values is None or len(values) != PROFILE_HOURS or values.isna().any():
+    if values is None or not 1 <= len(values) <= MAX_PROFILE_HOURS or values.isna().any():
         count = 0 if values is None else int(values.notna().sum())
-        message = (f"{where}: {path.name} must hold {PROFILE_HOURS} numbers in its last "
-                   f"column, got {count}")
+        message = (f"{where}: {path.name} must hold 1 to {MAX_PROFILE_HOURS} numbers in its "
+                   f"last column, got {count}")
         raise ScenarioError(message)
     try:
         return check_profile(values.astype(float).tolist())
     except ValueError as problem:
         message = f"{where}: {path.name}: {problem}"
         raise ScenarioError(message) from None
+
+
+def _timestamps(table: pd.DataFrame) -> pd.Series | None:
+    """The first column that holds date-times in every row, as timestamps (None if none)."""
+    for column in table.columns[:-1]:
+        if pd.api.types.is_numeric_dtype(table[column]):
+            continue
+        stamps = pd.to_datetime(table[column], errors="coerce", utc=True, format="ISO8601")
+        if stamps.notna().all():
+            return stamps.rename(column)
+    return None

@@ -252,7 +252,8 @@ def assemble_plan(model: FleetModel, outcome: SolveOutcome, status: str, **metad
     return FleetPlan(
         status=status, gap=outcome.gap, objective_usd=objective,
         usd_per_month=objective / p.horizon_months, solver=outcome.solver,
-        solve_seconds=outcome.seconds, routing=routing_table(model, solution),
+        solve_seconds=outcome.seconds, bound_usd=outcome.bound,
+        routing=routing_table(model, solution),
         unmet_demand=unmet_table(model, solution), periods=p.periods, candidates=p.candidates,
         **fleet_tables(model, solution), **cost_tables(model, solution),
         **workload_tables(model, solution), **metadata)

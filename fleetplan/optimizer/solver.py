@@ -152,11 +152,17 @@ class HighsSolver:
         self.n_rows += 1
 
     def solve(self, *, time_limit_s: float, mip_gap: float, start: np.ndarray | None = None,
-              relax: bool = False) -> Result:
+              relax: bool = False, abs_gap: float | None = None,
+              root_only: bool = False) -> Result:
+        """Run with a time limit [s], a relative gap and, if given, an absolute gap [USD];
+        ``root_only`` stops after the root node (its dual bound is valid)."""
         started = time.perf_counter()
         highs = self.highs
+        highs.setOptionValue("mip_max_nodes", 1 if root_only else 2147483647)
         highs.setOptionValue("time_limit", max(float(time_limit_s), 1e-3))
         highs.setOptionValue("mip_rel_gap", float(mip_gap))
+        highs.setOptionValue("mip_abs_gap", 1e-6 if abs_gap is None else max(float(abs_gap),
+                                                                              1e-6))
         mip = bool(self.integer.any()) and not relax
         if relax and self.integer.any():
             self._integrality(np.zeros(self.n_cols, dtype=bool))
@@ -164,9 +170,10 @@ class HighsSolver:
             index = np.arange(self.n_cols, dtype=np.int32)
             highs.setSolution(self.n_cols, index, np.asarray(start, dtype=float))
         highs.run()
-        if relax and self.integer.any():
+        result = self._result(mip, time.perf_counter() - started)
+        if relax and self.integer.any():  # changing the model clears its status: read it first
             self._integrality(self.integer)
-        return self._result(mip, time.perf_counter() - started)
+        return result
 
     def _integrality(self, integer: np.ndarray) -> None:
         index = np.arange(self.n_cols, dtype=np.int32)
@@ -187,7 +194,10 @@ class HighsSolver:
         else:
             status = "time_limit" if has_values else "no_solution"
         if status not in ("optimal", "time_limit"):
-            return Result(SolveOutcome(status, math.nan, math.nan, self.name, seconds), None)
+            bound = float(info.mip_dual_bound) if mip and status == "no_solution" else math.nan
+            bound = bound if math.isfinite(bound) else math.nan
+            return Result(SolveOutcome(status, math.nan, math.nan, self.name, seconds, bound),
+                          None)
         solution = highs.getSolution()
         values = np.array(solution.col_value, dtype=float)
         if len(values) != self.n_cols:  # an empty model reports no values
@@ -249,7 +259,8 @@ class CbcSolver:
         return lp, columns, constraints
 
     def solve(self, *, time_limit_s: float, mip_gap: float, start: np.ndarray | None = None,
-              relax: bool = False) -> Result:
+              relax: bool = False, abs_gap: float | None = None,
+              root_only: bool = False) -> Result:
         started = time.perf_counter()
         lp, columns, constraints = self._model(relax)
         if start is not None:

@@ -142,3 +142,44 @@ def _serves(problem: Problem, period: int, replicas) -> bool:
         if math.isfinite(least_load(problem, period, room)):
             return True
     return False
+
+
+def portfolio_problem(n_models: int = 3, n_gpus: int = 4, n_periods: int = 12,
+                      seed: int = 3) -> Problem:
+    """A fleet-sized problem (two workloads per model sharing replicas, TP 1-4, on-demand,
+    spot at most 30 %, 1-year reserved, N+1 on half the workloads) that takes real solver
+    time."""
+    rng = np.random.default_rng(seed)
+    gpus = [f"g{g}" for g in range(n_gpus)]
+    speed = rng.uniform(1.0, 8.0, n_gpus)
+    configs = pd.DataFrame([(f"m{m}/g{g}/tp{t}", f"m{m}", f"g{g}", t)
+                            for m in range(n_models) for g in range(n_gpus) for t in (1, 2, 4)],
+                           columns=["config", "pool", "gpu", "tp"])
+    workloads = pd.DataFrame({"workload": [f"m{m}-{i}" for m in range(n_models) for i in (0, 1)],
+                              "pool": [f"m{m}" for m in range(n_models) for _ in (0, 1)],
+                              "redundancy_k": [1, 0] * n_models})
+    candidates = workloads[["workload", "pool"]].merge(configs, on="pool")
+    g = candidates["gpu"].str[1:].astype(int).to_numpy()
+    candidates = pd.DataFrame({
+        "workload": candidates["workload"], "bucket": 0, "config": candidates["config"],
+        "req_s_per_replica": speed[g] * candidates["tp"] ** 0.85 * rng.uniform(
+            0.5, 1.5, len(candidates))})
+    hours = np.arange(n_periods)
+    wave = 1 + 0.6 * np.sin(2 * np.pi * (hours[None, :] - rng.uniform(0, n_periods,
+                                                                       (len(workloads), 1)))
+                            / n_periods)
+    demand = pd.DataFrame({"workload": np.repeat(workloads["workload"], n_periods),
+                           "bucket": 0, "period": np.tile(hours, len(workloads)),
+                           "req_s": (rng.uniform(20, 80, (len(workloads), 1)) * wave).ravel()})
+    price = rng.uniform(1.0, 3.0, n_gpus)
+    offers = pd.DataFrame([(f"g{i}", p, price[i] * f, math.nan) for i in range(n_gpus)
+                           for p, f in (("on_demand", 1.0), ("spot", 0.4),
+                                        ("reserved_1y", 0.62))],
+                          columns=["gpu", "pricing_type", "usd_per_gpu_hour", "max_gpus"])
+    return Problem(
+        workloads=workloads,
+        periods=pd.DataFrame({"period": hours, "month": 0, "hour": hours,
+                              "hours": 730.0 * 12 / n_periods, "month_weight": 12.0}),
+        demand=demand, configs=configs, candidates=candidates, offers=offers,
+        gpus=pd.DataFrame({"gpu": gpus, "gpus_per_node": 1, "max_gpus": math.nan}),
+        target_utilization=0.8, spot_max_share=0.3)

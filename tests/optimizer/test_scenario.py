@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import json
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from fleetplan.errors import ScenarioError
@@ -50,8 +52,14 @@ ERRORS = [
      r"workloads\[0\]: give both input_tokens and output_tokens"),
     (set_in(("workloads", 0, "histogram"), [{"input_tokens": 1, "output_tokens": 1, "weight": 1}]),
      r"workloads\[0\]: give either input_tokens and output_tokens, or a histogram"),
-    (set_in(("workloads", 0, "hourly_profile"), [1] * 23),
-     r"workloads\[0\].hourly_profile: must be a list of 24 numbers or a CSV path, got 23"),
+    (set_in(("workloads", 0, "hourly_profile"), []),
+     r"workloads\[0\].hourly_profile: must be a list of 1 to 8784 numbers \(24 for a day, 168 "
+     r"for a week\) or a CSV path, got 0 values"),
+    (lambda d: d["workloads"].extend([
+        {**d["workloads"][0], "name": "day", "hourly_profile": [1] * 24},
+        {**d["workloads"][0], "name": "odd", "hourly_profile": [1] * 10}]),
+     r"workloads\[2\].hourly_profile: its 10 values do not divide the 24-hour cycle of "
+     r"workloads\[1\]"),
     (set_in(("workloads", 0, "hourly_profile"), [1] * 23 + [-1]),
      r"workloads\[0\].hourly_profile: hour 23: must be a finite number >= 0, got -1"),
     (set_in(("workloads", 0, "hourly_profile"), [0] * 24),
@@ -158,7 +166,9 @@ def test_hourly_profile_csv_is_read_relative_to_the_scenario(tmp_path):
 
 @pytest.mark.parametrize(("content", "message"), [
     (None, "file not found"),
-    ("hour,demand\n0,1\n", r"must hold 24 numbers in its last column, got 1"),
+    ("hour,demand\n0,x\n", r"must hold 1 to 8784 numbers in its last column, got 0"),
+    ("time,demand\n2026-01-05T00:00Z,1\n2026-01-05T02:00Z,2\n",
+     r"timestamps must be one hour apart, 2026-01-05 00:00:00\+00:00 is followed by"),
     ("v\n" + "-1\n" * 24, r"hour 0: must be a finite number >= 0"),
 ])
 def test_bad_profile_csv(tmp_path, content, message):
@@ -220,3 +230,40 @@ def test_histogram_weights_are_normalized_and_profile_and_growth_shape_demand():
     day_next_month = table[(table["bucket"] == 0) & (table["period"] == 36)]["req_s"].item()
     assert night == pytest.approx(7.5 * 0.5)
     assert day_next_month == pytest.approx(7.5 * 1.5 * 1.1)
+
+
+def test_a_week_profile_gives_168_periods_and_a_day_profile_repeats_in_it():
+    data = changed(set_in(("workloads", 0, "hourly_profile"), [1.0] * 24 * 5 + [0.5] * 48))
+    data["workloads"].append({**data["workloads"][0], "name": "daily",
+                              "hourly_profile": [1.0] * 12 + [3.0] * 12})
+    scenario = validate_scenario(data)
+    periods = demand.plan_periods(scenario)
+    assert len(periods) == 168 and periods["hours"].sum() == pytest.approx(12 * 730)
+    table = demand.demand_table(scenario, demand.workload_buckets(scenario), periods)
+    daily = table[table["workload"] == "daily"].set_index("period")["req_s"]
+    assert daily[13] == daily[13 + 24 * 6] == pytest.approx(15.0)  # 10 req/s x 1.5, every day
+    weekly = table[table["workload"] == "chat"].set_index("period")["req_s"]
+    assert weekly[0] / weekly[167] == pytest.approx(2.0)
+
+
+def test_a_profile_csv_with_timestamps_is_read_in_time_order(tmp_path):
+    hours = pd.date_range("2026-01-05", periods=168, freq="h", tz="UTC")
+    rows = pd.DataFrame({"timestamp": hours.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                         "req_s": np.arange(168) + 1.0}).sample(frac=1.0, random_state=3)
+    rows.to_csv(tmp_path / "week.csv", index=False)
+    data = changed(set_in(("workloads", 0, "hourly_profile"), "week.csv"))
+    path = tmp_path / "s.yaml"
+    path.write_text(json.dumps(data))
+    assert load_scenario(path).workloads[0].hourly_profile == list(np.arange(168) + 1.0)
+
+
+def test_profile_csvs_must_share_a_cycle(tmp_path):
+    (tmp_path / "ten.csv").write_text("v\n" + "1\n" * 10)
+    data = changed(set_in(("workloads", 0, "hourly_profile"), "ten.csv"))
+    data["workloads"].append({**data["workloads"][0], "name": "day",
+                              "hourly_profile": [1.0] * 24})
+    path = tmp_path / "s.yaml"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ScenarioError, match=r"s.yaml: workloads\[0\].hourly_profile: its 10 "
+                                            r"values do not divide the 24-hour cycle"):
+        load_scenario(path)

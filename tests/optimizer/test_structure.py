@@ -8,7 +8,7 @@ import pytest
 
 from fleetplan.optimizer.decomposition import is_separable, solve_fleet, solve_whole
 from fleetplan.optimizer.dominance import dominated_configs
-from fleetplan.optimizer.marginal_values import binding_limits, marginal_values
+from fleetplan.optimizer.marginal_values import BasePlan, binding_limits, marginal_values
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
 from fleetplan.optimizer.period_merging import merge_identical_periods
@@ -115,4 +115,4 @@ def test_slack_limits_are_not_binding():
     model = build_model(problem)
     solve_fleet(model, EXACT)
     assert binding_limits(model).empty
-    assert marginal_values(model, 1.0, 0.0, EXACT).empty
+    assert marginal_values(model, BasePlan(1.0, 0.0, EXACT, Deadline(30))).empty

@@ -1,0 +1,165 @@
+"""The portfolio benchmark: 5 models x 6 GPU types x 3 quantizations x 4 TP degrees = 360
+configurations, 10 workloads (two per model, sharing its replicas), on-demand + spot (at most
+30 % of GPUs) + 1-year reserved pricing, N+1 on half the workloads.
+
+Three horizons, each solved in its own process (peak memory per case):
+
+- ``day``: 24 hourly periods, a daily profile per workload (target: proven within 0.5 % in
+  <= 10 s);
+- ``week``: 168 hourly periods, daily profiles shaped by weekday (target: within 1 % of the
+  dual bound in <= 60 s);
+- ``year``: 12 monthly periods with 2-8 % monthly growth (target: within 1 % in <= 60 s).
+
+Capacities are synthetic (decode-bound, a smooth function of model size, GPU speed and memory,
+quantization and TP degree; configurations whose weights do not fit are unusable), so the
+benchmark needs neither the performance engine nor the catalogs. Run:
+
+    python benchmarks/bench_portfolio.py [--case day|week|year] [--time-limit S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.optimizer import Problem, SolveOptions, optimize_problem
+from fleetplan.optimizer.fleet_problem import profile_periods
+
+#: model: parameters [billions]
+MODELS = {"m8b": 8.0, "m24b": 24.0, "m32b": 32.0, "m70b": 70.0, "m120b": 120.0}
+#: GPU type: (memory [GB], relative speed, on-demand USD/GPU-hour)
+GPUS = {"l4": (24, 1.0, 0.80), "a10g": (24, 1.1, 1.01), "l40s": (48, 2.2, 1.25),
+        "a100-80gb": (80, 4.0, 1.79), "h100-sxm": (80, 7.5, 2.95), "h200": (141, 9.0, 3.50)}
+#: quantization: (bytes per parameter, relative speed)
+QUANTS = {"bf16": (2.0, 1.0), "fp8": (1.0, 1.6), "int4": (0.5, 1.9)}
+TPS = (1, 2, 4, 8)
+#: pricing type: factor on the on-demand price
+PRICING = {"on_demand": 1.0, "spot": 0.4, "reserved_1y": 0.62}
+CASES = {"day": (24, 1), "week": (168, 1), "year": (1, 12)}
+TARGETS = {"day": (10.0, 0.005), "week": (60.0, 0.01), "year": (60.0, 0.01)}
+
+
+def configurations() -> pd.DataFrame:
+    """config, pool (model), gpu, tp, model, quant, and the replica's speed factor."""
+    rows = [(f"{m}/{g}/{q}/tp{t}", m, g, t, m, q)
+            for m in MODELS for g in GPUS for q in QUANTS for t in TPS]
+    return pd.DataFrame(rows, columns=["config", "pool", "gpu", "tp", "model", "quant"])
+
+
+def capacity_req_s(configs: pd.DataFrame, output_tokens: float, input_tokens: float,
+                   slo_factor: float) -> np.ndarray:
+    """Requests/s per replica: token rate of the replica's GPUs over the model's bytes, 0 when
+    the weights take more than 80 % of the replica's memory."""
+    memory, speed = (configs["gpu"].map({g: v[i] for g, v in GPUS.items()}) for i in (0, 1))
+    size, quant_speed = (configs["quant"].map({q: v[i] for q, v in QUANTS.items()})
+                         for i in (0, 1))
+    params = configs["model"].map(MODELS)
+    fits = params * size <= 0.8 * memory * configs["tp"]
+    tokens_per_s = 2600.0 * speed * quant_speed * configs["tp"] ** 0.85 * 8.0 / params
+    seconds = (output_tokens + input_tokens / 30.0) / tokens_per_s
+    return np.where(fits, slo_factor / seconds, 0.0)
+
+
+def portfolio(case: str, seed: int = 5) -> Problem:
+    """The benchmark problem for ``case`` (day, week or year)."""
+    rng = np.random.default_rng(seed)
+    n_hours, n_months = CASES[case]
+    configs = configurations()
+    workloads = pd.DataFrame({"workload": [f"{m}-{i}" for m in MODELS for i in (0, 1)],
+                              "pool": [m for m in MODELS for _ in (0, 1)],
+                              "redundancy_k": [1, 0] * len(MODELS)})
+    sizes = pd.DataFrame({"workload": workloads["workload"],
+                          "input": rng.choice([500, 2000, 6000], len(workloads)),
+                          "output": rng.choice([150, 300, 600], len(workloads)),
+                          "slo": rng.uniform(0.55, 0.95, len(workloads))})
+    candidates = []
+    for workload, pool, inp, out, slo in zip(workloads["workload"], workloads["pool"],
+                                              sizes["input"], sizes["output"], sizes["slo"]):
+        mine = configs[configs["pool"] == pool]
+        candidates.append(pd.DataFrame({
+            "workload": workload, "bucket": 0, "config": mine["config"].to_numpy(),
+            "req_s_per_replica": capacity_req_s(mine, out, inp, slo)}))
+    candidates = pd.concat(candidates, ignore_index=True)
+    periods = profile_periods(n_hours, n_months, 730.0, 12.0)
+    demand = _demand(workloads["workload"], periods, n_hours, n_months, rng)
+    offers = pd.DataFrame([(g, p, price * factor, math.nan) for g, (_, _, price) in GPUS.items()
+                           for p, factor in PRICING.items()],
+                          columns=["gpu", "pricing_type", "usd_per_gpu_hour", "max_gpus"])
+    return Problem(workloads=workloads, periods=periods, demand=demand, configs=configs,
+                   candidates=candidates, offers=offers,
+                   gpus=pd.DataFrame({"gpu": list(GPUS), "gpus_per_node": 1,
+                                      "max_gpus": math.nan}),
+                   target_utilization=0.8, hours_per_month=730.0, horizon_months=12.0,
+                   spot_max_share=0.3)
+
+
+def _demand(names: pd.Series, periods: pd.DataFrame, n_hours: int, n_months: int,
+            rng: np.random.Generator) -> pd.DataFrame:
+    """Requests/s per workload and period: a daily wave (by weekday over a week), growth."""
+    count = len(names)
+    base = rng.uniform(20, 120, count)
+    phase = rng.uniform(0, 24, count)
+    hour = np.arange(n_hours)
+    wave = 1 + 0.6 * np.sin(2 * np.pi * (hour[None, :] - phase[:, None]) / 24)
+    if n_hours == 168:
+        weekday = np.repeat(rng.uniform(0.6, 1.15, (count, 7)), 24, axis=1)
+        wave = wave * weekday * rng.uniform(0.95, 1.05, (count, 168))
+    if n_hours == 1:
+        wave = np.ones((count, 1))
+    growth = (1 + rng.uniform(0.02, 0.08, count))[:, None] ** np.arange(n_months)[None, :]
+    req_s = (base[:, None, None] * growth[:, :, None] * wave[:, None, :]).reshape(count, -1)
+    return pd.DataFrame({"workload": np.repeat(names.to_numpy(), len(periods)), "bucket": 0,
+                         "period": np.tile(periods["period"].to_numpy(), count),
+                         "req_s": req_s.ravel().round(3)})
+
+
+def run_case(case: str, time_limit_s: float | None) -> dict:
+    """Solve one case; its figures as a dict."""
+    target_s, target_gap = TARGETS[case]
+    problem = portfolio(case)
+    options = SolveOptions(time_limit_s=time_limit_s or target_s, mip_gap=target_gap)
+    started = time.perf_counter()
+    plan = optimize_problem(problem, options)
+    seconds = time.perf_counter() - started
+    bound = plan.bound_usd
+    return {"case": case, "status": plan.status, "gap": plan.gap, "seconds": seconds,
+            "usd_per_hour": plan.objective_usd / problem.horizon_hours,
+            "bound_usd_per_hour": bound / problem.horizon_hours,
+            "gpus_peak": float(plan.fleet_by_period.groupby("period")["gpus"].sum().max()),
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "target_s": target_s, "target_gap": target_gap}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", choices=list(CASES), help="one case, in this process")
+    parser.add_argument("--time-limit", type=float, help="seconds (default: the case's target)")
+    arguments = parser.parse_args()
+    if arguments.case:
+        print(json.dumps(run_case(arguments.case, arguments.time_limit)))
+        return
+    for case in CASES:
+        command = [sys.executable, __file__, "--case", case]
+        if arguments.time_limit:
+            command += ["--time-limit", str(arguments.time_limit)]
+        figures = json.loads(subprocess.run(command, check=True, capture_output=True,
+                                            text=True).stdout.splitlines()[-1])
+        verdict = "meets" if (figures["seconds"] <= figures["target_s"]
+                              and figures["gap"] <= figures["target_gap"]) else "MISSES"
+        print(f"{case}: {figures['status']}, gap {figures['gap']:.3%} against the bound "
+              f"${figures['bound_usd_per_hour']:,.2f}/h, ${figures['usd_per_hour']:,.2f}/h, "
+              f"{figures['seconds']:.1f} s (target {figures['target_s']:g} s within "
+              f"{figures['target_gap']:.1%}: {verdict}), peak {figures['gpus_peak']:.0f} GPUs, "
+              f"peak memory {figures['peak_rss_mb']:,.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,272 @@
+r"""Linked problems solved reserved capacity first, then every period on its own.
+
+Reserved replicas (and their nodes) are the only columns shared by all periods. With them
+fixed, the periods separate: each period's MILP is small and all run side by side. So:
+
+1. the LP relaxation of the whole model gives a lower bound, the row duals, and reserved counts;
+2. the rounded-up LP (``rounding.py``) is a whole-replica plan at once: the fallback;
+3. candidate reserved counts (the LP's rounded down and to nearest, and the load-duration
+   choice below) are each priced by solving every period's MILP with them fixed; the cheapest
+   plan wins;
+4. a Lagrangian bound (root nodes): each period's MILP with its own copy of the reserved columns, priced at
+   that period's share of their cost as the LP's duals value it,
+   :math:`\lambda_{tj} = \sum_{r \in t} a_{rj} \pi_r` (shared rows split by hours, clipped at 0
+   and scaled so that :math:`\sum_t \lambda_{tj} \le c_j`). For any such prices the sum of the
+   period MILPs' bounds is a lower bound of the whole MILP [1]; at the LP's duals it is at least
+   the LP bound, and closes the part of the gap that integrality makes.
+
+5. with time left and the gap still open, the whole MILP from the best plan.
+
+The load-duration choice: the r-th reserved replica of a configuration is worth buying when
+the periods that use at least r replicas of it (in the Lagrangian periods' plans) make up at
+least the reserved-to-on-demand price ratio of the hours.
+
+References:
+    [1] A. M. Geoffrion, "Lagrangean relaxation for integer programming", Mathematical
+        Programming Study 2 (1974) 82-114.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.optimizer.milp import FleetModel
+from fleetplan.optimizer.period_solves import (
+    Deadline,
+    PeriodPrograms,
+    PeriodRun,
+    PeriodTask,
+    _local,
+    solve_periods,
+)
+from fleetplan.optimizer.rounding import rounded_up
+from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, gap_between, open_solver
+
+logger = logging.getLogger(__name__)
+
+#: Share of the time left the first reserved candidate's periods may take.
+FIRST_PLAN_SHARE = 0.6
+
+
+def reserved_rows(model: FleetModel) -> pd.DataFrame:
+    """The reserved replica rows of the model (one value for the whole horizon)."""
+    return model.replicas[model.replicas["period"] < 0]
+
+
+def reserved_plan(model: FleetModel, replicas: np.ndarray) -> dict[str, np.ndarray]:
+    """Reserved replica counts (one per reserved replica row) with the nodes they need:
+    ``{'cols', 'values'}`` for fixing them."""
+    table = reserved_rows(model).assign(value=replicas)
+    nodes = model.nodes[model.nodes["period"] < 0]
+    gpus = (table["value"] * table["tp"]).groupby([table["gpu"], table["pricing_type"]]).sum()
+    needed = gpus.reindex(nodes.set_index(["gpu", "pricing_type"]).index, fill_value=0.0)
+    per_node = nodes["gpus_per_node"].to_numpy(dtype=float)
+    node_values = needed.to_numpy() / per_node
+    node_values = np.where(per_node > 1, np.ceil(node_values - 1e-9), node_values)
+    return {"cols": np.concatenate([table["col"], nodes["col"]]).astype(np.int64),
+            "values": np.concatenate([replicas, node_values]).astype(float)}
+
+
+def support_closure(model: FleetModel, values: np.ndarray,
+                    keep: set[str] | None = None) -> dict[int, np.ndarray]:
+    """Per period, the routing and flexible replica columns of configurations the LP does not
+    use in that period (nor in ``keep``): closed in quick period solves."""
+    routes = model.routes.assign(share=values[model.routes["col"]])
+    used = routes.loc[routes["share"] > 1e-7, ["config", "period"]].drop_duplicates()
+    used = pd.MultiIndex.from_frame(used)
+    keep = keep or set()
+    closed = []
+    for table in (model.routes, model.replicas[model.replicas["period"] >= 0]):
+        key = pd.MultiIndex.from_frame(table[["config", "period"]])
+        shut = ~key.isin(used) & ~table["config"].isin(keep).to_numpy()
+        closed.append(table.loc[shut, ["period", "col"]])
+    closed = pd.concat(closed, ignore_index=True)
+    return {int(t): group["col"].to_numpy(dtype=np.int64)
+            for t, group in closed.groupby("period")}
+
+
+class ReservedFirst:
+    """The reserved-first solve of one linked model (see the module docstring)."""
+
+    def __init__(self, model: FleetModel, programs: PeriodPrograms, options: SolveOptions,
+                 deadline: Deadline) -> None:
+        self.model, self.programs = model, programs
+        self.options, self.deadline = options, deadline
+        self.best: np.ndarray | None = None
+        self.best_cost = math.inf
+        self.bound = -math.inf
+
+    def offer(self, values: np.ndarray | None) -> None:
+        """Keep ``values`` if it is the cheapest whole plan so far."""
+        if values is None:
+            return
+        cost = float(self.model.cost @ values)
+        logger.debug("plan at %.1f s: %.2f (best %.2f, bound %.2f)", self.deadline.elapsed(),
+                     cost, self.best_cost, self.bound)
+        if cost < self.best_cost - 1e-9:
+            self.best, self.best_cost = values, cost
+
+    def gap(self) -> float:
+        return gap_between(self.best_cost, self.bound)
+
+    def done(self) -> bool:
+        return self.gap() <= self.options.mip_gap or self.deadline.remaining() <= 0
+
+    def relaxation(self) -> Result:
+        solver = open_solver(self.model.program, self.model.cost, self.options)
+        result = solver.solve(time_limit_s=max(self.deadline.share(0.3), 0.05),
+                              mip_gap=self.options.mip_gap, relax=True)
+        if result.values is not None and result.outcome.status == "optimal":
+            self.bound = max(self.bound, result.outcome.bound)
+        return result
+
+    def abs_gaps(self) -> dict[int, float]:
+        """Each period's share (by hours) of half the gap the whole plan may have [USD]."""
+        hours = self.model.problem.periods.set_index("period")["hours"]
+        reference = self.best_cost if math.isfinite(self.best_cost) else self.bound
+        target = self.options.mip_gap * max(reference, 0.0)
+        return (0.5 * target * hours / hours.sum()).to_dict()
+
+    def periods_with(self, reserved: np.ndarray, closed: dict[int, np.ndarray] | None,
+                     budget_s: float) -> None:
+        """Every period's MILP with these reserved replicas fixed (their cost is constant)."""
+        fixed = reserved_plan(self.model, reserved)
+        cost = self.model.cost.copy()
+        cost[fixed["cols"]] = 0.0
+        task = PeriodTask(cost, fixed=fixed, closed=closed, abs_gaps=self.abs_gaps())
+        run = solve_periods(self.programs, task, self.options, self.deadline, start=self.best,
+                            budget_s=budget_s)
+        self.offer(run.values if run.complete() else None)
+
+    def lagrangian(self, lp: Result, budget_s: float) -> PeriodRun | None:
+        """Lower bound: every period's root node with its own priced copy of the reserved
+        columns (module docstring)."""
+        prices = period_prices(self.model, self.programs, lp)
+        if prices is None:
+            return None
+        reserved = self.programs.reserved
+
+        def cost(period: int) -> np.ndarray:
+            part = self.programs.parts[period]
+            own = self.model.cost[part.cols].copy()
+            where, which = _local(part, reserved)
+            own[where] = prices[period][which]
+            return own
+
+        task = PeriodTask(cost, abs_gaps=self.abs_gaps(), root_only=True)
+        run = solve_periods(self.programs, task, self.options, self.deadline, start=self.best,
+                            budget_s=budget_s)
+        bounds = [r.outcome.bound for r in run.results.values()]
+        if len(bounds) == len(self.programs.parts) and all(math.isfinite(b) for b in bounds):
+            self.bound = max(self.bound, float(sum(bounds)))
+        logger.debug("Lagrangian bound at %.1f s: %.2f", self.deadline.elapsed(), self.bound)
+        return run
+
+    def solve(self) -> SolveOutcome:
+        lp = self.relaxation()
+        if lp.values is None:
+            return lp.outcome
+        self.offer(rounded_up(self.model, lp.values))
+        rows = reserved_rows(self.model)
+        lp_reserved = lp.values[rows["col"].to_numpy()]
+        keep = set(rows.loc[lp_reserved > 1e-7, "config"])
+        closed = support_closure(self.model, lp.values, keep)
+        candidates = [np.ceil(lp_reserved - 1e-6), np.round(lp_reserved),
+                      np.floor(lp_reserved + 1e-6)]
+        self.periods_with(candidates[0], closed, self.deadline.share(FIRST_PLAN_SHARE))
+        run = self.lagrangian(lp, self.deadline.share(0.5)) if not self.done() else None
+        duration = load_duration_reserved(self.model, self.programs, run)
+        if duration is not None:
+            candidates.insert(1, duration)
+        tried = {candidates[0].tobytes()}
+        for reserved in candidates[1:]:
+            if self.done() or reserved.tobytes() in tried:
+                continue
+            tried.add(reserved.tobytes())
+            self.periods_with(reserved, closed, self.deadline.share(0.5))
+        if not self.done():
+            self.whole()
+        return self.outcome()
+
+    def whole(self) -> None:
+        """The whole MILP from the best plan, with the time left: it can still move reserved
+        capacity and tighten the bound."""
+        result = open_solver(self.model.program, self.model.cost, self.options).solve(
+            time_limit_s=max(self.deadline.remaining(), 0.05), mip_gap=self.options.mip_gap,
+            start=self.best)
+        self.offer(result.values)
+        if math.isfinite(result.outcome.bound):
+            self.bound = max(self.bound, result.outcome.bound)
+
+    def outcome(self) -> SolveOutcome:
+        seconds = self.deadline.elapsed()
+        if self.best is None:
+            return SolveOutcome("no_solution", math.nan, math.nan, "HiGHS", seconds,
+                                self.bound if math.isfinite(self.bound) else math.nan)
+        self.model.values = self.best
+        gap = self.gap()
+        status = "optimal" if gap <= self.options.mip_gap + 1e-12 else "time_limit"
+        bound = self.bound if math.isfinite(self.bound) else math.nan
+        return SolveOutcome(status, gap, self.best_cost, "HiGHS", seconds, bound)
+
+
+def period_prices(model: FleetModel, programs: PeriodPrograms,
+                  lp: Result) -> dict[int, np.ndarray] | None:
+    """Each period's price of each reserved column, from the LP's row duals (see module)."""
+    if lp.duals is None:
+        return None
+    reserved = programs.reserved
+    cost = model.cost[reserved]
+    table = model.constraint_table()
+    row_period = np.full(model.program.n_rows, -1)
+    row_period[table["row"].to_numpy()] = table["period"].to_numpy()
+    block = model.program.matrix[:, reserved].tocoo()
+    value = block.data * lp.duals[block.row]
+    periods = model.problem.periods
+    index = {t: i for i, t in enumerate(periods["period"])}
+    per_period = np.zeros((len(periods), len(reserved)))
+    mine = row_period[block.row] >= 0
+    np.add.at(per_period, (np.array([index.get(t, 0) for t in row_period[block.row][mine]],
+                                    dtype=np.int64), block.col[mine]), value[mine])
+    shared = np.zeros(len(reserved))
+    np.add.at(shared, block.col[~mine], value[~mine])
+    weight = (periods["hours"] / periods["hours"].sum()).to_numpy()
+    prices = np.clip(per_period + weight[:, None] * shared[None, :], 0.0, None)
+    total = prices.sum(axis=0)
+    scale = np.where(total > cost, cost / np.where(total > 0, total, 1.0), 1.0)
+    prices = prices * scale[None, :]
+    return {t: prices[i] for t, i in index.items()}
+
+
+def load_duration_reserved(model: FleetModel, programs: PeriodPrograms,
+                           run: PeriodRun | None) -> np.ndarray | None:
+    """Reserved counts from the periods' own reserved usage: the r-th replica is reserved when
+    the hours of periods using at least r of it reach the price ratio (module docstring)."""
+    if run is None or not run.complete():
+        return None
+    rows = reserved_rows(model)
+    periods = model.problem.periods
+    usage = np.zeros((len(periods), len(rows)))
+    for i, period in enumerate(periods["period"]):
+        result, part = run.results[period], programs.parts[period]
+        if result.values is None:
+            return None
+        where, which = _local(part, rows["col"].to_numpy())
+        usage[i, which] = np.round(result.values[where])
+    hours = periods["hours"].to_numpy()
+    offers = model.problem.offers.set_index(["gpu", "pricing_type"])["usd_per_gpu_hour"]
+    on_demand = offers.reindex(pd.MultiIndex.from_arrays(
+        [rows["gpu"], pd.Series("on_demand", index=rows.index)])).to_numpy(dtype=float)
+    reserved_price = offers.reindex(pd.MultiIndex.from_frame(
+        rows[["gpu", "pricing_type"]])).to_numpy(dtype=float)
+    ratio = np.nan_to_num(reserved_price / on_demand, nan=1.0)
+    counts = np.zeros(len(rows))
+    for j in range(len(rows)):
+        levels = np.arange(1, int(usage[:, j].max()) + 1)
+        share = np.array([hours[usage[:, j] >= level].sum() for level in levels]) / hours.sum()
+        counts[j] = int((share >= ratio[j]).sum())
+    return counts
