@@ -21,6 +21,10 @@ from fleetplan.errors import InvalidValueError
 
 log = logging.getLogger(__name__)
 
+#: File every folder output holds, so a later run knows it may replace the folder. Readers skip
+#: it: pyarrow datasets and DuckDB/Polars globs ignore dot files and non-Parquet names.
+OUTPUT_MARKER = ".fleetplan-output"
+
 
 def output_path(path: str | os.PathLike) -> Path:
     """The destination as a ``Path``; its folder must exist (a typo should not create folders)."""
@@ -92,8 +96,11 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Yield an empty temporary folder next to ``path``; on success it takes ``path``'s place.
 
-    An existing folder at ``path`` is moved aside, replaced, then deleted, so readers see either
-    the old complete output or the new one. An existing *file* at ``path`` is refused.
+    An existing folder at ``path`` is replaced only when it is empty or an earlier fleetplan
+    output (it holds the :data:`OUTPUT_MARKER` file every folder output gets): it is moved aside,
+    replaced, then deleted, so readers see either the old complete output or the new one. Any
+    other existing folder, and an existing *file*, are refused: a mistyped ``-o`` must never
+    delete someone's data.
     """
     final = Path(path)
     if not (final.parent if str(final.parent) else Path(".")).is_dir():
@@ -102,10 +109,15 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     if final.exists() and not final.is_dir():
         message = f"output path '{final}' is a file; a folder is written there, remove it first"
         raise InvalidValueError(message)
+    if final.is_dir() and any(final.iterdir()) and not (final / OUTPUT_MARKER).is_file():
+        message = (f"output folder '{final}' already exists and is not a fleetplan output; "
+                   "remove it or name a new folder")
+        raise InvalidValueError(message)
     temporary = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp"))
     os.chmod(temporary, _default_mode(directory=True))
     try:
         yield temporary
+        (temporary / OUTPUT_MARKER).write_text("written by fleetplan; the folder may be replaced by the next run\n")
         _swap_in(temporary, final)
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
