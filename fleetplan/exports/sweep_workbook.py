@@ -25,7 +25,8 @@ from fleetplan.catalogs import load_catalogs
 from fleetplan.errors import InvalidValueError, check_range
 from fleetplan.exports.provenance import provenance
 from fleetplan.exports.sweep_costs import CostFormulas
-from fleetplan.exports.units import header_of, unit_of
+from fleetplan.exports.labels import header_of
+from fleetplan.exports.units import unit_of
 from fleetplan.exports.xlsx_common import (
     NOTE_FONT,
     add_table,
@@ -39,13 +40,8 @@ from fleetplan.exports.xlsx_common import (
 from fleetplan.exports.xlsx_frontier import frontier_curves, frontier_sheet
 from fleetplan.exports.xlsx_package import Book, set_properties
 from fleetplan.exports.xlsx_rows import BulkColumn, BulkSheet
-from fleetplan.exports.xlsx_sheets import (
-    Assumptions,
-    catalog_rows,
-    readme_sheet,
-    sources_sheet,
-    write_frame,
-)
+from fleetplan.exports.xlsx_sheets import Assumptions, write_frame
+from fleetplan.exports.xlsx_sources import catalog_rows, readme_sheet, sources_sheet
 
 log = logging.getLogger(__name__)
 

@@ -57,6 +57,20 @@ _ILLEGAL_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.]+")
 
 
+def default_format(value: Any) -> str | None:
+    """The display format of a lone number: whole numbers with separators, small fractions with
+    three decimals, others with two; None for anything but a number.
+
+    >>> default_format(12), default_format(0.0042), default_format(1234.5), default_format("x")
+    ('#,##0', '0.000', '#,##0.00', None)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int) or (math.isfinite(value) and value == round(value)):
+        return INTEGER
+    return "0.000" if abs(value) < 1 else DECIMAL
+
+
 def number_format_for(unit: str, integer: bool = False) -> str:
     """The display format of a column of this unit (integers without decimals)."""
     if integer and unit not in ("fraction",) and not unit.startswith("USD"):
@@ -89,7 +103,8 @@ def plain_value(value: Any) -> Any:
 
 def put(ws: Worksheet, row: int, column: int, value: Any, number_format: str | None = None,
         font: Font | None = None) -> Cell:
-    """Write a constant: text is always a text cell, never a formula. Returns the cell."""
+    """Write a constant: text is always a text cell, never a formula; a number without a format
+    gets :func:`default_format`. Returns the cell."""
     cell = ws.cell(row=row, column=column)
     value = plain_value(value)
     if isinstance(value, str):
@@ -97,6 +112,7 @@ def put(ws: Worksheet, row: int, column: int, value: Any, number_format: str | N
         cell.data_type = "s"  # openpyxl made "=..." a formula on assignment: undo it
     else:
         cell.value = value
+    number_format = number_format or default_format(value)
     if number_format:
         cell.number_format = number_format
     if font is not None:
@@ -210,7 +226,7 @@ def text_width(values, header: str, number_format: str | None = None) -> float:
 def wrap(ws: Worksheet, cell: Cell, width_chars: float) -> Cell:
     """Wrap a long text cell and give its row the height the lines need (Excel caps at 409)."""
     cell.alignment = WRAP
-    per_line = max(width_chars * 0.65, 1.0)  # proportional fonts fit fewer characters
+    per_line = max(width_chars * 0.7, 1.0)  # proportional fonts fit fewer characters
     lines = sum(max(1, math.ceil(len(part) / per_line))
                 for part in str(cell.value or "").split("\n"))
     current = ws.row_dimensions[cell.row].height or 15.0

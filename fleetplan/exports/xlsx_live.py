@@ -18,7 +18,7 @@ from typing import Any
 from openpyxl.utils.cell import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
-from fleetplan.exports.units import header_of
+from fleetplan.exports.labels import header_of
 from fleetplan.exports.xlsx_common import (
     add_table,
     define_name,

@@ -15,7 +15,7 @@ import fleetplan
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports import sweep_workbook, write_sweep
 from fleetplan.exports.sweep_workbook import build_sweep_book, write_sweep_xlsx
-from fleetplan.exports.units import header_of
+from fleetplan.exports.labels import header_of
 from tests.exports.samples import (
     PRICES,
     cell_values,
@@ -163,7 +163,7 @@ def test_top_n_over_streamed_chunks(tmp_path, monkeypatch, small_sweep):
     assert rows[header_of("usd_per_m_output_tokens")].tolist() == pytest.approx(
         expected["usd_per_m_output_tokens"].tolist())
     summary = pd.read_excel(path, sheet_name="Summary", skiprows=4)
-    assert summary["rows"].sum() == len(small_sweep)
+    assert summary[header_of("rows")].sum() == len(small_sweep)
 
 
 @pytest.mark.parametrize(("top_n", "message"), [(0, "top_n must be >= 1"),
@@ -216,8 +216,8 @@ def test_any_text_round_trips_as_text(tmp_path_factory, names):
     ws = openpyxl.load_workbook(path)["Sweep"]
     headers = [c.value for c in ws[1]]
     for position, name in enumerate(names):
-        model = ws.cell(row=position + 2, column=headers.index("model") + 1)
-        case = ws.cell(row=position + 2, column=headers.index("id") + 1)
+        model = ws.cell(row=position + 2, column=headers.index(header_of("model")) + 1)
+        case = ws.cell(row=position + 2, column=headers.index(header_of("id")) + 1)
         assert model.data_type == "s" and case.data_type == "s"
         assert (model.value or "") == clean_text(name)
         assert (case.value or "") == clean_text(names[::-1][position])
