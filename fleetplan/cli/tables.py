@@ -63,10 +63,13 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[obje
     out for WIDTH columns."""
     table = Table(header_style="bold")
     numeric = numeric or [False] * len(headers)
-    for name, right in zip(headers, numeric):
-        table.add_column(name, justify="right" if right else "left", overflow="fold")
-    for row in rows:
-        table.add_row(*(cell_text(v) for v in row))
+    texts = [[cell_text(v) for v in row] for row in rows]
+    for position, (name, right) in enumerate(zip(headers, numeric)):
+        widest = max([len(row[position]) for row in texts] + [len(w) for w in name.split()])
+        table.add_column(name, justify="right" if right else "left", overflow="fold",
+                         min_width=widest if right or position == 0 else None)
+    for row in texts:
+        table.add_row(*row)
     console = Console(file=sys.stdout, width=WIDTH)
     console.print(title, style="bold", highlight=False)
     console.print(table)

@@ -52,29 +52,49 @@ LABELS: dict[str, str] = {
     "objective_usd": "Cost over the horizon", "solve_seconds": "Solve time",
     # validation
     "qps": "Offered rate", "metric": "Metric", "predicted": "Predicted", "ape_pct": "Error",
+    "median_ape_pct": "Median error", "p90_ape_pct": "90th percentile error", "rows": "Rows",
+    "runnable_rows": "Rows that run",
     "scenario": "Scenario",
     # settings
     "hours_per_month": "Hours per month", "horizon_months": "Horizon", "currency": "Currency",
     "first_month": "First month", "target_utilization": "Target utilization",
     "budget_usd_per_month": "Budget", "spot_max_share": "Spot share, at most", "usd_per_kwh": "Electricity price",
     "pue": "Power usage effectiveness (PUE)", "power_load": "Average power draw",
+    # what-if axes and results
+    "demand_multiplier": "Demand multiplier", "monthly_growth": "Monthly growth", "scenarios": "Scenarios",
+    "input": "Input", "low_usd_per_month": "Lowest change", "high_usd_per_month": "Highest change",
+    "swing_usd_per_month": "Swing",
 }
 _WORDS = {"usd": "USD", "gpu": "GPU", "gpus": "GPUs", "tp": "TP", "kv": "KV", "ms": "ms", "req": "requests",
           "tok": "tokens", "slo": "target", "ttft": "TTFT", "tpot": "TPOT", "id": "id"}
-_EXTRA_UNITS = {"ape_pct": "%", "qps": "requests/s", "predicted": "", "value": "",
+_EXTRA_UNITS = {"ape_pct": "%", "median_ape_pct": "%", "p90_ape_pct": "%", "qps": "requests/s", "predicted": "", "value": "",
                 "usd_per_m_output_tokens": "USD", "usd_per_m_total_tokens": "USD", "usd_per_m_tokens": "USD",
                 "usd_per_k_requests": "USD"}
 _SHOWN_UNITS = {"fraction": "%"}  # shares print as percentages
 
 
+_STATISTICS = {"_mean": "mean", "_min": "lowest", "_max": "highest"}
+
+
+def _statistic(name: str) -> tuple[str, str] | None:
+    """``("usd_per_month", "mean")`` for ``usd_per_month_mean``; None for other names."""
+    for suffix, word in _STATISTICS.items():
+        if name.endswith(suffix) and name[:-len(suffix)] in LABELS:
+            return name[:-len(suffix)], word
+    return None
+
+
 def label_of(name: str) -> str:
     """Plain words for a column: its label, else its words.
 
-    >>> label_of("usd_per_month"), label_of("gpus_h100-sxm")
-    ('Cost', 'GPUs h100-sxm')
+    >>> label_of("usd_per_month"), label_of("gpus_h100-sxm"), label_of("usd_per_month_max")
+    ('Cost', 'GPUs h100-sxm', 'Cost, highest')
     """
     if name in LABELS:
         return LABELS[name]
+    statistic = _statistic(name)
+    if statistic is not None:
+        return f"{label_of(statistic[0])}, {statistic[1]}"
     words = [_WORDS.get(w, w) for w in str(name).split("_") if w]
     text = " ".join(words)
     return text[:1].upper() + text[1:] if text else str(name)
@@ -86,7 +106,9 @@ def header_of(name: str, unit: str | None = None) -> str:
     >>> header_of("tpot_ms"), header_of("gpu")
     ('Time per output token (ms)', 'GPU')
     """
-    unit = _EXTRA_UNITS.get(name, unit_of(name)) if unit is None else unit
+    statistic = _statistic(name)
+    base = statistic[0] if statistic else name
+    unit = _EXTRA_UNITS.get(base, unit_of(base)) if unit is None else unit
     unit = _SHOWN_UNITS.get(unit, unit)
     label = label_of(name)
     said = unit.lower().replace("/", " per ") in label.lower()  # "GPUs at peak" needs no "(GPUs)"

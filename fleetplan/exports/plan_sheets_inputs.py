@@ -16,7 +16,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from fleetplan.errors import FleetplanError
 from fleetplan.exports import plan_quantities
-from fleetplan.exports.xlsx_common import NOTE_FONT, put, set_widths, title_block, wrap
+from fleetplan.exports.xlsx_common import NOTE_FONT, put, set_widths, title_block
 from fleetplan.exports.xlsx_frontier import X_COLUMN, Y_COLUMN, frontier_block
 from fleetplan.exports.xlsx_print import PageOptions, chart_rows
 from fleetplan.exports.xlsx_sheets import Assumptions, write_frame
@@ -58,10 +58,7 @@ def assumptions_sheet(ws: Worksheet, plan, catalogs: Any, start: dt.date) -> dic
                   "Summary; each with the row it came from. The fleet's costs use these.")
     prices = plan_quantities.price_table(plan)
     prices = prices[[c for c in ("gpu", "pricing_type", "usd_per_gpu_hour", *PRICE_DETAILS) if c in prices]]
-    first = sheet.row
     names = sheet.prices(prices, keys=["gpu", "pricing_type"])
-    _wrap_sources(ws, first, len(prices), list(prices.columns).index("source") + 2
-                  if "source" in prices else None)
     efficiency = _efficiency(catalogs, plan)
     if not efficiency.empty:
         sheet.row += 1
@@ -70,15 +67,6 @@ def assumptions_sheet(ws: Worksheet, plan, catalogs: Any, start: dt.date) -> dic
         sheet.info(efficiency, "EfficiencyFactors")
     sheet.finish()
     return names
-
-
-def _wrap_sources(ws: Worksheet, header_row: int, rows: int, column: int | None) -> None:
-    """Long source texts wrap in a 60-character column instead of running off the page."""
-    if column is None:
-        return
-    ws.column_dimensions[ws.cell(row=header_row, column=column).column_letter].width = 60
-    for row in range(header_row + 1, header_row + rows + 1):
-        wrap(ws, ws.cell(row=row, column=column), 60)
 
 
 def _number(value: Any) -> float | None:

@@ -212,7 +212,7 @@ def define_name(wb, name: str, ws: Worksheet, coordinate: str) -> None:
 def set_widths(ws: Worksheet, widths: dict[int, float]) -> None:
     """Column widths in characters, keyed by 1-based column number."""
     for column, width in widths.items():
-        ws.column_dimensions[get_column_letter(column)].width = max(6.0, min(width, 60.0))
+        ws.column_dimensions[get_column_letter(column)].width = max(6.0, min(width, 110.0))
 
 
 def text_width(values, header: str, number_format: str | None = None) -> float:
@@ -220,13 +220,13 @@ def text_width(values, header: str, number_format: str | None = None) -> float:
     longest = max((len(str(v)) for v in values), default=0)
     if number_format and number_format != "General":
         longest = max(longest, 12)
-    return max(len(header) * 0.9, longest) + 2
+    return min(max(len(header) * 0.9, longest) + 2, 60.0)
 
 
 def wrap(ws: Worksheet, cell: Cell, width_chars: float) -> Cell:
     """Wrap a long text cell and give its row the height the lines need (Excel caps at 409)."""
     cell.alignment = WRAP
-    per_line = max(width_chars * 0.7, 1.0)  # proportional fonts fit fewer characters
+    per_line = max(width_chars * 1.1, 1.0)  # Calibri (or metric-compatible Carlito) text
     lines = sum(max(1, math.ceil(len(part) / per_line))
                 for part in str(cell.value or "").split("\n"))
     current = ws.row_dimensions[cell.row].height or 15.0

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+from openpyxl.styles import Alignment
 from openpyxl.utils.cell import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
@@ -26,10 +27,13 @@ from fleetplan.exports.xlsx_common import (
     style_header,
     text_width,
     title_block,
+    wrap,
 )
 
 log = logging.getLogger(__name__)
 
+#: Reference columns of a price table that wrap, with their width [characters].
+WRAPPED = {"source": 50, "warning": 30, "instance": 24}
 INPUT_NOTE = ("Yellow cells with blue numbers are inputs: edit them and every cost that depends "
               "on them recalculates.")
 
@@ -53,11 +57,11 @@ class Assumptions:
 
     def scalar(self, name: str, value: Any, unit: str, description: str,
                number_format: str | None = None, editable: bool = True,
-               named: bool | None = None) -> str:
+               named: bool | None = None, label: str | None = None) -> str:
         """One value under its plain-word label; editable ones are inputs. ``named`` (default:
         editable) values get the workbook-level defined name ``name``, which formulas use."""
         ws, row = self.ws, self.row
-        put(ws, row, 1, label_of(name), font=LABEL_FONT)
+        put(ws, row, 1, label or label_of(name), font=LABEL_FONT)
         if editable:
             put_input(ws, row, 2, value, number_format)
         else:
@@ -99,8 +103,15 @@ class Assumptions:
         add_table(ws, table, first, 1, headers, len(frame))
         for column, field in enumerate(columns, start=1):
             values = [name for name in names.values()] if field == "name" else frame.get(field, [])
-            self.widths[column] = max(self.widths.get(column, 0), text_width(
-                list(values)[:200], headers[column - 1], USD if field == price_column else None))
+            width = text_width(list(values)[:200], headers[column - 1], USD if field == price_column else None)
+            for offset in range(1, len(frame) + 1):
+                cell = ws.cell(row=first + offset, column=column)
+                cell.alignment = Alignment(vertical="top")
+                if field in WRAPPED:  # long texts wrap instead of widening the page
+                    wrap(ws, cell, WRAPPED[field])
+            if field in WRAPPED:
+                width = WRAPPED[field]
+            self.widths[column] = max(self.widths.get(column, 0), width)
         self.row = first + max(len(frame), 1) + 2
         return names
 

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 SOURCE_COLUMNS = ["catalog", "key", "source", "as_of"]
 README_WIDTH = 100
 _KINDS = {"gpu": "gpus", "model": "models", "quant": "quants"}
-_SOURCE_WIDTHS = {1: 16, 2: 44, 3: 64, 4: 11, 5: 36}
+_SOURCE_WIDTHS = {1: 14, 2: 40, 3: 100, 4: 11, 5: 36}
 _TOP = Alignment(vertical="top", wrap_text=True)
 _SMALL = Font(size=8, name="Courier New")
 _MAX_VALUE_TEXT = 400

@@ -153,6 +153,7 @@ def _costs(best: pd.DataFrame, workload: dict, catalogs, usd_per_kwh, pue, load,
                                                  power, hosting)
     opex = power + out["nodes"] * hosting
     out["buy_opex_usd_per_month"] = opex
+    out["output_tokens_per_month"] = tokens_per_month
     out["usd_per_m_output_tokens_on_demand"] = out["rent_on_demand_usd_per_month"] / tokens_per_month * 1e6
     out["usd_per_m_output_tokens_buy"] = out["buy_usd_per_month"] / tokens_per_month * 1e6
     for months, label in ((12, "1y"), (36, "3y")):
