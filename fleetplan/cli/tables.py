@@ -41,6 +41,23 @@ def number_text(value: object) -> str:
     return f"{number:.{2 - math.floor(math.log10(size))}f}"
 
 
+def exact_text(value: object) -> str:
+    """A catalog value in full: thousands separators, every decimal it has, no scientific notation.
+
+    >>> [exact_text(v) for v in (131072.0, 6.155, 0.0004, True, None)]
+    ['131,072', '6.155', '0.0004', 'yes', '-']
+    """
+    if isinstance(value, (bool, np.bool_)) or value is None or isinstance(value, str):
+        return cell_text(value)
+    if not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(float(value)):
+        return cell_text(value)
+    number = float(value)
+    if number == round(number):
+        return f"{number:,.0f}"
+    decimals = min(len(f"{number:.10f}".rstrip("0").split(".")[1]), 10)
+    return f"{number:,.{decimals}f}"
+
+
 def header(label: str, unit: str) -> str:
     """``label (unit)``, or the label alone for unitless columns."""
     return f"{label} ({unit})" if unit else label
