@@ -128,7 +128,7 @@ def estimate_command(
                      catalogs=catalogs)
         typer.echo(f"wrote {output}", err=True)
     elif as_json:
-        typer.echo(result.to_json(orient="records", indent=2))
+        typer.echo(result.to_json(orient="records", indent=2, double_precision=15))
     else:
         _print_estimate(result)
 
@@ -176,7 +176,7 @@ def _print_disaggregated(gpu, model, quant, kv_quant, tp, input_len, output_len,
     if "usd_per_gpu_hour" not in given:
         echo_price_warnings(chosen)
     if as_json:
-        typer.echo(result.to_json(orient="records", indent=2))
+        typer.echo(result.to_json(orient="records", indent=2, double_precision=15))
         return
     row = result.iloc[0]
     title = (f"{row['model']}: prefill on {row['prefill_tp']} x {row['prefill_gpu']}, decode on "

@@ -45,8 +45,8 @@ def _fleet(plan) -> None:
             origin = "scenario" if price.get("origin") == "scenario" else str(price.get("provider") or "")
         rows.append([record["config"], record["pricing_type"], record["replicas_peak"], record["gpus_peak"],
                      record["usd_per_gpu_hour"], origin, record["usd_per_month"]])
-    print_table("\nFleet", ["configuration", "pricing", "replicas at peak", "GPUs at peak", "USD/GPU-hour",
-                            "price from", "USD/month"], rows, numeric=[False, False, True, True, True, False, True])
+    print_table("\nFleet", ["configuration", "pricing", "replicas at peak", "GPUs at peak", "USD per GPU-hour",
+                            "price from", "USD per month"], rows, numeric=[False, False, True, True, True, False, True])
 
 
 def _workloads(plan) -> None:
@@ -56,5 +56,5 @@ def _workloads(plan) -> None:
     rows = [[w["workload"], w["demand_req_s_peak"], f"{w['served_fraction']:.1%}", w["tpot_ms_max"],
              w["ttft_ms_max"], w["usd_per_month"], w["usd_per_m_tokens"]] for w in workloads.to_dict("records")]
     print_table("\nWorkloads", ["workload", "peak requests/s", "served", "TPOT worst ms", "TTFT worst ms",
-                                "USD/month", "USD/1M tokens"], rows,
+                                "USD per month", "USD per 1M tokens"], rows,
                 numeric=[False, True, True, True, True, True, True])

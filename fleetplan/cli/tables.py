@@ -81,10 +81,15 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[obje
     table = Table(header_style="bold")
     numeric = numeric or [False] * len(headers)
     texts = [[cell_text(v) for v in row] for row in rows]
-    for position, (name, right) in enumerate(zip(headers, numeric)):
-        widest = max([len(row[position]) for row in texts] + [len(w) for w in name.split()])
-        table.add_column(name, justify="right" if right else "left", overflow="fold",
-                         min_width=widest if right or position == 0 else None)
+    widths = [max([len(row[i]) for row in texts] + [len(word) for word in name.split()])
+              for i, name in enumerate(headers)]
+    excess = sum(widths) + 3 * len(widths) + 1 - WIDTH
+    if excess > 0:  # the widest column of text folds its values
+        text_columns = [i for i, right in enumerate(numeric) if not right] or [0]
+        widest = max(text_columns, key=lambda i: widths[i])
+        widths[widest] = max(widths[widest] - excess, 8)
+    for name, right, width in zip(headers, numeric, widths):
+        table.add_column(name, justify="right" if right else "left", overflow="fold", width=width)
     for row in texts:
         table.add_row(*row)
     console = Console(file=sys.stdout, width=WIDTH)

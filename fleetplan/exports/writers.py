@@ -117,6 +117,6 @@ def write_compare(table: pd.DataFrame, path: str | os.PathLike, params: Mapping[
     if suffix == ".csv":
         return write_csv(table, path)
     if suffix == ".json":
-        return write_text_atomic(path, table.to_json(orient="records", indent=2))
+        return write_text_atomic(path, table.to_json(orient="records", indent=2, double_precision=15))
     return write_compare_xlsx(table, path, params=dict(params), workload=workload, catalogs=catalogs,
                               price_rule=price_rule)
