@@ -53,7 +53,8 @@ LABELS: dict[str, str] = {
     # validation
     "qps": "Offered rate", "metric": "Metric", "predicted": "Predicted", "ape_pct": "Error",
     "median_ape_pct": "Median error", "p90_ape_pct": "90th percentile error", "rows": "Rows",
-    "runnable_rows": "Rows that run",
+    "runnable_rows": "Rows that run", "min_usd_per_m_output_tokens": "Lowest cost per 1M output tokens",
+    "max_decode_tok_s_per_gpu": "Highest decode throughput per GPU",
     "scenario": "Scenario",
     # settings
     "hours_per_month": "Hours per month", "horizon_months": "Horizon", "currency": "Currency",
@@ -69,7 +70,7 @@ _WORDS = {"usd": "USD", "gpu": "GPU", "gpus": "GPUs", "tp": "TP", "kv": "KV", "m
           "tok": "tokens", "slo": "target", "ttft": "TTFT", "tpot": "TPOT", "id": "id"}
 _EXTRA_UNITS = {"ape_pct": "%", "median_ape_pct": "%", "p90_ape_pct": "%", "qps": "requests/s", "predicted": "", "value": "",
                 "usd_per_m_output_tokens": "USD", "usd_per_m_total_tokens": "USD", "usd_per_m_tokens": "USD",
-                "usd_per_k_requests": "USD"}
+                "usd_per_k_requests": "USD", "min_usd_per_m_output_tokens": "USD"}
 _SHOWN_UNITS = {"fraction": "%"}  # shares print as percentages
 
 
