@@ -19,7 +19,6 @@ import pandas as pd
 
 from fleetplan.catalogs.conventions import PRICING_TYPES
 from fleetplan.catalogs.prices import PriceRule, choose_prices, price_usd_per_gpu_hour
-
 from fleetplan.catalogs.schema import (
     CATALOG_NAMES,
     INDEXED_CATALOGS,

@@ -244,9 +244,9 @@ def _unit(name: str) -> str:
 
 def _price_caption(row: pd.Series) -> str:
     stages = row.get("pp", 1.0)
-    price = row["usd_per_hour"] / (row["tp"] * (stages if stages == stages else 1.0))
+    price = row["usd_per_hour"] / (row["tp"] * (stages if pd.notna(stages) else 1.0))
     provider = row.get("price_provider", "")
-    if provider in ("", "given") or provider != provider:
+    if pd.isna(provider) or provider in ("", "given"):
         return f"Price: ${price:,.2f} per GPU-hour as given."
     return (f"Price: ${price:,.2f} per GPU-hour on demand from {provider}, as of {row['price_as_of']} "
             f"({row['price_source']}).")

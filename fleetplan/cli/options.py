@@ -8,8 +8,14 @@ from typing import Annotated
 import pandas as pd
 import typer
 
-from fleetplan.catalogs import (DEFAULT_MAX_PRICE_AGE_DAYS, DEFAULT_PRICE_RULE, Catalogs, PriceRule, load_catalogs,
-                                warning_lines)
+from fleetplan.catalogs import (
+    DEFAULT_MAX_PRICE_AGE_DAYS,
+    DEFAULT_PRICE_RULE,
+    Catalogs,
+    PriceRule,
+    load_catalogs,
+    warning_lines,
+)
 from fleetplan.errors import InvalidValueError
 
 AXIS_HELP = "Comma-separated whole numbers or ranges: 1,2,8 | 1-512 (powers of two) | 128-4096:128 (step)"

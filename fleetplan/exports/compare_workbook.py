@@ -300,7 +300,7 @@ def _workload_text(workload: dict) -> str:
              f"and answers of {workload.get('output_len', 0):,} tokens"]
     for key, label in (("tpot_slo_ms", "TPOT"), ("ttft_slo_ms", "TTFT")):
         value = workload.get(key)
-        if value is not None and value == value:
+        if value is not None and pd.notna(value):
             parts.append(f"{label} at most {value:g} ms")
     return "; ".join(parts) + "."
 

@@ -48,8 +48,12 @@ LABELS: dict[str, str] = {
     "usd_per_m_output_tokens": "Cost per 1M output tokens", "usd_per_m_total_tokens": "Cost per 1M tokens",
     "usd_per_m_tokens": "Cost per 1M tokens", "usd_per_k_requests": "Cost per 1k requests",
     "reserved_usd": "Reserved", "on_demand_usd": "On demand", "spot_usd": "Spot",
-    "same_provider_on_demand_usd_per_gpu_hour": "Same provider's on-demand price",
+    "same_provider_on_demand_usd_per_gpu_hour": "Its provider's on-demand price",
     "objective_usd": "Cost over the horizon", "solve_seconds": "Solve time",
+    # efficiency factors
+    "mbu": "Memory bandwidth used", "mfu": "Compute used, decode", "mfu_prefill": "Compute used, prefill",
+    "step_overhead_ms": "Step overhead", "tp_scaling": "Efficiency kept per TP doubling",
+    "request_overhead_ms": "Request overhead", "n_points": "Fitted on", "precision": "Precision",
     # validation
     "qps": "Offered rate", "metric": "Metric", "predicted": "Predicted", "ape_pct": "Error",
     "median_ape_pct": "Median error", "p90_ape_pct": "90th percentile error", "rows": "Rows",

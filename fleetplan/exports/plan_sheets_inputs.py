@@ -30,7 +30,7 @@ _BATCHES = np.unique(np.round(np.geomspace(1, 4096, 40)).astype(np.int64))
 #: Price table columns after the key and the price, in order; the source text wraps.
 PRICE_DETAILS = ("provider", "region", "as_of", "origin", "warning", "same_provider_on_demand_usd_per_gpu_hour",
                  "instance", "source")
-_CHART_CM = (9.0, 16.0)  # height, width of each frontier chart
+_CHART_CM = (11.0, 16.0)  # height, width of each frontier chart
 
 
 def assumptions_sheet(ws: Worksheet, plan, catalogs: Any, start: dt.date) -> dict[tuple, str]:
@@ -153,7 +153,7 @@ def _column_after(ws: Worksheet, width_cm: float) -> int:
     """The first column starting at least ``width_cm`` (plus a gap) right of column A."""
     column, covered = 1, 0.0
     while covered < width_cm + 0.5:
-        covered += (ws.column_dimensions[get_column_letter(column)].width or 8.43) * 0.19
+        covered += (ws.column_dimensions[get_column_letter(column)].width or 8.43) * 0.23
         column += 1
     return column
 

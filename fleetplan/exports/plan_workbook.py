@@ -25,7 +25,7 @@ from fleetplan.exports.plan_sheets_inputs import (
 from fleetplan.exports.plan_sheets_summary import summary_sheet, workloads_sheet
 from fleetplan.exports.provenance import provenance
 from fleetplan.exports.xlsx_package import Book, set_properties
-from fleetplan.exports.xlsx_print import PageOptions, PrintHeader
+from fleetplan.exports.xlsx_print import PrintHeader
 from fleetplan.exports.xlsx_sources import catalog_rows, readme_sheet, sources_sheet
 
 log = logging.getLogger(__name__)

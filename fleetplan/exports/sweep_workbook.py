@@ -23,9 +23,10 @@ from openpyxl.utils.cell import get_column_letter
 
 from fleetplan.catalogs import load_catalogs
 from fleetplan.errors import InvalidValueError, check_range
+from fleetplan.exports.labels import header_of
+from fleetplan.exports.price_provenance import prices_used
 from fleetplan.exports.provenance import provenance
 from fleetplan.exports.sweep_costs import CostFormulas
-from fleetplan.exports.labels import header_of
 from fleetplan.exports.units import unit_of
 from fleetplan.exports.xlsx_common import (
     LABEL_FONT,
@@ -39,7 +40,6 @@ from fleetplan.exports.xlsx_common import (
     title_block,
 )
 from fleetplan.exports.xlsx_frontier import frontier_curves, frontier_sheet
-from fleetplan.exports.price_provenance import prices_used
 from fleetplan.exports.xlsx_package import Book, set_properties
 from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, used_area
 from fleetplan.exports.xlsx_rows import BulkColumn, BulkSheet
@@ -272,7 +272,7 @@ def _summary_sheet(ws, summary: pd.DataFrame, grid: pd.DataFrame, top_n: int | N
         put(ws, row, 1, f"The {len(cheapest)} cheapest configurations by cost per 1M output tokens",
             font=LABEL_FONT)
         write_frame(ws, cheapest[shown].reset_index(drop=True), row + 1, "Cheapest", widths)
-    set_widths(ws, widths)
+    set_widths(ws, {1: 12, 2: 16, **{column: 12 for column in range(3, max(widths, default=2) + 1)}})
     return PageOptions(one_page=True)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 from openpyxl.chart import Reference, ScatterChart, Series
 from openpyxl.chart.marker import Marker
+from openpyxl.chart.shapes import GraphicalProperties
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports.csv import write_csv
@@ -97,6 +98,8 @@ def _scatter(rows_ws, metric: str, first: int, last: int, x_column: int, y_colum
     ys = Reference(rows_ws, min_col=y_column, min_row=first, max_row=last)
     points = Series(ys, xs, title="measurements")
     points.marker = Marker(symbol="circle", size=5)
+    points.marker.graphicalProperties = GraphicalProperties(solidFill="1F77B4")  # LibreOffice draws no
+    points.marker.graphicalProperties.line.solidFill = "1F77B4"  # marker without a fill of its own
     points.graphicalProperties.line.noFill = True
     chart.series.append(points)
     diagonal = Series(Reference(rows_ws, min_col=x_column, min_row=first, max_row=last),

@@ -72,7 +72,7 @@ def tornado_table(results: pd.DataFrame, axes: Sequence[str], base_usd_per_month
         if varied.empty:
             continue
         cost = varied["usd_per_month"].to_numpy(dtype=float) - base_usd_per_month
-        values = varied[axis].astype(str).tolist()
+        values = [f"{v:,g}" if isinstance(v, (int, float)) else str(v) for v in varied[axis].tolist()]
         low, high = int(np.argmin(cost)), int(np.argmax(cost))
         rows.append({"input": f"{label_of(axis)}: {values[low]} to {values[high]}",
                      "low_usd_per_month": min(cost[low], 0.0), "high_usd_per_month": max(cost[high], 0.0),

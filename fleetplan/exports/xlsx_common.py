@@ -160,7 +160,8 @@ def style_header(ws: Worksheet, row: int, first_column: int, headers: list[str])
         cell = put(ws, row, first_column + offset, header, font=HEADER_FONT)
         cell.fill = HEADER_FILL
         cell.alignment = Alignment(wrap_text=True, vertical="center")
-    ws.row_dimensions[row].height = 30  # room for a wrapped unit
+    lines = max((math.ceil(len(str(h)) / 14) for h in headers), default=1)
+    ws.row_dimensions[row].height = min(60, max(30, 15 * lines))  # room for wrapped words and units
 
 
 def table_name(text: str) -> str:

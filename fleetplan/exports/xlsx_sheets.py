@@ -33,7 +33,7 @@ from fleetplan.exports.xlsx_common import (
 log = logging.getLogger(__name__)
 
 #: Reference columns of a price table that wrap, with their width [characters].
-WRAPPED = {"source": 50, "warning": 30, "instance": 24}
+WRAPPED = {"source": 40, "warning": 24, "instance": 16}
 INPUT_NOTE = ("Yellow cells with blue numbers are inputs: edit them and every cost that depends "
               "on them recalculates.")
 

@@ -13,7 +13,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from fleetplan.catalogs.conventions import HOURS_PER_MONTH, PRICING_TYPES
-from fleetplan.catalogs.prices import DEFAULT_MAX_PRICE_AGE_DAYS, DEFAULT_PRICE_RULE, parse_price_rule
+from fleetplan.catalogs.prices import (
+    DEFAULT_MAX_PRICE_AGE_DAYS,
+    DEFAULT_PRICE_RULE,
+    parse_price_rule,
+)
 
 PricingType = Literal[PRICING_TYPES]
 SolverName = Literal["auto", "highs", "cbc"]

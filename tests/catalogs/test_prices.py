@@ -7,7 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleetplan.catalogs import PriceRule, choose_prices, load_catalogs, parse_price_rule, warning_lines
+from fleetplan.catalogs import (
+    PriceRule,
+    choose_prices,
+    load_catalogs,
+    parse_price_rule,
+    warning_lines,
+)
 from fleetplan.errors import InvalidValueError
 
 TODAY = dt.date(2026, 11, 23)

@@ -188,7 +188,7 @@ def whatif_results() -> tuple[pd.DataFrame, list[str]]:
     axes = ["demand_multiplier", "tpot_slo_ms", "input_tokens"]
     rows = []
     for name, change, cost in cases:
-        solved = cost == cost
+        solved = not math.isnan(cost)
         rows.append({"name": name, **{axis: change.get(axis, np.nan) for axis in axes}, "case_id": name,
                      "status": "optimal" if solved else "infeasible", "gap": 0.0042 if solved else np.nan,
                      "usd_per_month": cost, "usd_per_year": cost * 12, "usd_per_m_tokens": cost / 4.2e5,

@@ -6,7 +6,12 @@ import pytest
 
 from fleetplan.catalogs import PRICING_TYPES
 from fleetplan.exports.compare_workbook import METRICS, write_compare_xlsx
-from tests.exports.samples import assert_recalculation_matches, cell_values, compare_table, formula_cells
+from tests.exports.samples import (
+    assert_recalculation_matches,
+    cell_values,
+    compare_table,
+    formula_cells,
+)
 
 PARAMS = {"hours_per_month": 730.0, "usd_per_kwh": 0.1, "pue": 1.4, "power_load": 0.75}
 GPUS = ("h100-sxm", "b200", "a100-80gb-sxm")

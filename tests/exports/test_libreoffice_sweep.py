@@ -8,8 +8,8 @@ import openpyxl
 import pytest
 
 from fleetplan.exports import write_sweep
-from fleetplan.exports.xlsx_package import Book
 from fleetplan.exports.labels import header_of
+from fleetplan.exports.xlsx_package import Book
 from tests.exports.samples import (
     assert_recalculation_matches,
     cell_values,

@@ -10,9 +10,9 @@ import pytest
 
 import fleetplan
 from fleetplan.exports import write_plan
+from fleetplan.exports.labels import header_of
 from fleetplan.exports.plan_sheets_summary import REOPTIMIZE_NOTE
 from fleetplan.exports.plan_workbook import SHEETS, build_plan_book
-from fleetplan.exports.labels import header_of
 from tests.exports.samples import cell_values, formula_cells
 
 HOSTILE = ('=HYPERLINK("http://x","y")', "@SUM(1)")

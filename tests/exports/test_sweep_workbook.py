@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 import fleetplan
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports import sweep_workbook, write_sweep
-from fleetplan.exports.sweep_workbook import build_sweep_book, write_sweep_xlsx
 from fleetplan.exports.labels import header_of
+from fleetplan.exports.sweep_workbook import build_sweep_book, write_sweep_xlsx
 from tests.exports.samples import (
     PRICES,
     cell_values,
