@@ -58,7 +58,7 @@ LABELS: dict[str, str] = {
     "qps": "Offered rate", "metric": "Metric", "predicted": "Predicted", "ape_pct": "Error",
     "median_ape_pct": "Median error", "p90_ape_pct": "90th percentile error", "rows": "Rows",
     "runnable_rows": "Rows that run", "min_usd_per_m_output_tokens": "Lowest cost per 1M output tokens",
-    "max_decode_tok_s_per_gpu": "Highest decode throughput per GPU",
+    "max_decode_tok_s_per_gpu": "Best throughput per GPU",
     "scenario": "Scenario",
     # settings
     "hours_per_month": "Hours per month", "horizon_months": "Horizon", "currency": "Currency",

@@ -160,7 +160,7 @@ def style_header(ws: Worksheet, row: int, first_column: int, headers: list[str])
         cell = put(ws, row, first_column + offset, header, font=HEADER_FONT)
         cell.fill = HEADER_FILL
         cell.alignment = Alignment(wrap_text=True, vertical="center")
-    lines = max((math.ceil(len(str(h)) / 14) for h in headers), default=1)
+    lines = max((math.ceil(len(str(h)) / 12) for h in headers), default=1)
     ws.row_dimensions[row].height = min(60, max(30, 15 * lines))  # room for wrapped words and units
 
 
@@ -218,10 +218,18 @@ def set_widths(ws: Worksheet, widths: dict[int, float]) -> None:
 
 def text_width(values, header: str, number_format: str | None = None) -> float:
     """Width that fits a header and sample values, in characters."""
-    longest = max((len(str(v)) for v in values), default=0)
+    longest = max((_shown_length(v) for v in values), default=0)
     if number_format and number_format != "General":
-        longest = max(longest, 12)
-    return min(max(len(header) * 0.9, longest) + 2, 60.0)
+        longest = max(longest, 10)
+    words = max((len(word) for word in str(header).split()), default=0)
+    return min(max(len(header) / 2.2, words, longest) + 2, 60.0)  # headers wrap over up to 3 lines
+
+
+def _shown_length(value: Any) -> int:
+    """Characters a value takes on screen: numbers with separators, a currency sign and decimals."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return len(f"{value:,.2f}") + 1 if math.isfinite(value) else 0
+    return len(str(value))
 
 
 def wrap(ws: Worksheet, cell: Cell, width_chars: float) -> Cell:
