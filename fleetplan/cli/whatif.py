@@ -20,7 +20,7 @@ from fleetplan.cli.options import (
 )
 from fleetplan.cli.plan import with_price_options
 from fleetplan.cli.progress import progress_bar
-from fleetplan.errors import InvalidValueError
+from fleetplan.errors import FleetplanError, InvalidValueError
 from fleetplan.exports import write_plan
 from fleetplan.exports.whatif_cache import run_grid
 from fleetplan.exports.whatif_outputs import write_grid
@@ -68,7 +68,7 @@ def whatif_command(
                metadata={"grid": str(grid_file), "cases": len(cases), "base": grid.base,
                          "price_rule": (base.get("fleet") or {}).get("price_rule", "cheapest")},
                base_usd_per_month=None if plan is None else plan.usd_per_month,
-               catalogs=load_catalogs(base.get("catalogs", [])),
+               catalogs=_catalogs(base),
                prices_used=None if plan is None else plan.assumptions.get("prices_used"))
     failed = int((~results["status"].isin(["optimal", "time_limit"])).sum())
     typer.echo(f"wrote {output}: {len(results)} scenarios, {failed} infeasible or failed", err=True)
@@ -79,6 +79,14 @@ def _run(grid, base, cases, folder, workers, scheduler, update, catalogs):
         with dask_client(scheduler=scheduler) as client:
             return run_grid(grid, base, cases, folder, catalog_paths=catalogs, client=client, progress=update)
     return run_grid(grid, base, cases, folder, catalog_paths=catalogs, workers=workers, progress=update)
+
+
+def _catalogs(base: dict):
+    """The base scenario's catalogs for the Sources sheet (None when its files do not load here)."""
+    try:
+        return load_catalogs(base.get("catalogs", []))
+    except FleetplanError:
+        return None
 
 
 def _base_plan(base: dict, output: Path):
