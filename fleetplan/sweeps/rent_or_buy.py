@@ -87,7 +87,7 @@ def saving_fraction(price, reference):
     """How much cheaper ``price`` is than ``reference`` [fraction; negative = dearer].
 
     >>> round(float(saving_fraction(5.418, 6.88)), 3)
-    0.213
+    0.212
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         return 1.0 - np.asarray(price, dtype=float) / np.asarray(reference, dtype=float)
