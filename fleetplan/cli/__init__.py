@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Annotated
 
 import typer
 
+import fleetplan
 from fleetplan.cli import calibration, catalog, compare, estimate, export, plan, sweep, whatif
 from fleetplan.errors import FleetplanError
 
@@ -25,6 +27,18 @@ app = typer.Typer(
 
 for _group in (catalog, sweep, estimate, calibration, plan, compare, whatif, export):
     _group.register(app)
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"fleetplan {fleetplan.__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True, help="Print the version and exit")] = False) -> None:
+    """How many of which GPUs an LLM service needs, and what it costs."""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,7 +50,7 @@ def validate_command(paths: Paths, gpu: GpuOption = None, tp: TpOption = None, q
         raise InvalidValueError(message)
     _echo_summary(compared, f"{len(compared)} predictable rows of {len(measurements)}")
     if output is not None:
-        write_validation(compared, output)
+        write_validation(compared, output, catalogs=catalogs, files=[str(p) for p in paths])
         typer.echo(f"wrote {output}", err=True)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs.prices import median_price_usd_per_gpu_hour
 from fleetplan.sweeps import latency, memory
 from fleetplan.sweeps.assumptions import LEVERS, Assumptions, check_engine, efficiency_for
 
@@ -101,7 +100,7 @@ def _add_factors(frame: pd.DataFrame, catalogs, assumptions: Assumptions, per_co
         given = per_config["engine"].reset_index(drop=True).astype(object)
         engine = given.where(given.notna() & (given.astype(str) != ""), engine).to_numpy(dtype=object)
     factors = efficiency_for(catalogs.efficiency, frame["gpu"], frame["precision"].fillna("*"), engine)
-    prices = median_price_usd_per_gpu_hour(catalogs.prices, pd.Index(frame["gpu"]))
+    prices = catalogs.price_of(frame["gpu"])  # the one price rule (fleetplan.catalogs.prices)
     defaults = {"mbu": factors["mbu"], "mfu": factors["mfu"], "mfu_prefill": factors["mfu_prefill"],
                 "step_overhead_ms": factors["step_overhead_ms"],
                 "tp_scaling": factors["tp_scaling"], "request_overhead_ms": factors["request_overhead_ms"],

@@ -71,7 +71,7 @@ def test_validate_command_reports_errors_and_writes_workbook(tmp_path, capsys, r
     assert code == 0
     assert "5 predictable rows of 5" in out and "ttft_ms" in out
     book = openpyxl.load_workbook(report)
-    assert book.sheetnames[0] == "Rows" and book["Rows"]._charts
+    assert book.sheetnames[:2] == ["Summary", "Rows"] and book["Summary"]._charts
 
 
 @pytest.mark.slow
