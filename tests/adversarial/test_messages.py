@@ -51,9 +51,9 @@ def test_unknown_gpu_in_cases_file(sandbox):
 
 
 def test_unknown_gpu_in_a_catalog_override(sandbox):
-    prices = sandbox.write("prices.csv", "gpu,provider,region,pricing_type,usd_per_gpu_hour,source,as_of\n"
-                                         "h10,me,eu,on_demand,1.0,quote,2026-11-01\n")
-    sandbox.fails(["catalog", "check", prices], 2, r"unknown gpu 'h10'")
+    prices = sandbox.write("prices.csv", "gpu,provider,region,pricing_type,usd_per_gpu_hour,instance,includes_host,"
+                                         "source,as_of\nh10,me,eu,on_demand,1.0,x,false,quote,2026-11-01\n")
+    sandbox.fails(["catalog", "check", prices], 2, r"column gpu: unknown gpu 'h10'; did you mean 'h100")
 
 
 def test_unknown_whatif_axis_gets_did_you_mean(sandbox):
