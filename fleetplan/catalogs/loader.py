@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import checks
+from fleetplan.catalogs.input_files import read_text
 from fleetplan.catalogs.checks import ORIGIN_COLUMNS, ORIGIN_FILE, ORIGIN_ROW, raise_if_any
 from fleetplan.catalogs.prices import OVERRIDE
 from fleetplan.catalogs.registry import Catalogs
@@ -149,12 +150,15 @@ def _read_csv_text(text: str, label: str) -> pd.DataFrame:
 
 def _read_sheets(path: Path) -> dict[str | None, pd.DataFrame]:
     """``{None: frame}`` for a CSV file, ``{sheet name: frame}`` for a workbook."""
-    if not path.is_file():
+    if not path.exists():
         message = f"{path}: no such catalog file"
         raise CatalogError(message)
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        return {None: _read_csv_text(path.read_text(encoding="utf-8-sig"), str(path))}
+        return {None: _read_csv_text(read_text(path, "catalog file", error=CatalogError), str(path))}
+    if path.is_dir():
+        message = f"{path}: is a folder, not a catalog file"
+        raise CatalogError(message)
     if suffix in _EXCEL_SUFFIXES:
         return _read_workbook(path)
     message = f"{path}: catalog files must be .csv or .xlsx, got '{path.suffix}'"

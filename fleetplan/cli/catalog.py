@@ -85,6 +85,8 @@ def check(
     try:
         results = check_files(paths)
     except CatalogErrors as errors:
+        if len(errors.messages) == 1:  # one problem is one line
+            raise CatalogError(errors.messages[0]) from None
         _echo_errors(errors.messages)
         files = ", ".join(map(str, paths))
         message = f"{len(errors.messages)} problem(s) in {files}"

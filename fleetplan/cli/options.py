@@ -17,6 +17,7 @@ from fleetplan.catalogs import (
     warning_lines,
 )
 from fleetplan.errors import InvalidValueError
+from fleetplan.exports.atomic import check_output_path
 
 AXIS_HELP = "Comma-separated whole numbers or ranges: 1,2,8 | 1-512 (powers of two) | 128-4096:128 (step)"
 
@@ -109,3 +110,30 @@ def levers(**given) -> dict:
             values = numbers(name, text)
             chosen[name] = values[0] if len(values) == 1 else values
     return chosen
+
+
+#: File name endings each command writes with ``-o`` ("" = a folder of CSV tables).
+OUTPUT_SUFFIXES = {
+    "plan": (".xlsx", ".parquet", ".json", ".csv", ""),
+    "schema": (".json",),
+    "sweep": (".csv", ".parquet", ".xlsx", ""),  # "": a Dask sweep's dataset folder
+    "estimate": (".csv", ".parquet", ".xlsx"),
+    "compare": (".csv", ".json", ".xlsx"),
+    "whatif": (".xlsx", ".parquet", ".csv"),
+    "validate": (".csv", ".xlsx"),
+    "export": (".xlsx", ".parquet", ".csv", ".json"),
+}
+
+
+def checked_output(command: str, path: Path | None) -> Path | None:
+    """``-o`` of ``command`` checked before any work: its ending, its folder, writable."""
+    if path is None:
+        return None
+    allowed = OUTPUT_SUFFIXES.get(command)
+    if allowed is not None and path.suffix.lower() not in allowed:
+        named = [s for s in allowed if s]
+        endings = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " or " + named[-1]
+        message = f"-o {path}: the {command} output file name must end with {endings}"
+        raise InvalidValueError(message)
+    check_output_path(path)
+    return path

@@ -24,6 +24,8 @@ SolverName = Literal["auto", "highs", "cbc"]
 
 #: Hours in an hourly demand profile.
 PROFILE_HOURS = 24
+#: Most workloads one scenario may hold: the MILP grows with workloads x configurations.
+MAX_WORKLOADS = 500
 
 _PROFILE_SCHEMA = {
     "anyOf": [{"type": "array", "items": {"type": "number", "minimum": 0},
@@ -247,7 +249,7 @@ class Scenario(_Strict):
 
     name: str = Field("scenario", min_length=1, max_length=120)
     description: str = ""
-    workloads: list[Workload] = Field(min_length=1, max_length=500)
+    workloads: list[Workload] = Field(min_length=1, max_length=MAX_WORKLOADS)
     fleet: Fleet
     capacity_profiles: str | None = Field(
         None, description="CSV of measured max requests/s per replica (replaces the model)")

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import Catalogs
+from fleetplan.catalogs.input_files import read_csv_table
 from fleetplan.errors import InvalidValueError
 from fleetplan.sweeps import operating_points, queueing
 from fleetplan.sweeps.estimate import case_arrays, estimate_cases
@@ -47,10 +48,10 @@ def load_measurements(path: str | Path | None = None, catalogs: Catalogs | None 
     catalogs = catalog_or_default(catalogs)
     gpu_names, quant_names = catalogs.alias_map("gpu"), catalogs.alias_map("quant")
     path = Path(path) if path is not None else shipped_measurements_path()
-    if not path.is_file():
+    if not path.exists():
         message = f"measurements file {path} does not exist"
         raise InvalidValueError(message)
-    frame = pd.read_csv(path)
+    frame = read_csv_table(path, "measurements file")
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         message = f"{path.name}: missing column {missing[0]} (required: {', '.join(REQUIRED)})"
