@@ -12,9 +12,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
 import pandas as pd
+from pydantic import BaseModel, ValidationError
 
 from fleetplan.catalogs.input_files import read_csv_table, read_mapping
 from fleetplan.errors import ScenarioError
