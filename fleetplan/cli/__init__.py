@@ -37,6 +37,8 @@ for _group in (catalog, sweep, estimate, calibration, plan, compare, whatif, exp
     _group.register(app)
 
 log = logging.getLogger(__name__)
+#: Exit code of an interruption by SIGINT (128 + 2).
+INTERRUPTED = 130
 _state = {"debug": False}
 
 
@@ -123,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         if _state["debug"]:
             raise
         return _report(error)
+    if returned == INTERRUPTED:  # the parser turns a KeyboardInterrupt into this exit code, silently
+        return _fail("interrupted; nothing was written", INTERRUPTED)
     return returned if isinstance(returned, int) else 0
 
 
@@ -144,7 +148,7 @@ def _report(error: BaseException) -> int:
     if isinstance(error, Interrupted):
         return _fail(f"interrupted by {signal.Signals(error.number).name}; nothing was written", 128 + error.number)
     if isinstance(error, KeyboardInterrupt):
-        return _fail("interrupted; nothing was written", 128 + signal.SIGINT)
+        return _fail("interrupted; nothing was written", INTERRUPTED)
     if isinstance(error, OSError):
         where = f"'{error.filename}': " if error.filename else ""
         return _fail(f"{where}{(error.strerror or str(error)).lower()}", 1)

@@ -46,3 +46,17 @@ def test_a_signal_during_a_write_leaves_nothing(sandbox, monkeypatch, number, co
     monkeypatch.setattr(atomic, "_fsync", interrupted)
     path = sandbox.scenario()
     sandbox.fails(["plan", path, "-q", "-o", "plan.json"], code, rf"interrupted by {signal.Signals(number).name}")
+
+
+@pytest.mark.parametrize(("raised", "code", "pattern"), [
+    (KeyboardInterrupt(), 130, r"^error: interrupted; nothing was written$"),
+    (RuntimeError("boom"), 1, r"RuntimeError: boom \(this is a fleetplan bug; run with --debug for the traceback\)"),
+])
+def test_unexpected_failures_are_one_line(sandbox, monkeypatch, raised, code, pattern):
+    import fleetplan.cli.plan as plan_cli
+
+    def fail(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(plan_cli, "plan_scenario", fail)
+    sandbox.fails(["plan", sandbox.scenario(), "-q", "-o", "plan.json"], code, pattern)
