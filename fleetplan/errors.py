@@ -39,6 +39,12 @@ class UnknownNameError(FleetplanError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class UnavailableError(FleetplanError):
+    """A service the command needs cannot be reached (a Dask scheduler)."""
+
+    exit_code = 1
+
+
 class InvalidValueError(FleetplanError):
     """A value outside its allowed range, or of the wrong kind."""
 

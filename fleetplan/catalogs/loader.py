@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import checks
-from fleetplan.catalogs.input_files import read_text
 from fleetplan.catalogs.checks import ORIGIN_COLUMNS, ORIGIN_FILE, ORIGIN_ROW, raise_if_any
+from fleetplan.catalogs.input_files import read_text
 from fleetplan.catalogs.prices import OVERRIDE
 from fleetplan.catalogs.registry import Catalogs
 from fleetplan.catalogs.schema import (

@@ -22,7 +22,7 @@ import typer
 
 import fleetplan
 from fleetplan.cli import calibration, catalog, compare, estimate, export, plan, sweep, whatif
-from fleetplan.cli.options import checked_output
+from fleetplan.cli.options import checked_number, checked_output
 from fleetplan.errors import FleetplanError, one_line
 
 app = typer.Typer(
@@ -37,10 +37,12 @@ for _group in (catalog, sweep, estimate, calibration, plan, compare, whatif, exp
     _group.register(app)
 
 log = logging.getLogger(__name__)
+#: Exit code of an interruption by SIGINT (128 + 2).
+INTERRUPTED = 130
 _state = {"debug": False}
 
 
-class Interrupted(BaseException):  # noqa: N818 - like KeyboardInterrupt, not an error
+class Interrupted(BaseException):
     """SIGTERM or SIGINT: unwinds like KeyboardInterrupt, so writers remove their temporaries."""
 
     def __init__(self, number: int) -> None:
@@ -63,20 +65,22 @@ def _options(
     _state["debug"] = _state["debug"] or debug
 
 
-def _check_outputs(command, name: str = ""):
-    """Give every ``-o/--output`` option a check of the path that runs before the command does."""
+def _add_checks(command, name: str = ""):
+    """Give every ``-o/--output`` option a check of the path, and every numeric option a check
+    of its value, that run while the command line is parsed, before any work starts."""
     for param in command.params:
         if param.name == "output":
-            param.callback = _output_callback(name, param.callback)
+            param.callback = _chained(param.callback, lambda value, name=name: checked_output(name, value))
+        else:
+            param.callback = _chained(param.callback, lambda value, option=param.name: checked_number(option, value))
     for sub_name, sub in getattr(command, "commands", {}).items():
-        _check_outputs(sub, sub_name)
+        _add_checks(sub, sub_name)
     return command
 
 
-def _output_callback(name: str, previous):
+def _chained(previous, check):
     def callback(ctx, param, value):
-        value = previous(ctx, param, value) if previous is not None else value
-        return checked_output(name, value)
+        return check(previous(ctx, param, value) if previous is not None else value)
     return callback
 
 
@@ -106,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; every failure is one line on stderr and an exit code (see the module doc)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     _state["debug"] = os.environ.get("FLEETPLAN_DEBUG", "") not in ("", "0")
-    command = _check_outputs(typer.main.get_command(app))
     try:
+        command = _add_checks(typer.main.get_command(app))
         with _signals_raise():
             returned = command.main(args=argv, prog_name="fleetplan", standalone_mode=False)
     except typer.Exit as done:
@@ -121,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         if _state["debug"]:
             raise
         return _report(error)
+    if returned == INTERRUPTED:  # the parser turns a KeyboardInterrupt into this exit code, silently
+        return _fail("interrupted; nothing was written", INTERRUPTED)
     return returned if isinstance(returned, int) else 0
 
 
@@ -142,7 +148,7 @@ def _report(error: BaseException) -> int:
     if isinstance(error, Interrupted):
         return _fail(f"interrupted by {signal.Signals(error.number).name}; nothing was written", 128 + error.number)
     if isinstance(error, KeyboardInterrupt):
-        return _fail("interrupted; nothing was written", 128 + signal.SIGINT)
+        return _fail("interrupted; nothing was written", INTERRUPTED)
     if isinstance(error, OSError):
         where = f"'{error.filename}': " if error.filename else ""
         return _fail(f"{where}{(error.strerror or str(error)).lower()}", 1)

@@ -15,7 +15,8 @@ from fleetplan.catalogs import CatalogErrors, check_files, load_catalogs
 from fleetplan.catalogs.schema import CATALOG_NAMES, INDEXED_CATALOGS, catalog_name, load_schema
 from fleetplan.cli.options import CatalogOption, ids
 from fleetplan.cli.tables import WIDTH, exact_text
-from fleetplan.errors import CatalogError, did_you_mean
+from fleetplan.errors import CatalogError, did_you_mean, one_line
+from fleetplan.exports.sanitize import safe_frame
 
 FORMATS = ("table", "csv", "json")
 MAX_LISTED_ERRORS = 100
@@ -74,7 +75,7 @@ def show(
     elif output_format == "json":
         typer.echo(frame.to_json(orient="records", indent=2))
     else:
-        typer.echo(frame.to_csv(index=False, lineterminator="\n"), nl=False)
+        typer.echo(safe_frame(frame).to_csv(index=False, lineterminator="\n"), nl=False)
 
 
 @catalog_app.command("check")
@@ -187,7 +188,7 @@ def _select(frame: pd.DataFrame, columns: str | None) -> pd.DataFrame:
 
 def _echo_errors(messages: tuple[str, ...]) -> None:
     for message in messages[:MAX_LISTED_ERRORS]:
-        typer.echo(f"error: {message}", err=True)
+        typer.echo(f"error: {one_line(message)}", err=True)
     if len(messages) > MAX_LISTED_ERRORS:
         typer.echo(f"error: ... and {len(messages) - MAX_LISTED_ERRORS} more", err=True)
 

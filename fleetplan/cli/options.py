@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -137,3 +138,25 @@ def checked_output(command: str, path: Path | None) -> Path | None:
         raise InvalidValueError(message)
     check_output_path(path)
     return path
+
+
+#: Upper bounds of numeric options beyond "finite" (the commands check the lower ones): a
+#: value past them is a typo or a lost unit, and would make the solver or the grid explode.
+OPTION_BOUNDS = {"demand_req_s": 1e7, "rate": 1e7, "tpot_slo_ms": 1e5, "ttft_slo_ms": 1e6}
+
+
+def checked_number(name: str, value):
+    """A numeric option (or each of a repeated one): finite, and within :data:`OPTION_BOUNDS`."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(checked_number(name, v) for v in value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    option = "--" + name.replace("_", "-")
+    if isinstance(value, float) and not math.isfinite(value):
+        message = f"{option} must be a finite number, got {value}"
+        raise InvalidValueError(message)
+    high = OPTION_BOUNDS.get(name)
+    if high is not None and value > high:
+        message = f"{option} must be <= {high:g}, got {value:g}"
+        raise InvalidValueError(message)
+    return value

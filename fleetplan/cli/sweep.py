@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 from typing import Annotated
 
-import pandas as pd
 import typer
 
 from fleetplan.catalogs import DEFAULT_MAX_PRICE_AGE_DAYS, DEFAULT_PRICE_RULE
@@ -38,7 +37,7 @@ from fleetplan.cli.options import (
     levers,
     price_rule,
 )
-from fleetplan.cli.progress import write_stream
+from fleetplan.cli.progress import print_chunks, write_stream
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports.price_provenance import prices_used, with_price_provenance
 from fleetplan.exports.sweep_dataset import sweep_dataset
@@ -112,8 +111,7 @@ def sweep_command(
     if output is None or output.suffix.lower() != ".xlsx":  # a workbook lists prices on Assumptions
         chunks = (with_price_provenance(chunk, chosen) for chunk in chunks)
     if output is None:
-        frame = pd.concat(list(chunks), ignore_index=True)
-        typer.echo(frame.to_csv(index=False), nl=False)
+        print_chunks(chunks, grid.n_rows)
         return
     params = {"gpus": gpu, "models": model, "quants": quant, "kv_quants": kv_quant, "tps": tp, "contexts": context,
               "input_lens": input_len, "output_lens": output_len, "batches": batch, "drop_invalid": drop_invalid,

@@ -20,13 +20,13 @@ from fleetplan.cli.options import (
 )
 from fleetplan.cli.plan import with_price_options
 from fleetplan.cli.progress import progress_bar
-from fleetplan.errors import FleetplanError, InvalidValueError
+from fleetplan.errors import FleetplanError, InvalidValueError, one_line
 from fleetplan.exports import write_plan
 from fleetplan.exports.whatif_cache import run_grid
 from fleetplan.exports.whatif_outputs import write_grid
 from fleetplan.optimizer.scenario_files import validate_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario
-from fleetplan.optimizer.whatif_grid import expand, load_grid
+from fleetplan.optimizer.whatif_grid import check_gpu_ids, expand, load_grid
 from fleetplan.sweeps.distributed import dask_client
 
 
@@ -52,6 +52,9 @@ def whatif_command(
         raise InvalidValueError(message)
     grid, base = load_grid(grid_file)
     base = with_price_options(base, catalog, price_choice, provider, region, max_price_age_days, mix_providers)
+    catalogs = _catalogs(base)
+    if catalogs is not None:
+        check_gpu_ids(grid, catalogs.gpus.index)
     cases = expand(grid)
     folder = output.with_name(output.name + ".cases")
     if not resume and folder.exists():
@@ -68,17 +71,22 @@ def whatif_command(
                metadata={"grid": str(grid_file), "cases": len(cases), "base": grid.base,
                          "price_rule": (base.get("fleet") or {}).get("price_rule", "cheapest")},
                base_usd_per_month=None if plan is None else plan.usd_per_month,
-               catalogs=_catalogs(base),
+               catalogs=catalogs,
                prices_used=None if plan is None else plan.assumptions.get("prices_used"))
     failed = int((~results["status"].isin(["optimal", "time_limit"])).sum())
     typer.echo(f"wrote {output}: {len(results)} scenarios, {failed} infeasible or failed", err=True)
 
 
 def _run(grid, base, cases, folder, workers, scheduler, update, catalogs):
+    def report(text: str) -> None:
+        typer.echo(f"warning: {one_line(text)}", err=True)
+
     if scheduler:
         with dask_client(scheduler=scheduler) as client:
-            return run_grid(grid, base, cases, folder, catalog_paths=catalogs, client=client, progress=update)
-    return run_grid(grid, base, cases, folder, catalog_paths=catalogs, workers=workers, progress=update)
+            return run_grid(grid, base, cases, folder, catalog_paths=catalogs, client=client, progress=update,
+                            report=report)
+    return run_grid(grid, base, cases, folder, catalog_paths=catalogs, workers=workers, progress=update,
+                    report=report)
 
 
 def _catalogs(base: dict):

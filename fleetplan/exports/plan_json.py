@@ -13,6 +13,7 @@ from pathlib import Path
 from fleetplan.catalogs.input_files import read_json
 from fleetplan.errors import InvalidValueError, one_line
 from fleetplan.exports.atomic import atomic_dir, write_text_atomic
+from fleetplan.exports.csv import write_csv
 from fleetplan.optimizer.fleet_plan import FleetPlan
 
 
@@ -32,7 +33,7 @@ def write_plan_csv(plan: FleetPlan, folder: str | os.PathLike) -> Path:
     with atomic_dir(folder) as temporary:
         for name, table in plan.tables().items():
             if not table.empty:
-                write_text_atomic(temporary / f"{name}.csv", table.to_csv(index=False))
+                write_csv(table, temporary / f"{name}.csv")
         scalars = json.dumps(plan.scalars(), indent=1, allow_nan=False)
         write_text_atomic(temporary / "plan.json", scalars + "\n")
     return Path(folder)

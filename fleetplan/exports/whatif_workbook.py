@@ -23,6 +23,7 @@ from openpyxl.chart.marker import Marker
 
 from fleetplan.exports.labels import label_of
 from fleetplan.exports.provenance import provenance
+from fleetplan.exports.sanitize import sheet_name
 from fleetplan.exports.xlsx_common import LABEL_FONT, NOTE_FONT, put, set_widths, title_block, wrap
 from fleetplan.exports.xlsx_package import Book, set_properties
 from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, chart_rows
@@ -135,11 +136,7 @@ def _sheet_notes(axes: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def _sheet_name(text: str, taken: set[str]) -> str:
-    name = re.sub(r"[\[\]:*?/\\]", "_", text)[:28]
-    while name in taken:
-        name = name[:26] + f"_{len(taken)}"
-    taken.add(name)
-    return name
+    return sheet_name(text, taken)
 
 
 def _numeric(values: pd.Series) -> bool:

@@ -27,6 +27,8 @@ from openpyxl.worksheet.filters import AutoFilter
 from openpyxl.worksheet.table import Table, TableColumn, TableStyleInfo
 from openpyxl.worksheet.worksheet import Worksheet
 
+from fleetplan.exports.sanitize import clean_text
+
 # Finance convention: inputs in blue on a pale yellow fill; headers white on dark blue.
 HEADER_FONT = Font(bold=True, color="FFFFFF")
 HEADER_FILL = PatternFill("solid", fgColor="1F4E78")
@@ -52,8 +54,6 @@ _UNIT_FORMATS = {
     "requests/s": DECIMAL, "tokens/month": INTEGER, "tokens": INTEGER, "sequences": INTEGER,
     "GPUs": INTEGER, "replicas": DECIMAL, "nodes": INTEGER, "hours": INTEGER,
 }
-EXCEL_MAX_TEXT = 32_767
-_ILLEGAL_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.]+")
 
 
@@ -76,11 +76,6 @@ def number_format_for(unit: str, integer: bool = False) -> str:
     if integer and unit not in ("fraction",) and not unit.startswith("USD"):
         return INTEGER
     return _UNIT_FORMATS.get(unit, DECIMAL)
-
-
-def clean_text(value: Any) -> str:
-    """``value`` as text a workbook can hold: no XML-illegal characters, Excel's length cap."""
-    return _ILLEGAL_XML.sub("", str(value))[:EXCEL_MAX_TEXT]
 
 
 def plain_value(value: Any) -> Any:

@@ -27,6 +27,7 @@ from openpyxl.utils.cell import get_column_letter
 
 import fleetplan
 from fleetplan.exports.atomic import atomic_path
+from fleetplan.exports.sanitize import property_text
 from fleetplan.exports.xlsx_common import Formulas
 from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, setup_sheet
 from fleetplan.exports.xlsx_rows import BulkSheet
@@ -146,12 +147,12 @@ def set_properties(wb: Workbook, title: str, description: str, keywords: str,
     created = (created or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
     created = created.replace(tzinfo=None, microsecond=0)
     props = wb.properties
-    props.title = title
+    props.title = property_text(title)
     props.subject = "GPU fleet planning"
     props.creator = f"fleetplan {fleetplan.__version__}"
     props.lastModifiedBy = f"fleetplan {fleetplan.__version__}"
-    props.description = description
-    props.keywords = keywords
+    props.description = property_text(description, limit=2000)
+    props.keywords = property_text(keywords)
     props.version = fleetplan.__version__
     props.created = created
     props.modified = created

@@ -18,6 +18,7 @@ from fleetplan.optimizer.marginal_values import COLUMNS as BINDING_COLUMNS
 from fleetplan.optimizer.marginal_values import marginal_values
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.period_merging import merge_identical_periods, spread_periods
+from fleetplan.optimizer.problem_checks import check_problem
 from fleetplan.optimizer.solution_tables import assemble_plan
 from fleetplan.optimizer.solver import SolveOptions
 
@@ -38,6 +39,7 @@ class WhatIfOptions:
 def optimize_problem(problem: Problem, options: SolveOptions | None = None,
                      what_if: WhatIfOptions | None = None, **metadata) -> FleetPlan:
     """Solve ``problem``; an infeasible one is answered by the elastic model with reasons."""
+    check_problem(problem)
     original = problem
     problem, representative = merge_identical_periods(problem)
     plan = _solve(problem, options or SolveOptions(), what_if or WhatIfOptions(enabled=False),

@@ -26,6 +26,10 @@ SolverName = Literal["auto", "highs", "cbc"]
 PROFILE_HOURS = 24
 #: Most workloads one scenario may hold: the MILP grows with workloads x configurations.
 MAX_WORKLOADS = 500
+#: Largest availability cap [GPUs] and own price [USD/GPU-hour] a scenario may give (the price
+#: bound is the prices catalog's).
+MAX_GPUS = 1_000_000
+MAX_USD_PER_GPU_HOUR = 1000.0
 
 _PROFILE_SCHEMA = {
     "anyOf": [{"type": "array", "items": {"type": "number", "minimum": 0},
@@ -37,7 +41,7 @@ _PROFILE_SCHEMA = {
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 class RequestBucket(_Strict):
@@ -45,7 +49,7 @@ class RequestBucket(_Strict):
 
     input_tokens: int = Field(gt=0, le=10_000_000, description="Prompt tokens per request")
     output_tokens: int = Field(gt=0, le=10_000_000, description="Output tokens per request")
-    weight: float = Field(gt=0, description="Relative share of requests (normalized to sum 1)")
+    weight: float = Field(gt=0, le=1e6, description="Relative share of requests (normalized to sum 1)")
 
 
 class Workload(_Strict):
@@ -53,9 +57,9 @@ class Workload(_Strict):
 
     name: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.\-]+$")
     model: str = Field(min_length=1, description="Model id (models catalog)")
-    requests_per_s: float | None = Field(None, gt=0, description="Mean demand [requests/s]")
-    tokens_per_s: float | None = Field(None, gt=0, description="Mean demand [tokens/s]")
-    tokens_per_month: float | None = Field(None, gt=0, description="Demand [tokens/month]")
+    requests_per_s: float | None = Field(None, gt=0, le=1e7, description="Mean demand [requests/s]")
+    tokens_per_s: float | None = Field(None, gt=0, le=1e10, description="Mean demand [tokens/s]")
+    tokens_per_month: float | None = Field(None, gt=0, le=1e16, description="Demand [tokens/month]")
     token_basis: Literal["total", "output"] = Field(
         "total", description="Whether token demand counts prompt + output or output tokens only")
     input_tokens: int | None = Field(None, gt=0, le=10_000_000,
@@ -64,8 +68,8 @@ class Workload(_Strict):
                                       description="Mean output tokens per request")
     histogram: list[RequestBucket] | None = Field(
         None, min_length=1, max_length=400, description="Request sizes as weighted buckets")
-    tpot_slo_ms: float | None = Field(None, gt=0, description="Time per output token SLO [ms]")
-    ttft_slo_ms: float | None = Field(None, gt=0, description="Time to first token SLO [ms]")
+    tpot_slo_ms: float | None = Field(None, gt=0, le=1e5, description="Time per output token SLO [ms]")
+    ttft_slo_ms: float | None = Field(None, gt=0, le=1e6, description="Time to first token SLO [ms]")
     quants: list[str] = Field(["bf16"], min_length=1, description="Allowed quantizations")
     hourly_profile: Annotated[Any, WithJsonSchema(_PROFILE_SCHEMA)] = None
     monthly_growth: float = Field(0.0, gt=-1, le=10,
@@ -129,7 +133,7 @@ class GpuOption(_Strict):
     id: str = Field(min_length=1, description="GPU id (gpus catalog)")
     pricing: list[PricingType] | None = Field(
         None, min_length=1, description="Pricing types allowed for this GPU (default: fleet's)")
-    max_gpus: int | None = Field(None, ge=0, description="Availability cap at any time [GPUs]")
+    max_gpus: int | None = Field(None, ge=0, le=MAX_GPUS, description="Availability cap at any time [GPUs]")
     max_gpus_by_pricing: dict[PricingType, int] | None = Field(
         None, description="Availability cap per pricing type [GPUs]")
     gpus_per_node: int | None = Field(None, ge=1, le=1024,
@@ -146,10 +150,15 @@ class GpuOption(_Strict):
 
     @field_validator("usd_per_gpu_hour", "max_gpus_by_pricing")
     @classmethod
-    def _positive(cls, value: dict | None) -> dict | None:
+    def _positive(cls, value: dict | None, info) -> dict | None:
+        high = MAX_USD_PER_GPU_HOUR if info.field_name == "usd_per_gpu_hour" else MAX_GPUS
         for pricing, number in (value or {}).items():
-            if not math.isfinite(number) or number < 0:
-                message = f"{pricing}: must be >= 0, got {number!r}"
+            if not math.isfinite(number):
+                message = f"{pricing}: must be a finite number, got {number}"
+                raise ValueError(message)
+            if number < 0 or number > high:
+                bound = ">= 0" if number < 0 else f"<= {high:g}"
+                message = f"{pricing}: must be {bound}, got {number:g}"
                 raise ValueError(message)
         return value
 
@@ -200,7 +209,7 @@ class Fleet(_Strict):
     spot_max_share: float | None = Field(None, ge=0, le=1,
                                          description="Largest share of GPUs that may be spot")
     whole_nodes: bool = Field(False, description="Buy GPUs in whole nodes (gpus_per_node)")
-    budget_usd_per_month: float | None = Field(None, gt=0, description="Budget cap [USD/month]")
+    budget_usd_per_month: float | None = Field(None, gt=0, le=1e10, description="Budget cap [USD/month]")
     target_utilization: float = Field(0.8, gt=0, le=1,
                                       description="Share of a replica's capacity planned")
     horizon_months: int = Field(12, ge=1, le=120, description="Planning horizon [months]")
@@ -233,7 +242,7 @@ class WhatIf(_Strict):
     enabled: bool = Field(True, description="Measure savings of relaxing binding constraints")
     tpot_slo_factor: float = Field(1.5, gt=1, le=100,
                                    description="Looser TPOT SLO tried per workload (x SLO)")
-    time_limit_s: float = Field(10.0, gt=0, description="Time limit of each re-solve [s]")
+    time_limit_s: float = Field(10.0, gt=0, le=86400, description="Time limit of each re-solve [s]")
 
 
 class SolverOptions(_Strict):

@@ -12,9 +12,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
 import pandas as pd
+from pydantic import BaseModel, ValidationError
 
 from fleetplan.catalogs.input_files import read_csv_table, read_mapping
 from fleetplan.errors import ScenarioError
@@ -37,9 +36,9 @@ def field_path(location: tuple) -> str:
     return text or "(top level)"
 
 
-def _model_at(location: tuple) -> type[BaseModel] | None:
-    """The pydantic model class that holds the last field of ``location``."""
-    model: Any = Scenario
+def _model_at(location: tuple, root: type[BaseModel] = Scenario) -> type[BaseModel] | None:
+    """The pydantic model class that holds the last field of ``location`` (from ``root``)."""
+    model: Any = root
     for part in location[:-1]:
         if isinstance(part, int):
             continue
@@ -65,8 +64,8 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def error_message(error: dict) -> str:
-    """One pydantic error as ``<path>: <what is wrong>``."""
+def error_message(error: dict, root: type[BaseModel] = Scenario) -> str:
+    """One pydantic error as ``<path>: <what is wrong>`` (``root``: the model validated)."""
     kind, location = error["type"], tuple(error["loc"])
     context, value = error.get("ctx", {}), error.get("input")
     path = field_path(location)
@@ -76,7 +75,7 @@ def error_message(error: dict) -> str:
     if kind == "missing":
         return f"{path}: is required"
     if kind == "extra_forbidden":
-        return _unknown_field(location)
+        return _unknown_field(location, root)
     if kind == "literal_error":
         return f"{path}: must be {context.get('expected')}, got {_shown(value)}"
     if kind == "value_error":
@@ -86,8 +85,8 @@ def error_message(error: dict) -> str:
     return f"{path}: {message}, got {_shown(value)}"
 
 
-def _unknown_field(location: tuple) -> str:
-    name, model = str(location[-1]), _model_at(location)
+def _unknown_field(location: tuple, root: type[BaseModel] = Scenario) -> str:
+    name, model = str(location[-1]), _model_at(location, root)
     valid = sorted(model.model_fields) if model is not None else []
     close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
     hint = f"; did you mean '{close[0]}'?" if close else ""

@@ -37,6 +37,11 @@ def resolve_ids(catalogs, kind: str, names, *, field: str | None = None) -> list
     return list(dict.fromkeys(catalogs.require(kind, names)))
 
 
+#: Most values one axis may hold: a longer one is a typo (a missing step) and would build a
+#: grid of billions of rows.
+MAX_AXIS_VALUES = 100_000
+
+
 def parse_axis(text: str) -> list[int]:
     """Integers from a CLI axis: ``"1,2,8"``, ``"1-512"`` (powers of two), ``"128-4096:128"`` (step).
 
@@ -53,6 +58,9 @@ def parse_axis(text: str) -> list[int]:
         else:
             message = f"'{part.strip()}' is not a whole number or a range such as 1-512 or 128-4096:128"
             raise InvalidValueError(message)
+        if len(values) > MAX_AXIS_VALUES:
+            message = f"'{text}' has more than {MAX_AXIS_VALUES:,} values; an axis holds at most {MAX_AXIS_VALUES:,}"
+            raise InvalidValueError(message)
     return values
 
 
@@ -62,6 +70,11 @@ def _expand_range(text: str, low: str, high: str, step: str | None) -> list[int]
         message = f"range '{text.strip()}' must go from a positive start up to an end >= start"
         raise InvalidValueError(message)
     if step is not None:
+        count = (high_value - low_value) // int(step) + 1
+        if count > MAX_AXIS_VALUES:
+            message = (f"range '{text.strip()}' has {count:,} values; an axis holds at most "
+                       f"{MAX_AXIS_VALUES:,} (use a larger step)")
+            raise InvalidValueError(message)
         return list(range(low_value, high_value + 1, int(step)))
     values, value = [], low_value
     while value <= high_value:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from fleetplan.errors import InvalidValueError
 from fleetplan.sweeps import disaggregation_rows, row_kernel
 from fleetplan.sweeps.assumptions import LEVERS, assumptions_from
 from fleetplan.sweeps.columns import DISAGGREGATION_COLUMNS, DISAGGREGATION_KEYS
@@ -34,6 +35,10 @@ from fleetplan.sweeps.sweep_table import as_frame, build_table, column_arrays, e
 log = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_ROWS = 1_000_000
+#: Largest sweep ``sweep`` builds in memory by default [rows], and the memory one row takes
+#: there [bytes] (about 30 columns of 8 bytes): 10 M rows is about 2.6 GB.
+DEFAULT_MAX_ROWS = 10_000_000
+BYTES_PER_ROW = 256
 
 
 @dataclass(frozen=True)
@@ -159,6 +164,15 @@ def _config_keys(catalogs, ids: dict, kv_quants, tps, levers: dict, prefill: pd.
     return keys[CONFIG_KEYS + list(levers) + (list(DISAGGREGATION_KEYS) if prefill is not None else [])]
 
 
+def check_rows(n_rows: int, max_rows: int | None) -> None:
+    """Refuse a table of ``n_rows`` rows held in memory when it is more than ``max_rows``."""
+    if max_rows is not None and n_rows > max_rows:
+        gigabytes = n_rows * BYTES_PER_ROW / 1e9
+        message = (f"the sweep has {n_rows:,} rows (about {gigabytes:,.1f} GB in memory), more than "
+                   f"max_rows {max_rows:,}: stream it with iter_sweep, or pass a larger max_rows")
+        raise InvalidValueError(message)
+
+
 def iter_sweep(gpus, models, quants, *, chunk_rows: int = DEFAULT_CHUNK_ROWS, drop_invalid: bool = False,
                grid: Grid | None = None, configs: slice | None = None, **axes) -> Iterator[pd.DataFrame]:
     """Yield the sweep table in chunks of at most ``chunk_rows`` rows (same columns as ``sweep``);
@@ -174,7 +188,7 @@ def iter_sweep(gpus, models, quants, *, chunk_rows: int = DEFAULT_CHUNK_ROWS, dr
 def sweep(gpus: Sequence[str], models: Sequence[str], quants: Sequence[str] = ("bf16",), *,
           tps=(1,), contexts=(2048,), batches=(1,), kv_quants=None, input_lens=None,
           output_lens=(256,), catalogs=None, drop_invalid: bool = False, prefill_gpus=None, prefill_tps=None,
-          **overrides) -> pd.DataFrame:
+          max_rows: int | None = DEFAULT_MAX_ROWS, **overrides) -> pd.DataFrame:
     """Evaluate every combination of the axes; one row per configuration.
 
     Columns and units are ``fleetplan.sweeps.columns.SWEEP_COLUMNS``. Rows that cannot run or do
@@ -182,7 +196,9 @@ def sweep(gpus: Sequence[str], models: Sequence[str], quants: Sequence[str] = ("
     ``overrides`` are model assumptions (``mbu``, ``mfu``, ``step_overhead_ms``,
     ``reserve_fraction``, ``usd_per_gpu_hour``, ...; see ``Assumptions``). ``prefill_gpus`` and
     ``prefill_tps`` sweep prefill/decode disaggregation (see ``make_grid``), adding the columns
-    ``columns.DISAGGREGATION_COLUMNS``.
+    ``columns.DISAGGREGATION_COLUMNS``. The whole table is built in memory: a grid of more than
+    ``max_rows`` rows is refused before anything is allocated (``iter_sweep`` streams any size;
+    ``max_rows=None`` lifts the limit).
 
     >>> df = sweep(["h100-sxm"], ["llama-3.1-8b"], batches=[1, 64])
     >>> df[["gpu", "batch", "fits"]].to_dict("records")[1]
@@ -191,6 +207,7 @@ def sweep(gpus: Sequence[str], models: Sequence[str], quants: Sequence[str] = ("
     grid = make_grid(gpus, models, quants, tps=tps, contexts=contexts, batches=batches, kv_quants=kv_quants,
                      input_lens=input_lens, output_lens=output_lens, catalogs=catalogs, prefill_gpus=prefill_gpus,
                      prefill_tps=prefill_tps, **overrides)
+    check_rows(grid.n_rows, max_rows)
     constants, offset, categories = as_arrays(grid.configs), 0, {}
     out = empty_arrays(grid.n_rows, grid.extra_columns)
     for rows in grid.blocks(DEFAULT_CHUNK_ROWS):  # blocks fill one preallocated table in place

@@ -150,9 +150,3 @@ def temporaries(folder: Path) -> list[str]:
 
 __all__ = ["HOSTILE_TEXT", "Result", "Sandbox", "all_files", "assert_clean_failure", "formula_cells",
            "temporaries", "tiny_scenario", "os"]
-
-
-def pytest_collection_modifyitems(config, items):
-    from tests.adversarial.known_gaps import mark_known_gaps
-
-    mark_known_gaps(items)

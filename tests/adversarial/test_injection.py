@@ -17,12 +17,12 @@ import pytest
 
 from tests.adversarial.conftest import HOSTILE_TEXT, all_files, formula_cells, tiny_scenario
 
-PRICE_HEADER = "gpu,provider,region,pricing_type,usd_per_gpu_hour,instance,source,as_of,notes\n"
+PRICE_HEADER = "gpu,provider,region,pricing_type,usd_per_gpu_hour,instance,includes_host,source,as_of,notes\n"
 
 
 def price_override(sandbox, text: str):
     quoted = '"' + text.replace('"', '""') + '"'
-    return sandbox.write("prices.csv", PRICE_HEADER + f"l40s,{quoted},eu-1,on_demand,0.9,{quoted},{quoted},"
+    return sandbox.write("prices.csv", PRICE_HEADER + f"l40s,{quoted},eu-1,on_demand,0.9,{quoted},false,{quoted},"
                                                       f"2026-11-01,{quoted}\n")
 
 
@@ -30,10 +30,13 @@ def price_override(sandbox, text: str):
 @pytest.mark.parametrize("suffix", [".xlsx", ".csv", ".json", ".parquet"])
 def test_plan_outputs_keep_a_hostile_scenario_name_as_text(sandbox, text, suffix):
     catalog = price_override(sandbox, text)
-    path = sandbox.scenario(name=text, description=text, catalogs=[catalog.name])
+    path = sandbox.scenario(edit=lambda data: data.update(name=text, description=text, catalogs=[catalog.name]))
+    inputs = set(all_files(sandbox.folder))
     result = sandbox.run("plan", path, "-q", "-o", "plan" + suffix)
     assert result.code == 0, result.err
-    for output in all_files(sandbox.folder):
+    outputs = [output for output in all_files(sandbox.folder) if output not in inputs]
+    assert outputs
+    for output in outputs:
         if output.suffix in (".csv", ".xlsx"):
             assert formula_cells(output) == [], output
     if suffix == ".xlsx":
@@ -90,7 +93,7 @@ def test_a_newline_in_an_id_cannot_forge_a_second_error_line(sandbox):
 
 
 def test_a_vertical_tab_in_the_scenario_name_still_opens(sandbox):
-    path = sandbox.scenario(name="fleet\x0bplan")
+    path = sandbox.scenario(edit=lambda data: data.update(name="fleet\x0bplan"))
     assert sandbox.run("plan", path, "-q", "-o", "plan.xlsx").code == 0
     book = openpyxl.load_workbook(sandbox.path("plan.xlsx"))
     assert book.properties.title is not None and "\x0b" not in book.properties.title

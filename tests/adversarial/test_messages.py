@@ -13,8 +13,6 @@ import pytest
      r"unknown quant 'fp9'; did you mean"),
     (["estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--kv-quant", "fp7", "--batch", "1"],
      r"unknown quant 'fp7'; did you mean"),
-    (["estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--engine", "vlm", "--batch", "1"],
-     r"unknown engine.*'vlm'; did you mean"),
     (["sweep", "--gpu", "l4s", "--model", "llama-3.1-8b"], r"unknown gpu 'l4s'; did you mean"),
     (["compare", "--model", "llama-3.1-8b", "--gpus", "mi300", "--demand-req-s", "1"],
      r"unknown gpu 'mi300'; did you mean"),
@@ -35,13 +33,24 @@ def workload(field, value):
     (workload("model", "llama-3-8b"), r"workloads\[0\]\.model: unknown model .*did you mean"),
     (workload("quants", ["bf16", "fp88"]), r"workloads\[0\]\.quants: unknown quant 'fp88'; did you mean"),
     (lambda d: d["fleet"].update(gpus=["l40"]), r"fleet\.gpus\[0\]\.id: unknown gpu 'l40'; did you mean"),
-    (lambda d: d["fleet"].update(engine="trtllm"), r"fleet\.engine: unknown engine.*did you mean"),
+    (lambda d: d["fleet"].update(engine="trtllm"), r"fleet\.engine: unknown engine.*'trtllm' \(valid: \*\)"),
     (lambda d: d["fleet"].update(pricing=["ondemand"]), r"fleet\.pricing\[0\].*on_demand"),
     (lambda d: d["fleet"].update(gpu=["l40s"]), r"fleet\.gpu: unknown field; did you mean 'gpus'"),
 ])
 def test_unknown_names_in_a_scenario(sandbox, edit, pattern):
     path = sandbox.scenario(edit=edit)
     sandbox.fails(["plan", path, "-q", "-o", "plan.json"], 2, pattern)
+
+
+ENGINE_ROWS = ("engine,gpu,precision,mbu,mfu,step_overhead_ms,tp_scaling,request_overhead_ms,n_points,source,as_of\n"
+               "vllm,*,*,0.7,0.4,1.0,0.9,0,0,our fit,2026-11-01\n")
+
+
+def test_unknown_engine_gets_did_you_mean_among_the_catalog_engines(sandbox):
+    """The shipped catalog has only the any-engine rows (*); a user's calibrated engine is offered."""
+    rows = sandbox.write("engines.csv", ENGINE_ROWS)
+    sandbox.fails(["estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--engine", "vlm", "--batch", "1",
+                   "--catalog", rows], 2, r"unknown engine.*'vlm'; did you mean 'vllm'")
 
 
 def test_unknown_gpu_in_cases_file(sandbox):
@@ -81,3 +90,10 @@ def test_rounding_never_contradicts_the_comparison(sandbox):
     text = result.out + result.err
     assert "5.01 ms is below the best achievable 5 ms" not in text
     assert "below the best achievable 5.0" not in text or "5.01" not in text
+
+
+def test_unknown_gpu_in_an_allowed_set(sandbox):
+    base = sandbox.scenario("base.yaml")
+    grid = sandbox.write("grid.yaml", f"base: {base.name}\naxes:\n  allowed_gpus: {{nv: [l40s, h100-sx]}}\n")
+    sandbox.fails(["whatif", grid, "-o", "grid.csv", "--workers", "1"], 2,
+                  r"axes\.allowed_gpus\.nv: unknown gpu 'h100-sx'; did you mean 'h100-sxm'")

@@ -33,8 +33,8 @@ def test_an_edited_base_scenario_is_solved_again(sandbox):
 def test_edited_catalogs_are_solved_again(sandbox):
     grid = grid_file(sandbox, 2.0)
     first, _ = run_grid(sandbox, grid)
-    sandbox.write("prices.csv", "gpu,provider,region,pricing_type,usd_per_gpu_hour,source,as_of\n"
-                                "l40s,quote,eu,on_demand,50.0,our quote,2026-11-01\n")
+    sandbox.write("prices.csv", "gpu,provider,region,pricing_type,usd_per_gpu_hour,instance,includes_host,source,"
+                                "as_of\nl40s,quote,eu,on_demand,50.0,x,false,our quote,2026-11-01\n")
     text = sandbox.path("base.yaml").read_text() + "catalogs: [prices.csv]\n"
     sandbox.write("base.yaml", text)
     second, _ = run_grid(sandbox, grid)
@@ -61,3 +61,14 @@ def test_stale_temporaries_of_a_killed_run_are_removed_by_the_next(sandbox):
                          "-o", "grid.parquet")
     assert result.code == 0, result.err
     assert temporaries(sandbox.folder) == [".other-tool.tmp"]
+
+
+def test_an_edited_catalog_file_alone_is_solved_again(sandbox):
+    header = "gpu,provider,region,pricing_type,usd_per_gpu_hour,instance,includes_host,source,as_of\n"
+    sandbox.write("prices.csv", header + "l40s,quote,eu,on_demand,1.0,x,false,our quote,2026-11-01\n")
+    base = sandbox.scenario("base.yaml", catalogs=["prices.csv"])
+    grid = sandbox.write("grid.yaml", f"base: {base.name}\naxes:\n  demand_multiplier: [1.0]\n")
+    first, _ = run_grid(sandbox, grid)
+    sandbox.write("prices.csv", header + "l40s,quote,eu,on_demand,5.0,x,false,our quote,2026-11-01\n")
+    second, _ = run_grid(sandbox, grid)
+    assert second["usd_per_month"].iloc[0] > first["usd_per_month"].iloc[0] * 3
