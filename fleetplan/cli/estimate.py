@@ -32,10 +32,9 @@ from fleetplan.cli.options import (
 )
 from fleetplan.cli.progress import write_stream
 from fleetplan.errors import InvalidValueError
-from fleetplan.sweeps.columns import LEVER_COLUMNS, SWEEP_COLUMNS
+from fleetplan.sweeps.columns import LEVER_COLUMNS, LOAD_COLUMNS, SWEEP_COLUMNS
 from fleetplan.sweeps.disaggregation import disaggregated
 from fleetplan.sweeps.estimate import estimate_cases
-from fleetplan.sweeps.estimate_under_load import LOAD_COLUMNS
 
 
 def estimate_command(

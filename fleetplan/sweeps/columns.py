@@ -69,5 +69,16 @@ DISAGGREGATION_COLUMNS: dict[str, Column] = {
     "kv_transfer_ms": Column("float64", "ms", "Time to move a prompt's KV cache to the decode replica"),
 }
 
+# Columns ``estimate_cases`` adds for the load modes ("rate", "max_rate"); NaN in other modes.
+LOAD_COLUMNS: dict[str, Column] = {
+    "rate_req_s": Column("float64", "requests/s", "Request rate the case is evaluated at (given, or the largest meeting the SLOs)"),
+    "capacity_req_s": Column("float64", "requests/s", "Largest sustainable request rate of one replica"),
+    "utilization": Column("float64", "fraction", "rate_req_s / capacity_req_s"),
+    "tpot_p90_ms": Column("float64", "ms", "90th percentile of the inter-token latency under load"),
+    "tpot_p99_ms": Column("float64", "ms", "99th percentile of the inter-token latency under load"),
+    "ttft_p90_ms": Column("float64", "ms", "90th percentile of TTFT under load"),
+    "ttft_p99_ms": Column("float64", "ms", "99th percentile of TTFT under load"),
+}
+
 #: Every column a sweep table may have, for lookups of units, descriptions and types.
 ALL_SWEEP_COLUMNS: dict[str, Column] = {**SWEEP_COLUMNS, **LEVER_COLUMNS, **DISAGGREGATION_COLUMNS}

@@ -1,5 +1,6 @@
 """Serving configurations: one row per (gpu, model, quant, kv_quant, tp) with every constant the
-row kernel needs, gathered from the catalogs once so that the grid itself is pure array work.
+row kernel needs, gathered from the catalogs once so that the grid itself is pure array work
+(the kernel reads them as ``ReplicaConstants.from_frame(frame)``).
 
 A configuration that cannot run (precision not native, TP not dividing the heads, a KV format
 that cannot hold a cache, TP wider than a node) keeps its row with a ``config_reason``.
@@ -10,15 +11,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fleetplan.catalogs import Catalogs
 from fleetplan.catalogs.prices import median_price_usd_per_gpu_hour
-from fleetplan.sweeps import latency, memory
+from fleetplan.sweeps import levers, memory
 from fleetplan.sweeps.assumptions import LEVERS, Assumptions, check_engine, efficiency_for
+from fleetplan.sweeps.replica_constants import PREFILL_PREFIX
 
 CONFIG_KEYS = ["gpu", "model", "quant", "kv_quant", "tp"]
-PREFILL_PREFIX = "prefill."  # prefill replica constants next to a disaggregated configuration's own
 
 
-def config_frame(catalogs, keys: pd.DataFrame, assumptions: Assumptions,
+def config_frame(catalogs: Catalogs, keys: pd.DataFrame, assumptions: Assumptions,
                  per_config: pd.DataFrame | None = None) -> pd.DataFrame:
     """Configuration constants for each row of ``keys`` (columns ``CONFIG_KEYS``).
 
@@ -42,7 +44,7 @@ def config_frame(catalogs, keys: pd.DataFrame, assumptions: Assumptions,
     frame["bytes_per_weight"] = quants["bytes_per_weight"].to_numpy(dtype=float)
     _add_factors(frame, catalogs, assumptions, per_config)
     _add_levers(frame, assumptions, per_config, quants["weight_only"].to_numpy(dtype=bool))
-    per_stage = latency.stage_fraction(frame["n_layers"], frame["pp"])  # layers on the busiest stage
+    per_stage = levers.stage_fraction(frame["n_layers"], frame["pp"])  # layers on the busiest stage
     frame["kv_bytes_per_token_model"] = _kv_bytes_per_token_model(models, kv_quants)
     shard = memory.kv_shard_fraction(models["n_kv_heads"].to_numpy(dtype=float), frame["tp"].to_numpy(dtype=float),
                                      (models["attention"] == "mla").to_numpy())
@@ -52,7 +54,7 @@ def config_frame(catalogs, keys: pd.DataFrame, assumptions: Assumptions,
     return frame
 
 
-def with_prefill_side(catalogs, frame: pd.DataFrame, assumptions: Assumptions, levers=()) -> pd.DataFrame:
+def with_prefill_side(catalogs: Catalogs, frame: pd.DataFrame, assumptions: Assumptions, levers=()) -> pd.DataFrame:
     """``frame`` (with ``prefill_gpu``, ``prefill_tp``) plus its prefill replica's numeric constants,
     prefixed ``prefill.``, from a second ``config_frame`` of (prefill_gpu, model, quant, kv_quant,
     prefill_tp, same levers).
@@ -94,7 +96,7 @@ def _kv_bytes_per_token_model(models: pd.DataFrame, kv_quants: pd.DataFrame) -> 
     return np.where((models["attention"] == "mla").to_numpy(), latent, dense)
 
 
-def _add_factors(frame: pd.DataFrame, catalogs, assumptions: Assumptions, per_config) -> None:
+def _add_factors(frame: pd.DataFrame, catalogs: Catalogs, assumptions: Assumptions, per_config) -> None:
     check_engine(catalogs.efficiency, assumptions.engine)
     engine = assumptions.engine
     if per_config is not None and "engine" in per_config:  # per case (e.g. a measurement's engine)
@@ -178,9 +180,3 @@ def _config_reasons(frame, gpus, models, quants, kv_quants) -> np.ndarray:
     for failed, message in reversed(checks):
         reason = np.where(failed, message.to_numpy(dtype=object), reason)
     return reason
-
-
-def as_arrays(frame: pd.DataFrame) -> dict[str, np.ndarray]:
-    """Numeric configuration columns as float arrays, the kernel's input."""
-    numeric = frame.select_dtypes(include="number")
-    return {name: numeric[name].to_numpy(dtype=float) for name in numeric.columns}

@@ -1,24 +1,30 @@
-"""``estimate_cases``: one operating point per case (a fixed batch, the knee under SLOs, or the
-offline memory-limited ceiling), for single estimates and bulk procurement comparisons alike.
+"""``estimate_cases``: one operating point per case (a fixed batch, the knee under SLOs, the
+offline memory-limited ceiling, a request rate, or the largest rate meeting the SLOs), for single
+estimates and bulk procurement comparisons alike.
 
 Each case becomes its own configuration, so per-case overrides (mbu, mfu, price) apply naturally;
-all cases are evaluated together by the same vectorized kernel as the sweep.
+all cases are evaluated together by the same vectorized kernel as the sweep. The load modes
+("rate", "max_rate") take latency under load from ``fleetplan.sweeps.queueing``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
+from fleetplan.catalogs import Catalogs
 from fleetplan.errors import InvalidValueError
-from fleetplan.sweeps import operating_points, row_kernel
+from fleetplan.sweeps import operating_points, queueing, row_kernel, throughput
 from fleetplan.sweeps.assumptions import LEVER_RANGES, assumptions_from
-from fleetplan.sweeps.columns import SWEEP_COLUMNS
-from fleetplan.sweeps.configurations import CONFIG_KEYS, as_arrays, config_frame
-from fleetplan.sweeps.estimate_under_load import LOAD_COLUMNS, LOAD_MODES, apply_load, evaluate_load
+from fleetplan.sweeps.columns import LOAD_COLUMNS, SWEEP_COLUMNS
+from fleetplan.sweeps.configurations import CONFIG_KEYS, config_frame
 from fleetplan.sweeps.inputs import catalog_or_default
+from fleetplan.sweeps.replica_constants import ReplicaConstants
 from fleetplan.sweeps.sweep_table import build_table
 
+LOAD_MODES = ("rate", "max_rate")
 REQUIRED = ("gpu", "model", "quant", "tp", "input_len", "output_len")
 OPTIONAL_NUMBERS = {  # column -> (low, low inclusive, high)
     "batch": (1, True, 10_000_000), "tpot_slo_ms": (0, False, 1e7), "ttft_slo_ms": (0, False, 1e8),
@@ -32,18 +38,41 @@ LEVER_NUMBERS = {name: (low, True, high) for name, (low, high, _) in LEVER_RANGE
 
 
 def mean_context_len(input_len, output_len):
-    """Mean tokens in a sequence's KV cache over its decode: ``S + G / 2`` [tokens].
+    """Mean tokens in a sequence's KV cache over its decode.
 
+    Parameters
+    ----------
+    input_len : int or array
+        Prompt tokens, S [tokens].
+    output_len : int or array
+        Output tokens, G [tokens].
+
+    Returns
+    -------
+    float or array
+        Mean cached tokens per sequence, rounded up [tokens].
+
+    Notes
+    -----
     Under continuous batching requests are at every stage of their decode, so the cache holds on
-    average the prompt plus half the output.
+    average the prompt plus half the output:
 
+    .. math:: \\bar L = \\lceil S + G / 2 \\rceil
+
+    References
+    ----------
+    .. [1] Kwon et al., "Efficient Memory Management for Large Language Model Serving with
+       PagedAttention", SOSP 2023, arXiv:2309.06180 (KV cache growing with each generated token).
+
+    Examples
+    --------
     >>> int(mean_context_len(1000, 2000))
     2000
     """
     return np.ceil(np.asarray(input_len, dtype=float) + np.asarray(output_len, dtype=float) / 2.0)
 
 
-def estimate_cases(cases: pd.DataFrame, catalogs=None, **overrides) -> pd.DataFrame:
+def estimate_cases(cases: pd.DataFrame, catalogs: Catalogs | None = None, **overrides) -> pd.DataFrame:
     """Evaluate each case at its operating point; inputs are repeated, metrics appended.
 
     Columns: gpu, model, quant, tp, input_len, output_len (required); kv_quant, batch, tpot_slo_ms,
@@ -78,7 +107,7 @@ def estimate_cases(cases: pd.DataFrame, catalogs=None, **overrides) -> pd.DataFr
                       table[extra]], axis=1)
 
 
-def case_arrays(cases: pd.DataFrame, catalogs=None, **overrides):
+def case_arrays(cases: pd.DataFrame, catalogs: Catalogs | None = None, **overrides):
     """Validated cases, their configuration table and constants, and their kernel rows (batch 0)."""
     catalogs = catalog_or_default(catalogs)
     cases = _checked(cases, catalogs)
@@ -87,10 +116,10 @@ def case_arrays(cases: pd.DataFrame, catalogs=None, **overrides):
     context_len = mean_context_len(cases["input_len"], cases["output_len"]).astype(np.int64)
     rows = row_kernel.Rows(np.arange(n), context_len, cases["input_len"].to_numpy(np.int64),
                        cases["output_len"].to_numpy(np.int64), np.zeros(n))
-    return cases, configs, as_arrays(configs), rows
+    return cases, configs, ReplicaConstants.from_frame(configs), rows
 
 
-def _operating_batch(c, rows, cases):
+def _operating_batch(c: ReplicaConstants, rows, cases):
     mode = cases["mode"].to_numpy()
     tpot_slo = cases["tpot_slo_ms"].to_numpy(dtype=float)
     ttft_slo = cases["ttft_slo_ms"].to_numpy(dtype=float)
@@ -104,7 +133,7 @@ def _operating_batch(c, rows, cases):
     return batch, reason
 
 
-def _checked(cases: pd.DataFrame, catalogs) -> pd.DataFrame:
+def _checked(cases: pd.DataFrame, catalogs: Catalogs) -> pd.DataFrame:
     """Validated copy of ``cases`` with ids canonical and optional columns filled."""
     if not isinstance(cases, pd.DataFrame) or cases.empty:
         message = "cases must be a non-empty table with columns " + ", ".join(REQUIRED)
@@ -178,3 +207,65 @@ def _modes(cases: pd.DataFrame) -> np.ndarray:
             message = f"cases row {row + 1}, column {column}: mode '{wanted}' needs a {column}"
             raise InvalidValueError(message)
     return mode
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The load model evaluated once for every case: rate (NaN outside the load modes), the
+    replica's state at that rate and its capacity."""
+
+    rate: np.ndarray
+    state: dict
+    capacity: np.ndarray
+
+    def batch(self) -> np.ndarray:
+        """The decode batch the rate sustains (Little's law), at least one sequence [sequences]."""
+        return np.maximum(np.round(np.nan_to_num(self.state["batch"])), 1).astype(np.int64)
+
+    def reasons(self) -> np.ndarray:
+        """Why a load-mode case cannot be served: a rate at or beyond the replica's capacity."""
+        reason = np.full(len(self.rate), "", dtype=object)
+        over = ~np.isnan(self.rate) & (self.rate >= self.capacity) & (self.rate > 0)
+        reason[over] = [f"rate {r:g} req/s is at or beyond the capacity {m:.3g} req/s"
+                        for r, m in zip(self.rate[over], self.capacity[over])]
+        return reason
+
+
+def evaluate_load(c: ReplicaConstants, rows, cases: pd.DataFrame) -> Loaded | None:
+    """The load model for the cases in a load mode; None when there are none."""
+    mode = cases["mode"].to_numpy()
+    if not np.isin(mode, LOAD_MODES).any():
+        return None
+    rate = np.full(len(cases), np.nan)
+    given = mode == "rate"
+    rate[given] = cases["rate_req_s"].to_numpy(dtype=float)[given]
+    searched = mode == "max_rate"
+    if searched.any():
+        best = queueing.max_rate_under_slo(c, rows, cases["tpot_slo_ms"].to_numpy(dtype=float),
+                                       cases["ttft_slo_ms"].to_numpy(dtype=float))
+        rate[searched] = best[searched]
+    return Loaded(rate, queueing.at_rate(c, rows, np.nan_to_num(rate)), queueing.capacity_req_s(c, rows))
+
+
+def apply_load(table: pd.DataFrame, loaded: Loaded, c: ReplicaConstants, rows) -> pd.DataFrame:
+    """Replace latency, throughput and cost of the load-mode rows by their values at the rate."""
+    rate, state = loaded.rate, loaded.state
+    served = np.where(state["stable"], rate, np.nan)
+    updates = {
+        "tpot_ms": state["tpot_ms"], "ttft_ms": state["ttft_ms"], "req_s": served,
+        "output_tok_s": served * rows.output_len, "decode_tok_s": served * rows.output_len,
+        "decode_tok_s_per_gpu": served * rows.output_len / c.gpus,
+        "usd_per_m_output_tokens": throughput.usd_per_m_tokens(table["usd_per_hour"], served * rows.output_len),
+        "usd_per_m_total_tokens": throughput.usd_per_m_tokens(
+            table["usd_per_hour"], served * (rows.input_len + rows.output_len)),
+        "usd_per_k_requests": throughput.usd_per_k_requests(table["usd_per_hour"], served),
+        "rate_req_s": rate, "capacity_req_s": loaded.capacity,
+        "utilization": throughput.safe_divide(rate, loaded.capacity),
+        **{name: state[name] for name in list(LOAD_COLUMNS)[3:]},
+    }
+    chosen = ~np.isnan(rate)
+    for name, values in updates.items():
+        column = table[name].to_numpy(dtype=float, copy=True) if name in table else np.full(len(table), np.nan)
+        column[chosen] = np.asarray(values, dtype=float)[chosen]
+        table[name] = column
+    return table

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
+from fleetplan.catalogs import Catalogs
 from fleetplan.sweeps.assumptions import WILDCARD
 from fleetplan.sweeps.measurements import predict_rows
 
@@ -29,7 +30,7 @@ def constant_factors(rows: pd.DataFrame, theta) -> pd.DataFrame:
     return pd.DataFrame({name: theta[i] for i, name in enumerate(FACTORS)}, index=rows.index)
 
 
-def _residuals(theta, rows, catalogs) -> np.ndarray:
+def _residuals(theta, rows, catalogs: Catalogs) -> np.ndarray:
     predicted = predict_rows(rows, catalogs, constant_factors(rows, theta))
     data = np.log(predicted / rows["value"].to_numpy(dtype=float))
     prior = [np.log(theta[i] / PRIOR[name]) / PRIOR_SIGMA[name] if name in _LOG_FACTORS
@@ -37,7 +38,7 @@ def _residuals(theta, rows, catalogs) -> np.ndarray:
     return np.concatenate([np.nan_to_num(data, nan=10.0), prior])
 
 
-def fit_factors(rows: pd.DataFrame, catalogs=None) -> dict[str, float]:
+def fit_factors(rows: pd.DataFrame, catalogs: Catalogs | None = None) -> dict[str, float]:
     """Factors that best explain the measured ``rows`` (columns as ``load_measurements``; rows the model
     cannot predict must have been left out, see ``calibration.predictable``)."""
     start = [PRIOR[name] for name in FACTORS]
@@ -45,7 +46,7 @@ def fit_factors(rows: pd.DataFrame, catalogs=None) -> dict[str, float]:
     return dict(zip(FACTORS, result.x))
 
 
-def fit_by_gpu(rows: pd.DataFrame, catalogs, engine: str = WILDCARD) -> pd.DataFrame:
+def fit_by_gpu(rows: pd.DataFrame, catalogs: Catalogs, engine: str = WILDCARD) -> pd.DataFrame:
     """One fit per (GPU, weight quantization) group, keyed like the efficiency catalog by
     (engine, GPU, compute precision)."""
     fitted = []
@@ -56,7 +57,7 @@ def fit_by_gpu(rows: pd.DataFrame, catalogs, engine: str = WILDCARD) -> pd.DataF
     return pd.DataFrame(fitted)
 
 
-def fit_profiles(rows: pd.DataFrame, catalogs) -> pd.DataFrame:
+def fit_profiles(rows: pd.DataFrame, catalogs: Catalogs) -> pd.DataFrame:
     """Efficiency rows fitted to ``rows``: per (GPU, precision) over every engine (engine ``*``),
     and, when the rows come from two or more engines, per (engine, GPU, precision) as well, so that
     each engine gets its own profile and any other engine the pooled one."""
@@ -68,7 +69,7 @@ def fit_profiles(rows: pd.DataFrame, catalogs) -> pd.DataFrame:
     return pd.concat([pooled, *per_engine], ignore_index=True)
 
 
-def factors_for_rows(rows: pd.DataFrame, groups: pd.DataFrame, catalogs) -> pd.DataFrame:
+def factors_for_rows(rows: pd.DataFrame, groups: pd.DataFrame, catalogs: Catalogs) -> pd.DataFrame:
     """Each row's fitted factors from ``fit_profiles`` or ``fit_by_gpu`` output, matched on GPU and
     compute precision, and on the row's engine where the fit has a profile for it."""
     precision = catalogs.quants["compute_precision"].reindex(rows["quant"]).to_numpy()
@@ -79,14 +80,14 @@ def factors_for_rows(rows: pd.DataFrame, groups: pd.DataFrame, catalogs) -> pd.D
     return own.fillna(pooled)
 
 
-def with_prediction(rows: pd.DataFrame, catalogs, factors: pd.DataFrame) -> pd.DataFrame:
+def with_prediction(rows: pd.DataFrame, catalogs: Catalogs, factors: pd.DataFrame) -> pd.DataFrame:
     """``rows`` with a ``predicted`` column under per-row ``factors``."""
     out = rows.copy()
     out["predicted"] = predict_rows(rows, catalogs, factors)
     return out
 
 
-def leave_one_gpu_out(rows: pd.DataFrame, catalogs) -> pd.DataFrame:
+def leave_one_gpu_out(rows: pd.DataFrame, catalogs: Catalogs) -> pd.DataFrame:
     """Predictions for each GPU from factors fitted to the other GPUs only."""
     held_out = []
     for gpu in sorted(rows["gpu"].unique()):

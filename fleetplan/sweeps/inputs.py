@@ -11,14 +11,14 @@ import re
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs import load_catalogs
+from fleetplan.catalogs import Catalogs, load_catalogs
 from fleetplan.errors import InvalidValueError, UnknownNameError, did_you_mean
 from fleetplan.sweeps.assumptions import LEVER_RANGES
 
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*(?::\s*(\d+)\s*)?$")
 
 
-def catalog_or_default(catalogs):
+def catalog_or_default(catalogs: Catalogs | None) -> Catalogs:
     """The given catalogs, or the shipped ones."""
     if catalogs is not None:
         return catalogs
@@ -26,7 +26,7 @@ def catalog_or_default(catalogs):
     return load_catalogs()
 
 
-def resolve_ids(catalogs, kind: str, names, *, field: str | None = None) -> list[str]:
+def resolve_ids(catalogs: Catalogs, kind: str, names, *, field: str | None = None) -> list[str]:
     """Canonical ids for ``names`` of ``kind``; unknown ones raise with 'did you mean'."""
     if isinstance(names, str):
         names = [names]
@@ -103,7 +103,7 @@ def lever_values(name: str, values) -> np.ndarray:
 COLOCATED = "none"  # the prefill_gpus value of a configuration without a separate prefill replica
 
 
-def prefill_pairs(catalogs, prefill_gpus, prefill_tps) -> pd.DataFrame | None:
+def prefill_pairs(catalogs: Catalogs, prefill_gpus, prefill_tps) -> pd.DataFrame | None:
     """The disaggregation axis: one row per (prefill_gpu, prefill_tp), ``None`` when it is off.
 
     ``"none"`` (colocated) is one pair with ``prefill_tp`` 0; every GPU id is crossed with every
@@ -126,7 +126,7 @@ def prefill_pairs(catalogs, prefill_gpus, prefill_tps) -> pd.DataFrame | None:
     return pd.DataFrame(pairs, columns=["prefill_gpu", "prefill_tp"])
 
 
-def _prefill_gpu_id(catalogs, name) -> str:
+def _prefill_gpu_id(catalogs: Catalogs, name) -> str:
     key = str(name).strip().lower()
     valid = [str(gpu) for gpu in catalogs.gpus.index]
     if key != COLOCATED and key not in valid:

@@ -88,7 +88,7 @@ def offline_throughput_rows(measurements: pd.DataFrame) -> pd.DataFrame:
     return measurements[chosen].reset_index(drop=True)
 
 
-def predict_offline(rows: pd.DataFrame, catalogs=None, factors: pd.DataFrame | None = None,
+def predict_offline(rows: pd.DataFrame, catalogs: Catalogs | None = None, factors: pd.DataFrame | None = None,
                     **assumptions) -> np.ndarray:
     """Predicted output tokens/s for offline rows [tokens/s], one vectorized call for all rows.
 
@@ -128,7 +128,7 @@ def predictable(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[offline | server].reset_index(drop=True)
 
 
-def predict_rows(rows: pd.DataFrame, catalogs=None, factors: pd.DataFrame | None = None) -> np.ndarray:
+def predict_rows(rows: pd.DataFrame, catalogs: Catalogs | None = None, factors: pd.DataFrame | None = None) -> np.ndarray:
     """The model's value for every measurement row it can predict (NaN for the others)."""
     predicted = np.full(len(rows), np.nan)
     offline, server = _kinds(rows)
@@ -148,7 +148,7 @@ def ape_summary(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
                          "p90_ape_pct": grouped.quantile(0.9)})
 
 
-def predict_server(rows: pd.DataFrame, catalogs=None, factors: pd.DataFrame | None = None, **assumptions) -> np.ndarray:
+def predict_server(rows: pd.DataFrame, catalogs: Catalogs | None = None, factors: pd.DataFrame | None = None, **assumptions) -> np.ndarray:
     """Predicted value of each online-serving row's metric at its offered rate (``qps``).
 
     Below capacity the steady-state load model (``fleetplan.sweeps.queueing``) applies; at or above it

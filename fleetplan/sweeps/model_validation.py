@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fleetplan.catalogs import Catalogs
 from fleetplan.errors import InvalidValueError
 from fleetplan.sweeps.measurements import ape_summary, load_measurements, predict_rows, predictable
 from fleetplan.sweeps.vllm_results import read_benchmark_json
@@ -26,7 +27,7 @@ def read_measurements(paths, *, gpu: str | None = None, tp: int | None = None, q
     return pd.concat(frames, ignore_index=True)
 
 
-def compare(measurements: pd.DataFrame, catalogs=None) -> pd.DataFrame:
+def compare(measurements: pd.DataFrame, catalogs: Catalogs | None = None) -> pd.DataFrame:
     """The predictable rows with ``predicted`` and ``ape_pct`` (absolute percentage error) added."""
     rows = predictable(measurements)
     rows["predicted"] = predict_rows(rows, catalogs)

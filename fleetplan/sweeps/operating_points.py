@@ -17,22 +17,23 @@ import pandas as pd
 
 from fleetplan.errors import check_range
 from fleetplan.sweeps import row_kernel
+from fleetplan.sweeps.replica_constants import ReplicaConstants
 
 
-def batch_cap(c, context_len) -> np.ndarray:
+def batch_cap(c: ReplicaConstants, context_len) -> np.ndarray:
     """Largest batch the memory and the serving engine allow [sequences]."""
     max_batch, _ = row_kernel.memory_limits(c, context_len)
-    return np.minimum(max_batch, c["max_num_seqs"].astype(np.int64))
+    return np.minimum(max_batch, c.max_num_seqs.astype(np.int64))
 
 
-def _meets(c, rows: row_kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
-    tpot, ttft = row_kernel.latencies_ms(c, rows)
+def _meets(c: ReplicaConstants, rows: row_kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
+    tpot, ttft = row_kernel.row_latencies_ms(c, rows)[:2]
     ok_tpot = np.isnan(tpot_slo_ms) | (tpot <= tpot_slo_ms)
     ok_ttft = np.isnan(ttft_slo_ms) | (ttft <= ttft_slo_ms)
     return ok_tpot & ok_ttft
 
 
-def knee_batch(c, rows: row_kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
+def knee_batch(c: ReplicaConstants, rows: row_kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
     """Largest batch in ``[0, cap]`` whose TPOT and TTFT meet the SLOs (NaN SLO = none) [sequences].
 
     ``rows.batch`` is ignored; 0 means not even one sequence meets the SLOs or fits.
@@ -50,14 +51,14 @@ def knee_batch(c, rows: row_kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray
     return low
 
 
-def offline_batch(c, context_len) -> np.ndarray:
+def offline_batch(c: ReplicaConstants, context_len) -> np.ndarray:
     """Offline (no SLO) operating batch: as many sequences as memory and the engine allow."""
     return np.maximum(batch_cap(c, context_len), 0)
 
 
-def slo_reason(c, rows: row_kernel.Rows, knee, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
+def slo_reason(c: ReplicaConstants, rows: row_kernel.Rows, knee, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
     """Why a knee is 0: the SLO that even one sequence misses, with the best achievable value."""
-    best_tpot, best_ttft = row_kernel.latencies_ms(c, rows._replace(batch=np.ones(rows.config.shape)))
+    best_tpot, best_ttft = row_kernel.row_latencies_ms(c, rows._replace(batch=np.ones(rows.config.shape)))[:2]
     cap = batch_cap(c, rows.context_len)
     tpot_slo_ms = np.broadcast_to(np.asarray(tpot_slo_ms, dtype=float), rows.config.shape)
     ttft_slo_ms = np.broadcast_to(np.asarray(ttft_slo_ms, dtype=float), rows.config.shape)
