@@ -44,8 +44,8 @@ def in_memory(n_contexts: int, repeats: int = 3) -> tuple[int, list[float]]:
 
 def streamed_child(path: str, n_contexts: int) -> None:
     from fleetplan.catalogs import load_catalogs
-    from fleetplan.sweeps.sweep_grid import iter_sweep, make_grid
     from fleetplan.cli.progress import write_stream
+    from fleetplan.sweeps.sweep_grid import iter_sweep, make_grid
 
     grid = make_grid(GPUS, MODELS, ["bf16", "fp8"], tps=[1, 8], contexts=list(range(64, 64 * (n_contexts + 1), 64)),
                      batches=list(range(1, 1025)))

@@ -51,6 +51,12 @@ def estimate_command(
     offline: Annotated[bool, typer.Option(help="Memory-limited maximum throughput (no SLO)")] = False,
     rate: Annotated[float | None, typer.Option(help="Latency under load at this request rate [requests/s]")] = None,
     max_rate: Annotated[bool, typer.Option(help="Largest request rate whose loaded TPOT/TTFT meet the SLOs")] = False,
+    concurrency: Annotated[int | None, typer.Option(help="Closed loop: N requests in flight, as a benchmark client "
+                                                         "with --max-concurrency N measures it")] = None,
+    requests: Annotated[int | None, typer.Option(help="Requests in the benchmark run (--concurrency, or --rate above "
+                                                      "capacity); default 1000 with --concurrency")] = None,
+    capacity_quantile: Annotated[str, typer.Option(help="p50: throughput as modelled; p90: divided by 1 + the "
+                                                        "calibration error band's p90 (pessimistic)")] = "p50",
     prefill_chunk_tokens: Annotated[int | None, typer.Option(help="Chunked prefill: tokens per chunk (0 = off)")] = None,
     prefill_gpu: Annotated[str | None, typer.Option(help="Disaggregate: prefill pool GPU (--gpu/--tp are the decode pool)")] = None,
     prefill_tp: Annotated[int, typer.Option(help="Disaggregate: prefill pool TP degree")] = 1,
@@ -76,8 +82,9 @@ def estimate_command(
         frame = _read_cases(cases)
     else:
         frame = _single_case(gpu, model, quant, kv_quant, tp, input_len, output_len, batch,
-                             tpot_slo_ms, ttft_slo_ms, offline, rate, max_rate)
+                             tpot_slo_ms, ttft_slo_ms, offline, rate, max_rate, concurrency)
         frame["prefill_chunk_tokens"] = prefill_chunk_tokens
+        frame["n_requests"] = requests
     chosen = levers(pp=pp, prefix_hit_rate=prefix_hit_rate, spec_tokens=spec_tokens, spec_acceptance=spec_acceptance,
                     spec_draft_cost=spec_draft_cost, dequant_overhead=dequant_overhead)
     for name, value in chosen.items():
@@ -85,9 +92,11 @@ def estimate_command(
             message = f"--{name.replace('_', '-')} takes one value in estimate (sweep takes lists)"
             raise InvalidValueError(message)
         frame[name] = value
-    result = estimate_cases(frame, catalogs_from(catalog), **given)
+    result = estimate_cases(frame, catalogs_from(catalog), capacity_quantile=capacity_quantile.strip().lower(), **given)
     if output is not None:
-        write_stream(iter([result]), len(result), output, params={"cases": str(cases or ""), **given},
+        recorded = {"engine": ",".join(sorted(result["engine"].astype(str).unique())),
+                    "capacity_quantile": capacity_quantile}
+        write_stream(iter([result]), len(result), output, params={"cases": str(cases or ""), **given, **recorded},
                      catalogs=catalogs_from(catalog))
         typer.echo(f"wrote {output}", err=True)
     elif as_json:
@@ -113,25 +122,26 @@ def _print_disaggregated(gpu, model, quant, kv_quant, tp, input_len, output_len,
 
 
 def _single_case(gpu, model, quant, kv_quant, tp, input_len, output_len, batch, tpot_slo_ms, ttft_slo_ms, offline,
-                 rate=None, max_rate=False):
+                 rate=None, max_rate=False, concurrency=None):
     if gpu is None or model is None:
         message = "estimate needs --gpu and --model (or --cases FILE)"
         raise InvalidValueError(message)
     has_slo = tpot_slo_ms is not None or ttft_slo_ms is not None
     chosen = [name for name, on in (("--batch", batch is not None), ("--offline", offline), ("--rate", rate is not None),
-                                    ("an SLO", has_slo and not max_rate)) if on]
+                                    ("--concurrency", concurrency is not None), ("an SLO", has_slo and not max_rate)) if on]
     if len(chosen) > 1:
-        message = f"give one of --batch, --tpot-slo-ms/--ttft-slo-ms, --rate or --offline, not {' and '.join(chosen)}"
+        message = (f"give one of --batch, --tpot-slo-ms/--ttft-slo-ms, --rate, --concurrency or --offline, "
+                   f"not {' and '.join(chosen)}")
         raise InvalidValueError(message)
     if max_rate and not has_slo:
         message = "--max-rate needs --tpot-slo-ms or --ttft-slo-ms"
         raise InvalidValueError(message)
     mode = ("max_rate" if max_rate else "batch" if batch is not None else "rate" if rate is not None
-            else "offline" if offline or not chosen else "slo")
+            else "concurrency" if concurrency is not None else "offline" if offline or not chosen else "slo")
     return pd.DataFrame([{"gpu": gpu, "model": model, "quant": quant, "kv_quant": kv_quant, "tp": tp,
                           "input_len": input_len, "output_len": output_len, "batch": batch,
                           "tpot_slo_ms": tpot_slo_ms, "ttft_slo_ms": ttft_slo_ms, "rate_req_s": rate,
-                          "mode": mode}])
+                          "concurrency": concurrency, "mode": mode}])
 
 
 def _read_cases(path: Path) -> pd.DataFrame:
@@ -147,7 +157,8 @@ def _read_cases(path: Path) -> pd.DataFrame:
 
 def _print_estimate(result: pd.DataFrame) -> None:
     row = result.iloc[0]
-    table = Table(title=f"{row['model']} on {int(row['tp'])} x {row['gpu']} ({row['quant']}, KV {row['kv_quant']}, {row['mode']})")
+    table = Table(title=f"{row['model']} on {int(row['tp'])} x {row['gpu']} ({row['quant']}, KV {row['kv_quant']}, "
+                        f"{row['mode']}, {row['engine']}; calibration {row['calibration']})")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("unit")

@@ -37,7 +37,7 @@ import pandas as pd
 
 from fleetplan.catalogs import Catalogs
 from fleetplan.errors import InvalidValueError
-from fleetplan.sweeps import throughput
+from fleetplan.sweeps import operators, throughput
 from fleetplan.sweeps.estimate import case_arrays, estimate_cases
 from fleetplan.sweeps.inputs import catalog_or_default
 from fleetplan.sweeps.queueing import md1_max_utilization, md1_wait_ms
@@ -49,15 +49,13 @@ REQUIRED = ("model", "input_len", "output_len", "prefill_gpu", "prefill_tp", "de
 CAPACITY_MODELS = ("load", "knee")
 
 
-def kv_transfer_ms(input_len, kv_bytes_per_token_model, network_gb_s, prefill_tp, decode_tp):
+def kv_transfer_ms(kv_bytes, network_gb_s, prefill_tp, decode_tp):
     """Time to move one prompt's KV cache from the prefill replica to the decode replica.
 
     Parameters
     ----------
-    input_len : int or array
-        Prompt tokens, S [tokens].
-    kv_bytes_per_token_model : float or array
-        KV cache per token of the whole model [bytes/token].
+    kv_bytes : float or array
+        KV cache of the prompt, whole model [bytes].
     network_gb_s : float or array
         Network bandwidth per GPU link [GB/s].
     prefill_tp, decode_tp : int or array
@@ -72,7 +70,7 @@ def kv_transfer_ms(input_len, kv_bytes_per_token_model, network_gb_s, prefill_tp
     -----
     Each GPU of the narrower side sends or receives its shard over its own link:
 
-    .. math:: t = \\frac{S \\cdot kv}{\\min(tp_p, tp_d) \\cdot BW}
+    .. math:: t = \\frac{M_{kv}}{\\min(tp_p, tp_d) \\cdot BW}
 
     References
     ----------
@@ -80,12 +78,17 @@ def kv_transfer_ms(input_len, kv_bytes_per_token_model, network_gb_s, prefill_tp
 
     Examples
     --------
-    >>> round(float(kv_transfer_ms(4000, 163840, 50.0, 4, 2)), 4)
+    >>> round(float(kv_transfer_ms(4000 * 163840, 50.0, 4, 2)), 4)
     6.5536
     """
-    kv_bytes = np.asarray(input_len, dtype=float) * kv_bytes_per_token_model
     links = np.asarray(np.minimum(prefill_tp, decode_tp), dtype=float)
-    return kv_bytes / (links * np.asarray(network_gb_s) * 1e9) * 1e3
+    return np.asarray(kv_bytes, dtype=float) / (links * np.asarray(network_gb_s) * 1e9) * 1e3
+
+
+def prompt_kv_bytes(c: ReplicaConstants, input_len):
+    """KV cache a prompt leaves behind, whole model (sliding-window layers keep their window) [bytes]."""
+    return operators.attended_tokens(input_len, c.full_layers, c.sliding_layers, c.sliding_window) * \
+        c.kv_bytes_per_layer_token_model
 
 
 def decode_only_req_s(batch, tpot_ms, output_len):
@@ -284,9 +287,8 @@ def disaggregated(cases: pd.DataFrame, catalogs: Catalogs | None = None, *, capa
     # come from the decode step alone (the TTFT SLO belongs to the prefill side).
     decode = estimate_cases(_side(cases, "decode").drop(columns=["ttft_slo_ms"], errors="ignore"), catalogs,
                             **overrides)
-    transfer_ms = kv_transfer_ms(cases["input_len"].to_numpy(dtype=float), c_p.kv_bytes_per_token_model,
-                                 c_p.network_gb_s, cases["prefill_tp"].to_numpy(dtype=float),
-                                 cases["decode_tp"].to_numpy(dtype=float))
+    transfer_ms = kv_transfer_ms(prompt_kv_bytes(c_p, cases["input_len"].to_numpy(dtype=float)), c_p.network_gb_s,
+                                 cases["prefill_tp"].to_numpy(dtype=float), cases["decode_tp"].to_numpy(dtype=float))
     decode_ms_per_request = _decode_ms_per_request(decode, cases)
     price_p = replica_usd_per_hour(c_p.usd_per_gpu_hour, c_p.gpus)
     price_d = decode["usd_per_hour"].to_numpy(dtype=float)
@@ -335,8 +337,7 @@ def evaluate_rows(c: ReplicaConstants, rows: Rows, colocated: dict) -> dict:
     """
     prefill = c.prefill
     latency_ms, work_ms = prefill_ms(prefill, rows.input_len)
-    transfer_ms = kv_transfer_ms(rows.input_len, prefill.kv_bytes_per_token_model, prefill.network_gb_s,
-                                 prefill.tp, c.tp)
+    transfer_ms = kv_transfer_ms(prompt_kv_bytes(prefill, rows.input_len), prefill.network_gb_s, prefill.tp, c.tp)
     tpot_ms = colocated["tpot_ms"]
     req_s = decode_only_req_s(rows.batch, tpot_ms, rows.output_len)
     replicas = prefill_replicas_per_decode_replica(req_s, work_ms)

@@ -1,5 +1,5 @@
-"""Latency formulas: the roofline pieces of a forward step, attention and matmul FLOPs, the
-tensor-parallel all-reduce and mixture-of-experts weight reads.
+"""Latency formulas: the roofline pieces of a forward step (memory and compute times), matmul
+FLOPs, the tensor-parallel all-reduce and the experts a mixture-of-experts step reads.
 
 Units: times in milliseconds, bandwidth in TB/s (1e12 bytes/s) or GB/s (1e9 bytes/s), compute in
 TFLOPS (1e12 FLOP/s), memory in GB (1e9 bytes). Every function takes scalars or numpy arrays.
@@ -125,82 +125,6 @@ def linear_flop_per_token(params_active_b):
     return 2.0 * np.asarray(params_active_b, dtype=float) * 1e9
 
 
-def attention_flop_per_token(n_layers, n_heads, head_dim, context_len):
-    """FLOPs of attention for one decoded token over ``context_len`` cached tokens.
-
-    Parameters
-    ----------
-    n_layers : int or array
-        Transformer blocks [layers].
-    n_heads : int or array
-        Query heads [heads].
-    head_dim : int or array
-        Per-head dimension [elements].
-    context_len : int or array
-        Cached tokens attended to [tokens].
-
-    Returns
-    -------
-    float or array
-        Operations [FLOP].
-
-    Notes
-    -----
-    ``QK^T`` and ``AV``, two FLOPs per multiply-add each:
-
-    .. math:: F_{attn} = 4 \\cdot n_{layers} \\cdot n_{heads} \\cdot d_{head} \\cdot L
-
-    References
-    ----------
-    .. [1] Kaplan et al. 2020, table 1 (``2 n_layer n_ctx d_attn`` per token forward, counted
-       here for both products).
-
-    Examples
-    --------
-    >>> float(attention_flop_per_token(32, 32, 128, 1000))
-    524288000.0
-    """
-    return 4.0 * np.asarray(n_layers, dtype=float) * n_heads * head_dim * np.asarray(context_len, dtype=float)
-
-
-def prefill_flop(params_active_b, n_layers, n_heads, head_dim, input_len):
-    """FLOPs to prefill one prompt of ``input_len`` tokens with causal attention.
-
-    Parameters
-    ----------
-    params_active_b : float or array
-        Parameters used per token [1e9 parameters].
-    n_layers, n_heads, head_dim : int or array
-        Blocks [layers], query heads [heads] and per-head dimension [elements].
-    input_len : int or array
-        Prompt tokens [tokens].
-
-    Returns
-    -------
-    float or array
-        Operations [FLOP].
-
-    Notes
-    -----
-    Causal masking halves the ``4 S^2 d`` of full attention:
-
-    .. math:: F = 2 N_{active} S + 2 \\cdot n_{layers} \\cdot n_{heads} \\cdot d_{head} \\cdot S^2
-
-    References
-    ----------
-    .. [1] Seed 000, section 2 (``2N`` per prompt token).
-    .. [2] Kaplan et al. 2020, table 1.
-
-    Examples
-    --------
-    >>> float(prefill_flop(8.0, 32, 32, 128, 1)) > 16e9
-    True
-    """
-    s = np.asarray(input_len, dtype=float)
-    attention = 2.0 * np.asarray(n_layers, dtype=float) * n_heads * head_dim * s * s
-    return 2.0 * np.asarray(params_active_b, dtype=float) * 1e9 * s + attention
-
-
 def allreduce_time_ms(message_gb, tp, interconnect_gb_s, n_allreduce, latency_us):
     """Time of ``n_allreduce`` ring all-reduces of ``message_gb`` each over ``tp`` GPUs.
 
@@ -278,77 +202,3 @@ def experts_touched(n_experts, n_experts_active, tokens):
     """
     e = np.asarray(n_experts, dtype=float)
     return e * (1.0 - (1.0 - n_experts_active / e) ** np.asarray(tokens, dtype=float))
-
-
-def moe_params_touched_b(params_total_b, params_active_b, n_experts, n_experts_active, tokens):
-    """Parameters one step reads for ``tokens`` tokens.
-
-    Parameters
-    ----------
-    params_total_b, params_active_b : float or array
-        All parameters and those used per token [1e9 parameters].
-    n_experts, n_experts_active : int or array
-        Routed experts per layer and per token [experts].
-    tokens : float or array
-        Tokens in the step [tokens].
-
-    Returns
-    -------
-    float or array
-        Parameters read [1e9 parameters]; all of them for a dense model (E = k).
-
-    Notes
-    -----
-    The model splits into shared weights and E equal routed experts:
-
-    .. math:: p_{expert} = \\frac{N_{total} - N_{active}}{E - k}, \\quad
-              N_{read} = (N_{total} - E \\, p_{expert}) + p_{expert} E_{touched}(T)
-
-    References
-    ----------
-    .. [1] Fedus et al. 2022; see ``experts_touched``.
-
-    Examples
-    --------
-    >>> round(float(moe_params_touched_b(46.7, 12.9, 8, 2, 1)), 2)
-    12.9
-    """
-    total = np.asarray(params_total_b, dtype=float)
-    routed = np.asarray(n_experts, dtype=float) - n_experts_active
-    per_expert = np.divide(total - params_active_b, routed, out=np.zeros_like(total * routed),
-                           where=routed > 0)
-    shared = total - n_experts * per_expert
-    return shared + per_expert * experts_touched(n_experts, n_experts_active, tokens)
-
-
-def step_time_ms(memory_ms, compute_ms, comm_ms, overhead_ms):
-    """One forward step: the slower of memory and compute, plus communication and overhead.
-
-    Parameters
-    ----------
-    memory_ms, compute_ms : float or array
-        Memory and compute times of the step's operators [ms].
-    comm_ms : float or array
-        Tensor-parallel communication [ms].
-    overhead_ms : float or array
-        Fixed time per step (launches, scheduling, sampling) [ms].
-
-    Returns
-    -------
-    float or array
-        Step time [ms].
-
-    Notes
-    -----
-    .. math:: t = \\max(t_{mem}, t_{comp}) + t_{comm} + t_{overhead}
-
-    References
-    ----------
-    .. [1] Seed 000, section 1 (TPOT); Williams et al. 2009 (roofline).
-
-    Examples
-    --------
-    >>> float(step_time_ms(6.8, 4.1, 0.0, 0.2))
-    7.0
-    """
-    return np.maximum(memory_ms, compute_ms) + comm_ms + overhead_ms

@@ -1,7 +1,8 @@
 """Memory formulas: weights, KV cache, runtime reserve and the batch that fits.
 
-Units: GB = 1e9 bytes (the vendors' nominal GPU memory), parameters in billions, so that
-``params_b * bytes_per_weight`` is directly GB. Every function takes scalars or numpy arrays.
+Units: GB = 1e9 bytes, parameters in billions, so that ``params_b * bytes_per_weight`` is
+directly GB. Vendors' memory figures are converted once, by the unit they mean
+(``capacity_gb``: GiB for HBM parts). Every function takes scalars or numpy arrays.
 
 References
 ----------
@@ -162,69 +163,124 @@ def kv_shard_fraction(n_kv_heads, tp, is_mla):
     return np.where(is_mla, 1.0, heads_per_gpu / n_kv_heads)
 
 
-def runtime_reserve_gb(memory_gb, reserve_fraction):
-    """Memory kept back for activations, CUDA graphs and fragmentation.
+GIB_BYTES = 2.0**30
+KV_MEMORY_RULES = ("fraction_of_free", "fraction_of_total", "static_fraction")  # codes 0, 1, 2
+
+
+def capacity_gb(memory, is_gib):
+    """Device memory in GB (1e9 bytes) from the vendor's figure and its unit.
 
     Parameters
     ----------
-    memory_gb : float or array
-        Device memory per GPU [GB].
-    reserve_fraction : float or array
-        Share kept back [fraction].
+    memory : float or array
+        Memory as the vendor prints it [GB or GiB].
+    is_gib : bool or array
+        True where the vendor's "GB" means GiB (2^30 bytes), as for HBM parts.
 
     Returns
     -------
     float or array
-        Reserved memory per GPU [GB].
+        Memory [GB].
 
     Notes
     -----
-    .. math:: R = M \\cdot f_{reserve}
+    .. math:: M = m \\cdot 2^{30} / 10^9 \\text{ (GiB)}, \\quad M = m \\text{ (GB)}
 
     References
     ----------
-    .. [1] Kwon et al. 2023, arXiv:2309.06180; vLLM's default ``gpu_memory_utilization=0.9``
-       keeps 10%.
+    .. [1] IEC 80000-13:2008 (binary prefixes); NVIDIA's "80 GB" H100 reports 81,559 MiB in
+       nvidia-smi.
 
     Examples
     --------
-    >>> float(runtime_reserve_gb(80.0, 0.1))
-    8.0
+    >>> round(float(capacity_gb(80, True)), 2), float(capacity_gb(48, False))
+    (85.9, 48.0)
     """
-    return np.asarray(memory_gb, dtype=float) * reserve_fraction
+    return np.asarray(memory, dtype=float) * np.where(is_gib, GIB_BYTES / 1e9, 1.0)
 
 
-def kv_budget_gb(memory_gb, weight_gb_per_gpu, reserve_gb):
-    """Memory left for the KV cache on one GPU; negative when the weights do not fit.
+def engine_workspace_gb(workspace_gib, max_batched_tokens, hidden_size, bytes_per_token_hidden, tp):
+    """Memory per GPU an engine keeps outside its KV cache: runtime buffers plus activations.
 
     Parameters
     ----------
+    workspace_gib : float or array
+        Fixed part: CUDA graphs, runtime buffers, libraries [GiB].
+    max_batched_tokens : int or array
+        Token budget of one iteration, whose activations the engine profiles [tokens].
+    hidden_size : int or array
+        Model width [elements].
+    bytes_per_token_hidden : float or array
+        Activation bytes per batched token per hidden element [bytes].
+    tp : int or array
+        Tensor-parallel degree sharing the activations [GPUs].
+
+    Returns
+    -------
+    float or array
+        Workspace [GB].
+
+    Notes
+    -----
+    .. math:: M_{ws} = w \\cdot 2^{30} / 10^9 + T_{max} \\cdot h \\cdot a / (tp \\cdot 10^9)
+
+    References
+    ----------
+    .. [1] vLLM's memory profiling run (gpu_worker.determine_available_memory): the peak
+       activation of a forward pass over max_num_batched_tokens tokens stays outside the KV cache.
+
+    Examples
+    --------
+    >>> round(float(engine_workspace_gb(1.0, 8192, 4096, 36.0, 1)), 3)
+    2.282
+    """
+    activations = np.asarray(max_batched_tokens, dtype=float) * hidden_size * bytes_per_token_hidden / tp / 1e9
+    return np.asarray(workspace_gib, dtype=float) * GIB_BYTES / 1e9 + activations
+
+
+def engine_kv_budget_gb(rule, memory_gb, weight_gb_per_gpu, workspace_gb, fraction):
+    """Memory one GPU gives to the KV cache, computed as the serving engine computes it.
+
+    Parameters
+    ----------
+    rule : int or array
+        0 = fraction_of_free (TensorRT-LLM), 1 = fraction_of_total (vLLM), 2 = static_fraction
+        (SGLang); ``KV_MEMORY_RULES``.
     memory_gb : float or array
-        Device memory per GPU [GB].
+        Device memory [GB].
     weight_gb_per_gpu : float or array
         Weights held by the GPU [GB].
-    reserve_gb : float or array
-        Runtime reserve [GB].
+    workspace_gb : float or array
+        Runtime buffers and activations (``engine_workspace_gb``) [GB].
+    fraction : float or array
+        kv_cache_free_gpu_mem_fraction, gpu_memory_utilization or mem_fraction_static [fraction].
 
     Returns
     -------
     float or array
-        KV-cache budget per GPU [GB].
+        KV-cache budget [GB]; negative when the weights do not fit.
 
     Notes
     -----
-    .. math:: M_{kv} = M - W / tp - R
+    .. math:: M_{kv} = \\begin{cases} f (M - W - M_{ws}) & \\text{fraction of free} \\\\
+              f M - W - M_{ws} & \\text{fraction of total} \\\\
+              f M - W & \\text{static fraction} \\end{cases}
 
     References
     ----------
-    .. [1] Fleetplan seed 000, section 6 (the memory limit of the batch).
+    .. [1] TensorRT-LLM KvCacheConfig.free_gpu_memory_fraction; vLLM gpu_memory_utilization;
+       SGLang mem_fraction_static (the engines' documentation, engines catalog sources).
+    .. [2] Kwon et al. 2023, arXiv:2309.06180 (memory left for the KV cache bounds the batch).
 
     Examples
     --------
-    >>> float(kv_budget_gb(80.0, 16.06, 0.0))
-    63.94
+    >>> [round(float(engine_kv_budget_gb(r, 85.9, 16.06, 2.0, 0.9)), 3) for r in (0, 1, 2)]
+    [61.056, 59.25, 61.25]
     """
-    return np.asarray(memory_gb, dtype=float) - weight_gb_per_gpu - reserve_gb
+    memory = np.asarray(memory_gb, dtype=float)
+    free = fraction * (memory - weight_gb_per_gpu - workspace_gb)
+    of_total = fraction * memory - weight_gb_per_gpu
+    return np.where(rule == 0, free, np.where(rule == 1, of_total - workspace_gb, of_total))
 
 
 def max_batch_fits(kv_budget_gb_per_gpu, context_len, kv_bytes_per_token_per_gpu):

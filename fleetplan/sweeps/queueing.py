@@ -13,9 +13,12 @@ Method (continuous batching with chunked prefill, one replica, Poisson arrivals 
    plus the prompt's prefill latency plus the in-flight decode step it joins
    (``step_times.first_token_ms``).
 4. Percentiles: the wait is 0 with probability ``1 - rho`` and otherwise exponential with the mean
-   that keeps the M/D/1 mean (an exponential-tail approximation); the inter-token latency is
-   ``t_dec`` on plain steps and ``t_dec + t_p / chunks`` on the share ``f = lambda * chunks * TPOT``
-   of steps that carry a prompt chunk.
+   that keeps the M/D/1 mean (an exponential-tail approximation); TTFT's quantiles are never
+   reported below its mean (the approximation has no spread there). A step is ``t_dec`` long, or
+   ``t_dec + t_p / chunks`` on the share ``f = lambda * chunks * TPOT`` of steps that carry a prompt
+   chunk, so a request's mean TPOT over its ``G - 1`` steps has the standard deviation
+   ``t_p / chunks * sqrt(f (1 - f) / (G - 1))``; its p90 and p99 are the normal quantiles above
+   the mean, as benchmarks report per-request TPOT percentiles.
 5. At or beyond capacity (``rho_p >= 1`` or a batch above the memory and engine cap) the steady
    state does not exist: TTFT is infinite. For a finite benchmark run of N requests the fluid
    approximation gives the mean wait instead (see ``finite_run_wait_ms``).
@@ -208,7 +211,7 @@ def _decode_ms(c: ReplicaConstants, rows, batch):
 
 def capacity_req_s(c: ReplicaConstants, rows: row_kernel.Rows) -> np.ndarray:
     """Largest sustainable request rate of one replica: the rate at the batch cap [requests/s]."""
-    cap = np.maximum(operating_points.batch_cap(c, rows.context_len), 0).astype(float)
+    cap = np.maximum(operating_points.batch_cap(c, rows), 0).astype(float)
     _, work_ms = prefill_ms(c, rows.input_len)
     return np.where(cap > 0, throughput.request_rate_req_s(cap, _decode_ms(c, rows, cap), rows.output_len, work_ms),
                     0.0)
@@ -229,7 +232,7 @@ def _at_rate(c: ReplicaConstants, rows, rate_req_s) -> dict:
     latency_ms, work_ms = prefill_ms(c, rows.input_len)
     rho_p = rate * work_ms
     stretch = np.where(rho_p < 1.0, 1.0 / np.maximum(1.0 - rho_p, 1e-12), np.inf)
-    cap = np.maximum(operating_points.batch_cap(c, rows.context_len), 0).astype(float)
+    cap = np.maximum(operating_points.batch_cap(c, rows), 0).astype(float)
     batch = np.zeros(np.broadcast_shapes(np.shape(rate), np.shape(cap), np.shape(rows.output_len)))
     for _ in range(FIXED_POINT_PASSES):
         batch = np.minimum(rate * rows.output_len * _decode_ms(c, rows, batch) * stretch, cap + 1.0)
@@ -242,10 +245,10 @@ def _at_rate(c: ReplicaConstants, rows, rate_req_s) -> dict:
     prompt_ms = first_token_ms(latency_ms, chunks, tpot)  # each chunk joins one (stretched) decode step
     out = {"batch": np.minimum(batch, cap), "stable": stable, "tpot_ms": tpot, "ttft_ms": wait + prompt_ms,
            "wait_ms": wait, "prefill_share": rho_p}
-    for q in (0.9, 0.99):
-        long_step = np.where(share > 1.0 - q, t_dec + work_ms / chunks, t_dec)
-        out[f"tpot_p{int(q * 100)}_ms"] = np.where(stable, np.maximum(long_step, 0.0), np.inf)
-        out[f"ttft_p{int(q * 100)}_ms"] = wait_quantile_ms(wait, rho_p, q) + prompt_ms
+    spread = work_ms / chunks * np.sqrt(share * (1.0 - share) / np.maximum(rows.output_len - 1.0, 1.0))
+    for q, z in ((0.9, 1.2816), (0.99, 2.3263)):
+        out[f"tpot_p{int(q * 100)}_ms"] = np.where(stable, tpot + z * spread, np.inf)
+        out[f"ttft_p{int(q * 100)}_ms"] = np.maximum(wait_quantile_ms(wait, rho_p, q) + prompt_ms, out["ttft_ms"])
     return out
 
 

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fleetplan.sweeps import memory, throughput
+from fleetplan.sweeps import memory, operators, throughput
 from fleetplan.sweeps.replica_constants import ReplicaConstants
 from fleetplan.sweeps.step_times import latencies_ms
 
@@ -27,11 +27,16 @@ class Rows(NamedTuple):
     batch: np.ndarray
 
 
+def cached_token_layers(c: ReplicaConstants, context_len):
+    """Token-layers one sequence of ``context_len`` tokens keeps on the busiest stage's GPUs
+    (sliding-window layers keep at most their window) [tokens x layers]."""
+    return operators.attended_tokens(context_len, c.full_layers, c.sliding_layers, c.sliding_window) * c.stage_fraction
+
+
 def memory_limits(c: ReplicaConstants, context_len):
-    """Memory-limited batch at ``context_len`` [sequences] and the runtime reserve [GB]."""
-    reserve = memory.runtime_reserve_gb(c.memory_gb, c.reserve_fraction)
-    budget = memory.kv_budget_gb(c.memory_gb, c.weight_gb, reserve)
-    return memory.max_batch_fits(budget, context_len, c.kv_bytes_per_token), reserve
+    """Memory-limited batch at ``context_len`` [sequences] and the memory outside weights and KV [GB]."""
+    per_sequence = cached_token_layers(c, context_len)
+    return memory.max_batch_fits(c.kv_budget_gb, per_sequence, c.kv_bytes_per_layer_token), c.reserve_gb
 
 
 def row_latencies_ms(c: ReplicaConstants, rows: Rows):
@@ -45,7 +50,7 @@ def evaluate(c: ReplicaConstants, rows: Rows) -> dict[str, np.ndarray]:
     times = latencies_ms(c, batch, rows.context_len, rows.input_len)
     tpot = times.tpot_ms
     max_batch, reserve = memory_limits(c, rows.context_len)
-    kv = memory.kv_gb(batch, rows.context_len, c.kv_bytes_per_token)
+    kv = memory.kv_gb(batch, cached_token_layers(c, rows.context_len), c.kv_bytes_per_layer_token)
     req_s = throughput.request_rate_req_s(batch, tpot, rows.output_len, times.prefill_work_ms)
     output_tok_s = req_s * rows.output_len
     usd_per_hour = c.usd_per_gpu_hour * c.gpus

@@ -70,6 +70,11 @@ class Grid:
         return disaggregation.evaluate_rows(gathered, rows, metrics) if self.prefill_axis else metrics
 
     @property
+    def engine(self) -> str:
+        """The serving engine whose profile and efficiencies the grid uses."""
+        return str(self.configs["engine"].iloc[0]) if len(self.configs) else ""
+
+    @property
     def shape(self) -> tuple[int, ...]:
         inputs = 1 if self.input_len is None else len(self.input_len)
         return (len(self.configs), len(self.context_len), inputs, len(self.output_len), len(self.batch))
@@ -208,4 +213,6 @@ def sweep(gpus: Sequence[str], models: Sequence[str], quants: Sequence[str] = ("
                                           extra_columns=grid.extra_columns)
         offset += len(block["batch"])
     table = as_frame(out, categories, grid.extra_columns)
-    return table[table["valid"] & table["fits"]].reset_index(drop=True) if drop_invalid else table
+    table = table[table["valid"] & table["fits"]].reset_index(drop=True) if drop_invalid else table
+    table.attrs["engine"] = grid.engine
+    return table
