@@ -76,7 +76,7 @@ def validate_command(paths: Paths, gpu: GpuOption = None, tp: TpOption = None, q
         write_csv(report, tables)
         typer.echo(f"wrote {tables}", err=True)
     if output is not None:
-        write_validation(everything, output)
+        write_validation(everything, output, catalogs=catalogs, files=[str(p) for p in paths])
         typer.echo(f"wrote {output}", err=True)
 
 

@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from fleetplan.exports.atomic import atomic_open
@@ -25,6 +26,23 @@ log = logging.getLogger(__name__)
 #: Leading characters that make a spreadsheet read a field as a formula.
 UNSAFE_LEADING = ("=", "+", "-", "@", "\t", "\r", "\n")
 _UNSAFE = re.compile(r"^[=+\-@\t\r\n]")
+#: Significant digits kept in CSV: 49961.2 rather than binary noise such as 49961.20000000001.
+SIGNIFICANT_DIGITS = 12
+
+
+def significant(values: np.ndarray, digits: int = SIGNIFICANT_DIGITS) -> np.ndarray:
+    """Floats rounded to ``digits`` significant digits, so they print as short decimals.
+
+    >>> significant(np.array([49961.20000000001, 0.1 + 0.2, -7.0])).tolist()
+    [49961.2, 0.3, -7.0]
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exponent = digits - 1 - np.floor(np.log10(np.abs(values)))
+    exact = np.isfinite(exponent) & (np.abs(exponent) <= 22)  # powers of ten a double holds exactly
+    power = 10.0 ** np.where(exact, np.abs(exponent), 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        rounded = np.where(exponent >= 0, np.round(values * power) / power, np.round(values / power) * power)
+    return np.where(exact, rounded, values)
 
 
 def safe_text(value: str) -> str:
@@ -52,6 +70,8 @@ def safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
     safe.columns = [safe_text(str(name)) for name in frame.columns]
     for position, name in enumerate(frame.columns):
         series = frame[name]
+        if pd.api.types.is_float_dtype(series.dtype):
+            safe.isetitem(position, significant(series.to_numpy(dtype=float, na_value=np.nan)))
         if not _is_text(series):
             continue
         if isinstance(series.dtype, pd.CategoricalDtype):

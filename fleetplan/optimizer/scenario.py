@@ -13,12 +13,19 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from fleetplan.catalogs.conventions import HOURS_PER_MONTH, PRICING_TYPES
+from fleetplan.catalogs.prices import (
+    DEFAULT_MAX_PRICE_AGE_DAYS,
+    DEFAULT_PRICE_RULE,
+    parse_price_rule,
+)
 
 PricingType = Literal[PRICING_TYPES]
 SolverName = Literal["auto", "highs", "cbc"]
 
 #: Hours in an hourly demand profile.
 PROFILE_HOURS = 24
+#: Most workloads one scenario may hold: the MILP grows with workloads x configurations.
+MAX_WORKLOADS = 500
 
 _PROFILE_SCHEMA = {
     "anyOf": [{"type": "array", "items": {"type": "number", "minimum": 0},
@@ -185,6 +192,11 @@ class Fleet(_Strict):
                                        description="Pricing types allowed by default")
     provider: str | None = Field(None, description="Take catalog prices from this provider only")
     region: str | None = Field(None, description="Take catalog prices from this region only")
+    price_rule: str = Field(DEFAULT_PRICE_RULE, description="Which catalog price: cheapest, median or "
+                                                            "provider:NAME (fleetplan.catalogs.prices)")
+    max_price_age_days: int = Field(DEFAULT_MAX_PRICE_AGE_DAYS, ge=0, description="Warn about older prices [days]")
+    mix_providers: bool = Field(False, description="Choose each pricing type's price on its own instead "
+                                                   "of from the on-demand price's provider")
     spot_max_share: float | None = Field(None, ge=0, le=1,
                                          description="Largest share of GPUs that may be spot")
     whole_nodes: bool = Field(False, description="Buy GPUs in whole nodes (gpus_per_node)")
@@ -209,6 +221,11 @@ class Fleet(_Strict):
     def _tp(cls, values: list[int]) -> list[int]:
         return _tp_degrees(values)
 
+    @field_validator("price_rule")
+    @classmethod
+    def _price_rule(cls, value: str) -> str:
+        return parse_price_rule(value)
+
 
 class WhatIf(_Strict):
     """Re-solves that price binding constraints (marginal values)."""
@@ -232,7 +249,7 @@ class Scenario(_Strict):
 
     name: str = Field("scenario", min_length=1, max_length=120)
     description: str = ""
-    workloads: list[Workload] = Field(min_length=1, max_length=500)
+    workloads: list[Workload] = Field(min_length=1, max_length=MAX_WORKLOADS)
     fleet: Fleet
     capacity_profiles: str | None = Field(
         None, description="CSV of measured max requests/s per replica (replaces the model)")

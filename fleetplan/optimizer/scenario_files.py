@@ -8,17 +8,17 @@ are resolved against the scenario file's folder.
 from __future__ import annotations
 
 import difflib
-import tomllib
 import typing
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-import yaml
 from pydantic import BaseModel, ValidationError
 
+import pandas as pd
+
+from fleetplan.catalogs.input_files import read_csv_table, read_mapping
 from fleetplan.errors import ScenarioError
-from fleetplan.optimizer.scenario import PROFILE_HOURS, Scenario, check_profile
+from fleetplan.optimizer.scenario import MAX_WORKLOADS, PROFILE_HOURS, Scenario, check_profile
 
 _BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
            "less_than_equal": "<="}
@@ -96,27 +96,12 @@ def _unknown_field(location: tuple) -> str:
 
 
 def read_data(path: Path) -> dict:
-    """The raw mapping in a YAML or TOML file (one-line ScenarioError when unreadable)."""
-    if not path.is_file():
-        message = f"{path}: scenario file not found"
-        raise ScenarioError(message)
-    text = path.read_text(encoding="utf-8")
-    try:
-        data = tomllib.loads(text) if path.suffix.lower() == ".toml" else yaml.safe_load(text)
-    except yaml.YAMLError as problem:
-        mark = getattr(problem, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        what = getattr(problem, "problem", None) or "not valid YAML"
-        message = f"{path}: {where}invalid YAML: {what}"
-        raise ScenarioError(message) from None
-    except tomllib.TOMLDecodeError as problem:
-        message = f"{path}: invalid TOML: {problem}"
-        raise ScenarioError(message) from None
-    if not isinstance(data, dict):
-        message = (f"{path}: must be a mapping of fields (workloads, fleet, ...), "
-                   f"got {type(data).__name__}")
-        raise ScenarioError(message)
-    return data
+    """The raw mapping in a YAML or TOML file (one-line ScenarioError when unreadable).
+
+    The workload count is checked before anything is built from the file, so a huge file is
+    refused quickly.
+    """
+    return read_mapping(path, "scenario file", error=ScenarioError, limits={"workloads": MAX_WORKLOADS})
 
 
 def validate_scenario(data: dict, source: str = "scenario") -> Scenario:
@@ -163,7 +148,7 @@ def read_profile_csv(path: Path, where: str) -> list[float]:
     if not path.is_file():
         message = f"{where}: file not found: {path}"
         raise ScenarioError(message)
-    table = pd.read_csv(path)
+    table = read_csv_table(path, "hourly profile", error=ScenarioError)
     values = pd.to_numeric(table.iloc[:, -1], errors="coerce") if len(table.columns) else None
     if values is None or len(values) != PROFILE_HOURS or values.isna().any():
         count = 0 if values is None else int(values.notna().sum())

@@ -75,7 +75,7 @@ def _candidates(scenario: Scenario, catalogs, buckets: pd.DataFrame, names: dict
     pairs = disaggregated_candidates(scenario, catalogs, buckets, names)
     if scenario.capacity_profiles is not None:
         quants = {w.name: q for w, q in zip(scenario.workloads, names["quants"], strict=True)}
-        table = profile_candidates(read_profiles(scenario.capacity_profiles), buckets, names,
+        table = profile_candidates(read_profiles(scenario.capacity_profiles, catalogs.gpus.index), buckets, names,
                                    quants)
         uncovered = uncovered_reasons(buckets, table)
         notes = [f"{w} bucket {b}: {r}" for w, b, r in

@@ -2,6 +2,8 @@
 
 Metrics are stored as float32 in sweep tables (seven significant digits; half the memory and
 bandwidth of float64 on grids of millions of rows) and as float64 in ``estimate_cases`` output.
+Prices, costs and the rates they divide by (``output_tok_s``, ``req_s``) stay float64, so a cost equals
+its formula on the stored inputs exactly, in Python and in a recalculated workbook.
 
 One registry serves the sweep engine (column order and dtypes), the exports (Parquet field
 metadata, workbook headers) and the README's column reference. A unit of ``""`` means the column
@@ -42,12 +44,12 @@ SWEEP_COLUMNS: dict[str, Column] = {
     "decode_tok_s": Column("float32", "tokens/s", "Decode throughput of one replica = batch / TPOT"),
     "decode_tok_s_per_gpu": Column("float32", "tokens/s/GPU", "Decode throughput per GPU"),
     "prefill_tok_s": Column("float32", "tokens/s", "Prompt tokens one replica ingests per second (compute roof)"),
-    "output_tok_s": Column("float32", "tokens/s", "Output tokens/s per replica when prefill and decode share the GPUs"),
-    "req_s": Column("float32", "requests/s", "Requests/s one replica completes = output_tok_s / output_len"),
-    "usd_per_hour": Column("float32", "USD/hour", "Price of one replica (tp GPUs) per hour"),
-    "usd_per_m_output_tokens": Column("float32", "USD/1M tokens", "Cost of one million output tokens"),
-    "usd_per_m_total_tokens": Column("float32", "USD/1M tokens", "Cost of one million prompt + output tokens"),
-    "usd_per_k_requests": Column("float32", "USD/1k requests", "Cost of one thousand requests"),
+    "output_tok_s": Column("float64", "tokens/s", "Output tokens/s per replica when prefill and decode share the GPUs"),
+    "req_s": Column("float64", "requests/s", "Requests/s one replica completes = output_tok_s / output_len"),
+    "usd_per_hour": Column("float64", "USD/hour", "Price of one replica (tp GPUs) per hour"),
+    "usd_per_m_output_tokens": Column("float64", "USD/1M tokens", "Cost of one million output tokens"),
+    "usd_per_m_total_tokens": Column("float64", "USD/1M tokens", "Cost of one million prompt + output tokens"),
+    "usd_per_k_requests": Column("float64", "USD/1k requests", "Cost of one thousand requests"),
 }
 
 # Lever columns appear after ``tp`` when the lever is a sweep axis.

@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import Catalogs
-from fleetplan.catalogs.prices import median_price_usd_per_gpu_hour
 from fleetplan.catalogs.schema import WEIGHT_ONLY_PRECISIONS
 from fleetplan.sweeps import levers, memory, operators
 from fleetplan.sweeps.assumptions import LEVERS, Assumptions, check_engine
@@ -45,7 +44,7 @@ def config_frame(catalogs: Catalogs, keys: pd.DataFrame, assumptions: Assumption
     _add_levers(frame, assumptions, per_config, quants["weight_only"].to_numpy(dtype=bool))
     add_efficiencies(frame, catalogs, assumptions, per_config)
     _add_memory(frame, catalogs, gpus, models, assumptions, per_config)
-    prices = median_price_usd_per_gpu_hour(catalogs.prices, pd.Index(frame["gpu"])).to_numpy(dtype=float)
+    prices = np.asarray(catalogs.price_of(frame["gpu"]), dtype=float)  # the one price rule (fleetplan.catalogs.prices)
     frame["usd_per_gpu_hour"] = _override(prices, "usd_per_gpu_hour", assumptions, per_config)
     frame["config_reason"] = _config_reasons(frame, gpus, models, kv_quants)
     return frame

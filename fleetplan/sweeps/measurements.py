@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import Catalogs
+from fleetplan.catalogs.input_files import read_csv_table
 from fleetplan.errors import InvalidValueError
 from fleetplan.sweeps.inputs import catalog_or_default
 
@@ -49,10 +50,10 @@ def load_measurements(path: str | Path | None = None, catalogs: Catalogs | None 
     ``static_batch`` and ``n_requests``, the stated settings as columns, and ``regime``."""
     catalogs = catalog_or_default(catalogs)
     path = Path(path) if path is not None else shipped_measurements_path()
-    if not path.is_file():
+    if not path.exists():
         message = f"measurements file {path} does not exist"
         raise InvalidValueError(message)
-    frame = pd.read_csv(path)
+    frame = read_csv_table(path, "measurements file")
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         message = f"{path.name}: missing column {missing[0]} (required: {', '.join(REQUIRED)})"

@@ -129,4 +129,5 @@ def summaries(compared: pd.DataFrame) -> dict[str, pd.DataFrame]:
     tables = {"by metric": ape_summary(frame, ["validation", "metric"])}
     for dimension in DIMENSIONS:
         tables[f"by {dimension.removesuffix('_id')}"] = ape_summary(frame, ["validation", dimension, "metric"])
+    tables["by gpu, model, metric"] = ape_summary(frame, ["validation", "gpu", "model", "metric"])
     return tables

@@ -9,13 +9,13 @@ caller. Only aggregate fields are read (``request_rate``, ``completed``, ``total
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from fleetplan.catalogs.input_files import read_json
 from fleetplan.errors import InvalidValueError
 
 _METRICS = {"req_s": "request_throughput", "output_tok_s": "output_throughput",
@@ -45,11 +45,10 @@ def read_benchmark_json(path: str | Path, *, gpu: str, tp: int, quant: str = "bf
     """Measurement rows (one per metric) from one result file, in the measured.csv format (map
     them to catalog ids with ``measurements.with_ids``)."""
     path = Path(path)
-    try:
-        result = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        message = f"{path.name}: not a readable benchmark result JSON ({str(error).splitlines()[0]})"
-        raise InvalidValueError(message) from None
+    result = read_json(path, "benchmark result JSON")
+    if not isinstance(result, dict):
+        message = f"{path}: not a serving-benchmark result (must be a JSON object, got {type(result).__name__})"
+        raise InvalidValueError(message)
     missing = [key for key in _NEEDED if key not in result]
     if missing or not result.get("completed"):
         message = f"{path.name}: not a serving-benchmark result (missing {', '.join(missing) or 'completed requests'})"

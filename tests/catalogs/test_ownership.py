@@ -196,7 +196,7 @@ def test_cli_ownership_as_rich_table(fixture_as_default, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")
     assert main(["catalog", "show", "ownership", "--format", "table"]) == 0
     out = capsys.readouterr().out
-    assert "ownership" in out and "usd_per_node" in out and "250000" in out
+    assert "ownership" in out and "usd_per_node" in out and "250,000" in out
 
 
 @pytest.mark.parametrize(("name", "suggestion"), [("ownershp", "ownership"), ("gpuz", "gpus")])

@@ -133,7 +133,7 @@ def test_estimate_at_a_rate_and_levers(capsys):
                        "--prefix-hit-rate", "0.5", "--spec-tokens", "3", "--spec-acceptance", "0.7", "--json")
     assert code == 0
     record = json.loads(out)[0]
-    assert record["mode"] == "rate" and record["req_s"] == 4.0 and record["ttft_p99_ms"] >= record["ttft_p90_ms"]
+    assert record["mode"] == "rate" and record["req_s"] == 4.0 and record["p99_ttft_ms"] >= record["p90_ttft_ms"]
     assert record["spec_tokens"] == 3 and record["prefix_hit_rate"] == 0.5
 
 

@@ -77,7 +77,7 @@ def test_validate_command_reports_errors_and_writes_workbook(tmp_path, capsys, r
     written = pd.read_csv(tables)
     assert {"overall", "gpu", "model", "quant", "engine_id", "regime"} <= set(written["dimension"])
     book = openpyxl.load_workbook(report)
-    assert book.sheetnames[0] == "Rows" and book["Rows"]._charts
+    assert book.sheetnames[:2] == ["Summary", "Rows"] and book["Summary"]._charts
 
 
 @pytest.mark.slow
