@@ -364,7 +364,7 @@ def _cross_problems(typed: dict[str, pd.DataFrame]) -> list[str]:
     return (checks.model_problems(typed["models"])
             + checks.quant_problems(typed["quants"])
             + checks.price_problems(typed["prices"], typed["gpus"])
-            + checks.efficiency_problems(typed["efficiency"], typed["gpus"])
+            + checks.efficiency_problems(typed["efficiency"], typed["gpus"], typed["engines"])
             + checks.ownership_problems(typed["ownership"], typed["gpus"]))
 
 

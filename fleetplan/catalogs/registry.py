@@ -1,9 +1,10 @@
 """The loaded catalogs and their lookups: ids with "did you mean", versions and sources.
 
-``Catalogs`` holds six validated DataFrames: ``gpus``, ``models`` and ``quants`` indexed by
-``id``; ``prices``, ``efficiency`` and ``ownership`` (what buying and hosting a server costs) with
-a RangeIndex and their key columns as columns (``prices`` also has ``override``: True for rows
-from the user's own files). It also carries the price rule every price lookup follows.
+``Catalogs`` holds seven validated DataFrames: ``gpus``, ``models``, ``quants`` and ``engines``
+(serving-engine profiles) indexed by ``id``; ``prices``, ``efficiency`` and ``ownership`` (what
+buying and hosting a server costs) with a RangeIndex and their key columns as columns (``prices``
+also has ``override``: True for rows from the user's own files). It also carries the price rule
+every price lookup follows.
 Build it with ``fleetplan.catalogs.load_catalogs``.
 """
 
@@ -29,13 +30,14 @@ from fleetplan.catalogs.schema import (
 )
 from fleetplan.errors import did_you_mean
 
-_ID_KINDS = {"gpu": "gpus", "model": "models", "quant": "quants"}
+_ID_KINDS = {"gpu": "gpus", "model": "models", "quant": "quants", "engine": "engines"}
 SOURCE_COLUMNS = ("catalog", "key", "source", "as_of")
 
 
 @dataclass(frozen=True, eq=False)
 class Catalogs:
-    """GPUs, models, quants, prices, efficiency factors and ownership costs (see module doc)."""
+    """GPUs, models, quants, prices, efficiency factors, ownership costs and engine profiles (see
+    module doc)."""
 
     gpus: pd.DataFrame
     models: pd.DataFrame
@@ -43,6 +45,7 @@ class Catalogs:
     prices: pd.DataFrame
     efficiency: pd.DataFrame
     ownership: pd.DataFrame
+    engines: pd.DataFrame
     override_files: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     price_rule: PriceRule = field(default_factory=PriceRule)
 

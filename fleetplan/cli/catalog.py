@@ -22,15 +22,18 @@ FORMATS = ("table", "csv", "json")
 MAX_LISTED_ERRORS = 100
 #: Columns a table shows by default, to fit WIDTH characters (--columns all shows every one).
 TABLE_COLUMNS = {
-    "gpus": ("id", "memory_gb", "memory_bw_tb_s", "tflops_bf16", "tflops_fp8", "tflops_fp4", "gpus_per_node",
+    "gpus": ("id", "memory_gb", "memory_unit", "memory_bw_tb_s", "tflops_bf16", "tflops_fp8", "tflops_fp4", "gpus_per_node",
              "as_of"),
     "models": ("id", "params_total_b", "params_active_b", "n_layers", "n_kv_heads", "head_dim", "max_context",
                "as_of"),
     "quants": ("id", "bytes_per_weight", "kv_bytes_per_element", "compute_precision", "weight_only", "as_of"),
     "prices": ("gpu", "provider", "region", "pricing_type", "usd_per_gpu_hour", "as_of", "override"),
-    "efficiency": ("engine", "gpu", "precision", "mbu", "mfu", "mfu_prefill", "step_overhead_ms", "as_of"),
+    "efficiency": ("engine", "gpu", "operator", "precision", "compute_efficiency", "memory_efficiency",
+                   "overhead_ms", "n_points", "as_of"),
     "ownership": ("gpu", "gpus_per_node", "usd_per_node", "node_power_kw", "life_years",
                   "hosting_usd_per_node_month", "as_of"),
+    "engines": ("id", "version", "kv_memory_rule", "memory_fraction", "max_num_seqs", "max_batched_tokens",
+                "chunked_prefill", "as_of"),
 }
 
 catalog_app = typer.Typer(

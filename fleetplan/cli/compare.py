@@ -70,10 +70,20 @@ def compare_command(
 def _print(table, rule: str) -> None:
     rows = [[row[name] for name, _ in SHOWN] for row in table.to_dict("records")]
     caption = "\n".join([*(f"{row['gpu']}: {row['reserved_vs_on_demand']}" for row in table.to_dict("records")),
+                         _calibration_line(table),
                          f"Prices: {rule}. Buying: server list prices written off over their life, plus power "
                          "and hosting."])
     print_table("Rent or buy, per GPU option", [header for _, header in SHOWN], rows,
                 numeric=[name != "gpu" for name, _ in SHOWN], caption=caption)
+
+
+def _calibration_line(table) -> str:
+    """Each option's calibration label and the p10/p90 error of held-out rows like it."""
+    if "calibration" not in table:
+        return "Calibration: not known."
+    parts = [f"{r['gpu']} {r['calibration']} (p10 {r['error_p10_pct']:+.0f}%, p90 {r['error_p90_pct']:+.0f}%)"
+             for r in table.to_dict("records") if isinstance(r["calibration"], str)]
+    return "Capacity calibration, with the error band of held-out rows like it: " + "; ".join(parts) + "."
 
 
 def register(app: typer.Typer) -> None:

@@ -40,17 +40,17 @@ from fleetplan.cli.tables import print_table
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports.price_provenance import with_price_provenance
 from fleetplan.exports.units import unit_of
-from fleetplan.sweeps.columns import LEVER_COLUMNS, SWEEP_COLUMNS
+from fleetplan.sweeps.columns import LEVER_COLUMNS, LOAD_COLUMNS, SWEEP_COLUMNS
 from fleetplan.sweeps.disaggregation import disaggregated
 from fleetplan.sweeps.estimate import estimate_cases
-from fleetplan.sweeps.estimate_under_load import LOAD_COLUMNS
 
 #: Latency percentiles under the names vLLM's serving benchmark gives them.
 VLLM_NAMES = {"tpot_p90_ms": "p90_tpot_ms", "tpot_p99_ms": "p99_tpot_ms", "ttft_p90_ms": "p90_ttft_ms",
               "ttft_p99_ms": "p99_ttft_ms"}
 MODE_TEXT = {"batch": "at the given batch", "slo": "the knee, the largest batch meeting the SLOs",
              "offline": "the memory-limited maximum throughput", "rate": "under load at the given rate",
-             "max_rate": "the largest request rate whose loaded TPOT and TTFT meet the SLOs"}
+             "max_rate": "the largest request rate whose loaded TPOT and TTFT meet the SLOs",
+             "concurrency": "a closed loop holding the given number of requests in flight"}
 
 
 def estimate_command(
@@ -67,6 +67,12 @@ def estimate_command(
     offline: Annotated[bool, typer.Option(help="Memory-limited maximum throughput (no SLO)")] = False,
     rate: Annotated[float | None, typer.Option(help="Latency under load at this request rate [requests/s]")] = None,
     max_rate: Annotated[bool, typer.Option(help="Largest request rate whose loaded TPOT/TTFT meet the SLOs")] = False,
+    concurrency: Annotated[int | None, typer.Option(help="Closed loop: N requests in flight, as a benchmark client "
+                                                         "with --max-concurrency N measures it")] = None,
+    requests: Annotated[int | None, typer.Option(help="Requests in the benchmark run (--concurrency, or --rate above "
+                                                      "capacity); default 1000 with --concurrency")] = None,
+    capacity_quantile: Annotated[str, typer.Option(help="p50: throughput as modelled; p90: divided by 1 + the "
+                                                        "calibration error band's p90 (pessimistic)")] = "p50",
     prefill_chunk_tokens: Annotated[int | None, typer.Option(help="Chunked prefill: tokens per chunk (0 = off)")] = None,
     prefill_gpu: Annotated[str | None, typer.Option(help="Disaggregate: prefill pool GPU (--gpu/--tp are the decode pool)")] = None,
     prefill_tp: Annotated[int, typer.Option(help="Disaggregate: prefill pool TP degree")] = 1,
@@ -88,7 +94,7 @@ def estimate_command(
     """Memory, latency, throughput and cost of one configuration (or of every row of --cases).
 
     Give the mode: --batch B, an SLO (--tpot-slo-ms/--ttft-slo-ms: the knee), --rate R, --max-rate
-    with SLOs, or --offline (the default when none is given, said on stderr).
+    with SLOs, --concurrency N, or --offline (the default when none is given, said on stderr).
     """
     given = factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs, engine)
     catalogs = catalogs_from(catalog, price_rule(price_choice, provider, region, max_price_age_days,
@@ -102,8 +108,9 @@ def estimate_command(
         frame = _with_ids(_read_cases(cases))
     else:
         frame = _single_case(gpu, model, quant, kv_quant, tp, input_len, output_len, batch,
-                             tpot_slo_ms, ttft_slo_ms, offline, rate, max_rate)
+                             tpot_slo_ms, ttft_slo_ms, offline, rate, max_rate, concurrency)
         frame["prefill_chunk_tokens"] = prefill_chunk_tokens
+        frame["n_requests"] = requests
     chosen = levers(pp=pp, prefix_hit_rate=prefix_hit_rate, spec_tokens=spec_tokens, spec_acceptance=spec_acceptance,
                     spec_draft_cost=spec_draft_cost, dequant_overhead=dequant_overhead)
     for name, value in chosen.items():
@@ -111,20 +118,23 @@ def estimate_command(
             message = f"--{name.replace('_', '-')} takes one value in estimate (sweep takes lists)"
             raise InvalidValueError(message)
         frame[name] = value
-    result = estimate_cases(frame, catalogs, **given)
+    result = estimate_cases(frame, catalogs, capacity_quantile=capacity_quantile.strip().lower(), **given)
     chosen = catalogs.chosen_prices(result["gpu"].astype(str).unique(), ["on_demand"])
     if "usd_per_gpu_hour" not in given:
         echo_price_warnings(chosen)
     result = with_price_provenance(result, chosen).rename(columns=VLLM_NAMES)
     if cases is None:
         _check_runs(result.iloc[0], allow_invalid)
-        if not (offline or max_rate or batch is not None or rate is not None or tpot_slo_ms or ttft_slo_ms):
+        if not (offline or max_rate or batch is not None or rate is not None or concurrency is not None
+                or tpot_slo_ms or ttft_slo_ms):
             typer.echo("note: no mode given, so offline (the memory-limited maximum throughput); give "
-                       "--batch, --tpot-slo-ms, --rate or --offline", err=True)
+                       "--batch, --tpot-slo-ms, --rate, --concurrency or --offline", err=True)
     else:
         _count_invalid(result)
     if output is not None:
-        write_stream(iter([result]), len(result), output, params={"cases": str(cases or ""), **given},
+        recorded = {"engine": ",".join(sorted(result["engine"].astype(str).unique())),
+                    "capacity_quantile": capacity_quantile}
+        write_stream(iter([result]), len(result), output, params={"cases": str(cases or ""), **given, **recorded},
                      catalogs=catalogs)
         typer.echo(f"wrote {output}", err=True)
     elif as_json:
@@ -191,26 +201,26 @@ def _print_disaggregated(gpu, model, quant, kv_quant, tp, input_len, output_len,
 
 
 def _single_case(gpu, model, quant, kv_quant, tp, input_len, output_len, batch, tpot_slo_ms, ttft_slo_ms, offline,
-                 rate=None, max_rate=False):
+                 rate=None, max_rate=False, concurrency=None):
     if gpu is None or model is None:
         message = "estimate needs --gpu and --model (or --cases FILE)"
         raise InvalidValueError(message)
     has_slo = tpot_slo_ms is not None or ttft_slo_ms is not None
     chosen = [name for name, on in (("--batch", batch is not None), ("--offline", offline), ("--rate", rate is not None),
-                                    ("an SLO", has_slo and not max_rate)) if on]
+                                    ("--concurrency", concurrency is not None), ("an SLO", has_slo and not max_rate)) if on]
     if len(chosen) > 1:
-        message = f"give one of --batch, --tpot-slo-ms/--ttft-slo-ms, --rate or --offline, not {' and '.join(chosen)}"
+        message = (f"give one of --batch, --tpot-slo-ms/--ttft-slo-ms, --rate, --concurrency or --offline, "
+                   f"not {' and '.join(chosen)}")
         raise InvalidValueError(message)
     if max_rate and not has_slo:
         message = "--max-rate needs --tpot-slo-ms or --ttft-slo-ms"
         raise InvalidValueError(message)
     mode = ("max_rate" if max_rate else "batch" if batch is not None else "rate" if rate is not None
-            else "offline" if offline or not chosen else "slo")
-
+            else "concurrency" if concurrency is not None else "offline" if offline or not chosen else "slo")
     return pd.DataFrame([{"gpu": gpu, "model": model, "quant": quant, "kv_quant": kv_quant, "tp": tp,
                           "input_len": input_len, "output_len": output_len, "batch": batch,
                           "tpot_slo_ms": tpot_slo_ms, "ttft_slo_ms": ttft_slo_ms, "rate_req_s": rate,
-                          "mode": mode}])
+                          "concurrency": concurrency, "mode": mode}])
 
 
 def _read_cases(path: Path) -> pd.DataFrame:
@@ -234,7 +244,7 @@ def _print_estimate(result: pd.DataFrame) -> None:
     rows = [(name, row[name], _unit(name)) for name in names
             if name in result and name not in skipped and result[name].notna().all() and row[name] != ""]
     print_table(title, ["metric", "value", "unit"], rows, numeric=[False, True, False],
-                caption=_price_caption(row))
+                caption=f"Engine {row['engine']}; calibration {row['calibration']}. {_price_caption(row)}")
 
 
 def _unit(name: str) -> str:

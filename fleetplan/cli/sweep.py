@@ -116,7 +116,7 @@ def sweep_command(
     params = {"gpus": gpu, "models": model, "quants": quant, "kv_quants": kv_quant, "tps": tp, "contexts": context,
               "input_lens": input_len, "output_lens": output_len, "batches": batch, "drop_invalid": drop_invalid,
               **({"prefill_gpus": prefill_gpu, "prefill_tps": prefill_tp or "1"} if prefill_gpu is not None else {}),
-              **overrides,  # model assumptions and levers given on the command line, swept or not
+              **overrides, "engine": grid.engine,  # assumptions and levers given on the command line, and the engine
               "prices_used": prices_used(chosen)}
     options = {"partition_by": ids(partition_by) if partition_by else None, "top_n": top_n,
                "tpot_slo_ms": tpot_slo_ms}
@@ -135,6 +135,7 @@ def _sweep_on_dask(grid, output, scheduler, workers, chunk_rows, drop_invalid, c
         message = "a Dask sweep writes every row to a dataset folder: give -o FOLDER (and no --drop-invalid)"
         raise InvalidValueError(message)
     params = {k: v for k, v in arguments.items() if isinstance(v, (str, int, float)) and k not in ("grid",)}
+    params["engine"] = grid.engine
     params["prices_used"] = prices_used(arguments["chosen"])
     metadata = {"catalog_versions": catalogs.versions(), **params}
     rows = sweep_dataset(grid, output, metadata=metadata, chunk_rows=chunk_rows, scheduler=scheduler, workers=workers)

@@ -222,6 +222,9 @@ class Fleet(_Strict):
     engine: str | None = Field(
         None, min_length=1, description="Serving engine whose efficiency rows to use (e.g. from fleetplan "
                                         "calibrate); default: the catalog's * rows")
+    capacity_quantile: Literal["p50", "p90"] = Field(
+        "p50", description="Replica capacity as modelled (p50) or divided by 1 + the p90 of the calibration "
+                           "error band of rows like it (p90: a pessimistic plan)")
     disaggregation: Disaggregation | None = Field(
         None, description="Also offer prefill/decode disaggregated pairs as candidates")
 

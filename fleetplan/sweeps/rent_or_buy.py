@@ -129,7 +129,8 @@ def compare(workload: dict, gpus: list[str], catalogs=None, *, utilization: floa
 def _costs(best: pd.DataFrame, workload: dict, catalogs, usd_per_kwh, pue, load, hours) -> pd.DataFrame:
     per_node = catalogs.gpus["gpus_per_node"].reindex(best["gpu"]).to_numpy(dtype=float)
     owned = catalogs.ownership.set_index("gpu").reindex(best["gpu"])
-    out = best[["gpu", "tp", "replicas", "gpus_needed", "capacity_req_s"]].copy()
+    out = best[["gpu", "tp", "replicas", "gpus_needed", "capacity_req_s",
+                *(c for c in ("calibration", "error_p10_pct", "error_p90_pct") if c in best)]].copy()
     out["nodes"] = np.ceil(out["gpus_needed"] / per_node)
     out["power_kw"] = out["nodes"] * owned["node_power_kw"].to_numpy(dtype=float)
     tokens_per_month = workload["demand_req_s"] * workload["output_len"] * hours * 3600.0

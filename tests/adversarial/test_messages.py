@@ -33,7 +33,8 @@ def workload(field, value):
     (workload("model", "llama-3-8b"), r"workloads\[0\]\.model: unknown model .*did you mean"),
     (workload("quants", ["bf16", "fp88"]), r"workloads\[0\]\.quants: unknown quant 'fp88'; did you mean"),
     (lambda d: d["fleet"].update(gpus=["l40"]), r"fleet\.gpus\[0\]\.id: unknown gpu 'l40'; did you mean"),
-    (lambda d: d["fleet"].update(engine="trtllm"), r"fleet\.engine: unknown engine.*'trtllm' \(valid: \*\)"),
+    (lambda d: d["fleet"].update(engine="trtllm"),
+     r"fleet\.engine: unknown engine.*'trtllm'; did you mean 'tensorrt-llm'"),
     (lambda d: d["fleet"].update(pricing=["ondemand"]), r"fleet\.pricing\[0\].*on_demand"),
     (lambda d: d["fleet"].update(gpu=["l40s"]), r"fleet\.gpu: unknown field; did you mean 'gpus'"),
 ])
@@ -42,15 +43,19 @@ def test_unknown_names_in_a_scenario(sandbox, edit, pattern):
     sandbox.fails(["plan", path, "-q", "-o", "plan.json"], 2, pattern)
 
 
-ENGINE_ROWS = ("engine,gpu,precision,mbu,mfu,step_overhead_ms,tp_scaling,request_overhead_ms,n_points,source,as_of\n"
-               "vllm,*,*,0.7,0.4,1.0,0.9,0,0,our fit,2026-11-01\n")
+ENGINE_ROWS = ("id,name,version,kv_memory_rule,memory_fraction,workspace_gib,activation_bytes_per_token_hidden,"
+               "max_num_seqs,max_batched_tokens,chunked_prefill,reserves_full_sequence,source,as_of\n"
+               "lmdeploy,LMDeploy,0.9,fraction_of_free,0.8,1.0,24,256,8192,true,false,our profile,2026-11-01\n")
+EFFICIENCY_ROWS = ("engine,gpu,operator,precision,memory_efficiency,n_points,source,as_of\n"
+                   "lmdeploy,*,gemm,*,0.7,12,our fit,2026-11-01\n")
 
 
 def test_unknown_engine_gets_did_you_mean_among_the_catalog_engines(sandbox):
-    """The shipped catalog has only the any-engine rows (*); a user's calibrated engine is offered."""
-    rows = sandbox.write("engines.csv", ENGINE_ROWS)
-    sandbox.fails(["estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--engine", "vlm", "--batch", "1",
-                   "--catalog", rows], 2, r"unknown engine.*'vlm'; did you mean 'vllm'")
+    """A user's calibrated engine is offered next to the shipped engines."""
+    engine = sandbox.write("engines.csv", ENGINE_ROWS)
+    rows = sandbox.write("efficiency.csv", EFFICIENCY_ROWS)
+    sandbox.fails(["estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--engine", "lmdeplo", "--batch",
+                   "1", "--catalog", engine, "--catalog", rows], 2, r"unknown engine.*'lmdeplo'; did you mean 'lmdeploy'")
 
 
 def test_unknown_gpu_in_cases_file(sandbox):

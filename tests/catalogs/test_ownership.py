@@ -111,7 +111,7 @@ def test_price_and_efficiency_files_are_still_told_apart(tmp_path):
                                        "pricing_type": "on_demand", "usd_per_gpu_hour": "2",
                                        "instance": "box", "includes_host": "true",
                                        "source": "s", "as_of": "2026-01-01"}])
-    factors = _csv(tmp_path / "e.csv", [{"gpu": "h100-sxm", "precision": "fp8",
+    factors = _csv(tmp_path / "e.csv", [{"gpu": "h100-sxm", "operator": "gemm", "precision": "fp8",
                                          "source": "s", "as_of": "2026-01-01"}])
     found = check_files([price, factors], data_dir=FIXTURE_DATA)
     assert [catalog for _, catalog, _ in found] == ["prices", "efficiency"]

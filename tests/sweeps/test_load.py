@@ -30,7 +30,7 @@ def test_queueing_formulas():
 def test_near_zero_load_gives_the_unloaded_latency():
     c, rows = arrays()
     state = queueing.at_rate(c, rows, np.array([1e-9]))
-    tpot, ttft = row_kernel.latencies_ms(c, rows._replace(batch=np.ones(1)))
+    tpot, ttft = row_kernel.row_latencies_ms(c, rows._replace(batch=np.ones(1)))[:2]
     assert state["tpot_ms"][0] == pytest.approx(tpot[0], rel=1e-6)
     assert state["ttft_ms"][0] == pytest.approx(ttft[0], rel=1e-6)
     assert state["batch"][0] == pytest.approx(0.0, abs=1e-6)
