@@ -19,8 +19,7 @@ import pandas as pd
 
 import fleetplan
 from fleetplan.exports.atomic import write_text_atomic
-from fleetplan.optimizer.whatif_grid import Grid
-from fleetplan.optimizer.whatif_solve import solve_grid
+from fleetplan.optimizer.whatif_grid import Grid, solve_grid
 
 log = logging.getLogger(__name__)
 

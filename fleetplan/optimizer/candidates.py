@@ -12,8 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fleetplan.catalogs import Catalogs
 from fleetplan.errors import ScenarioError, UnknownNameError
 from fleetplan.optimizer.scenario import Scenario
+from fleetplan.optimizer.slo_levels import slo_levels
 from fleetplan.sweeps import estimate_cases
 from fleetplan.sweeps.assumptions import check_engine
 
@@ -22,8 +24,9 @@ from fleetplan.sweeps.assumptions import check_engine
 #: prior efficiency rows, and the p10/p90 signed error [%] of held-out rows like it.
 UNCERTAINTY_COLUMNS = ("calibration", "error_p10_pct", "error_p90_pct")
 CANDIDATE_COLUMNS = ["workload", "bucket", "config", "route", "stage", "stages", "pool", "model",
-                     "gpu", "quant", "tp", "input_len", "output_len", "req_s_per_replica", "batch",
-                     "tpot_ms", "ttft_ms", "valid", "reason", *UNCERTAINTY_COLUMNS]
+                     "gpu", "quant", "tp", "input_len", "output_len", "tpot_slo_ms",
+                     "ttft_slo_ms", "req_s_per_replica", "batch", "tpot_ms", "ttft_ms", "valid",
+                     "reason", *UNCERTAINTY_COLUMNS]
 
 
 def config_ids(model, gpu, quant, tp) -> pd.Series:
@@ -32,7 +35,7 @@ def config_ids(model, gpu, quant, tp) -> pd.Series:
         tp.astype(int).astype(str)
 
 
-def canonical_names(scenario: Scenario, catalogs) -> dict:
+def canonical_names(scenario: Scenario, catalogs: Catalogs) -> dict:
     """Canonical catalog ids of the scenario's models, quants and GPUs; an unknown id raises a
     ScenarioError naming its field (``workloads[1].model: unknown model 'x'; did you mean``)."""
     def require(kind, names, path):
@@ -57,19 +60,47 @@ def canonical_names(scenario: Scenario, catalogs) -> dict:
     return {"models": models, "quants": quants, "gpus": gpus, "engine": engine}
 
 
+def workload_slos(scenario: Scenario, names: dict) -> pd.DataFrame:
+    """workload, pool, tpot_slo_ms, ttft_slo_ms (NaN = none): a pool is a model when replicas
+    are shared, else the workload."""
+    workloads = scenario.workloads
+    return pd.DataFrame({
+        "workload": [w.name for w in workloads],
+        "pool": names["models"] if scenario.fleet.share_replicas else [w.name for w in workloads],
+        "tpot_slo_ms": [np.nan if w.tpot_slo_ms is None else w.tpot_slo_ms for w in workloads],
+        "ttft_slo_ms": [np.nan if w.ttft_slo_ms is None else w.ttft_slo_ms for w in workloads]})
+
+
+def slo_variants(scenario: Scenario, names: dict) -> list[tuple[str, pd.DataFrame]]:
+    """(variant, workload SLO levels): ``base``, and with what-if re-solves one
+    ``relaxed:<workload>`` per workload with a TPOT SLO: its pool's levels with that workload's
+    TPOT SLO loosened by the what-if factor."""
+    slos = workload_slos(scenario, names)
+    variants = [("base", slo_levels(slos))]
+    if not scenario.what_if.enabled:
+        return variants
+    for workload, pool, tpot in zip(slos["workload"], slos["pool"], slos["tpot_slo_ms"]):
+        if np.isnan(tpot):
+            continue
+        looser = slos[slos["pool"] == pool].copy()
+        looser.loc[looser["workload"] == workload, "tpot_slo_ms"] = \
+            tpot * scenario.what_if.tpot_slo_factor
+        variants.append((f"relaxed:{workload}", slo_levels(looser)))
+    return variants
+
+
 def bucket_cases(scenario: Scenario, buckets: pd.DataFrame, names: dict) -> pd.DataFrame:
-    """Every (workload bucket, quant) with its SLOs, and a looser-TPOT variant per workload."""
+    """Every (workload bucket, quant, SLO level) with the level's SLOs, for the base scenario
+    and each what-if variant (see ``slo_levels``)."""
     per_workload = pd.DataFrame({
         "workload": [w.name for w in scenario.workloads], "model": names["models"],
         "quant": names["quants"]}).explode("quant")
-    cases = buckets.drop(columns=["model", "req_s", "share"]).merge(per_workload, on="workload")
-    cases = cases.assign(variant="base")
+    sizes = buckets.drop(columns=["model", "req_s", "share", "tpot_slo_ms", "ttft_slo_ms"])
+    cases = pd.concat([sizes.merge(levels, on="workload").assign(variant=variant)
+                       for variant, levels in slo_variants(scenario, names)], ignore_index=True)
+    cases = cases.merge(per_workload, on="workload")
     if scenario.fleet.engine is not None:
         cases["engine"] = names["engine"]
-    if scenario.what_if.enabled:
-        looser = cases[cases["tpot_slo_ms"].notna()].assign(variant="tpot_relaxed")
-        looser["tpot_slo_ms"] = looser["tpot_slo_ms"] * scenario.what_if.tpot_slo_factor
-        cases = pd.concat([cases, looser], ignore_index=True)
     return cases
 
 
@@ -90,7 +121,8 @@ def engine_cases(scenario: Scenario, buckets: pd.DataFrame, names: dict,
     return cases.reset_index(drop=True)
 
 
-def from_engine(cases: pd.DataFrame, catalogs, estimate=None, capacity_quantile: str = "p50") -> pd.DataFrame:
+def from_engine(cases: pd.DataFrame, catalogs: Catalogs, estimate=None,
+                capacity_quantile: str = "p50") -> pd.DataFrame:
     """Run the cases through the performance engine in one call; candidate columns out
     (capacities at ``capacity_quantile`` of the calibration error band)."""
     if estimate is None:
@@ -102,7 +134,7 @@ def from_engine(cases: pd.DataFrame, catalogs, estimate=None, capacity_quantile:
         if "fits" in result else result["valid"].astype(bool)
     capacity = np.where(valid, result["req_s"].to_numpy(dtype=float), 0.0)
     out = cases[["workload", "bucket", "model", "gpu", "quant", "tp", "input_len", "output_len",
-                 "variant"]].reset_index(drop=True).copy()
+                 "tpot_slo_ms", "ttft_slo_ms", "level", "variant"]].reset_index(drop=True).copy()
     out["req_s_per_replica"] = np.nan_to_num(capacity)
     for column in ("batch", "tpot_ms", "ttft_ms"):
         out[column] = result[column].to_numpy() if column in result else np.nan
@@ -120,11 +152,14 @@ def finish(candidates: pd.DataFrame, share_replicas: bool) -> pd.DataFrame:
 
     A colocated configuration is its own route; the two stages of a disaggregated pair share
     the route ``model/quant/prefill-gpu-tpN>decode-gpu-tpM`` and are configurations
-    ``<route>#prefill`` and ``<route>#decode``.
+    ``<route>#prefill`` and ``<route>#decode``. A configuration run at one of several SLO levels
+    of its pool has the level appended (``...@tpot40ms``).
     """
     candidates = candidates.copy()
+    level = candidates["level"].fillna("") if "level" in candidates \
+        else pd.Series("", candidates.index)
     config = config_ids(candidates["model"], candidates["gpu"], candidates["quant"],
-                        candidates["tp"])
+                        candidates["tp"]) + level
     stage = candidates["stage"].fillna("serve") if "stage" in candidates \
         else pd.Series("serve", candidates.index)
     staged = (stage != "serve").to_numpy()
@@ -135,7 +170,7 @@ def finish(candidates: pd.DataFrame, share_replicas: bool) -> pd.DataFrame:
                          + pairs["prefill_gpu"].astype(str) + "-tp"
                          + pairs["prefill_tp"].astype(int).astype(str) + ">"
                          + pairs["decode_gpu"].astype(str) + "-tp"
-                         + pairs["decode_tp"].astype(int).astype(str))
+                         + pairs["decode_tp"].astype(int).astype(str) + level[staged])
         config[staged] = route[staged] + "#" + stage[staged]
     candidates["stage"], candidates["stages"] = stage, np.where(staged, 2, 1)
     if share_replicas:

@@ -1,8 +1,9 @@
-"""Solve strategies that exploit the model's period structure.
+"""Solve strategies that exploit the model's period structure, within one deadline.
 
-Without reserved pricing and without a budget, nothing links two periods: the MILP splits into
-one small MILP per period, solved one after the other, and the sums of their objectives and
-bounds are the whole problem's (exact, and far faster than one big branch-and-bound).
+When no constraint family links two periods (``links_periods`` in
+``constraint_families.FAMILIES``: reserved pricing, a monthly budget), the MILP splits into one
+small MILP per period, solved side by side, and the sums of their objectives and bounds are the
+whole problem's (exact, and far faster than one big branch-and-bound).
 
 Otherwise reserved replicas (paid for the whole horizon) and the monthly budget link the
 periods. The whole MILP is solved, started from a plan built period by period: reserved
@@ -15,155 +16,110 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import time
 
 import numpy as np
-import pandas as pd
 
-from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.optimizer.constraint_families import FAMILIES
 from fleetplan.optimizer.fleet_problem import Problem
-from fleetplan.optimizer.milp import FleetModel, build_model
-from fleetplan.optimizer.milp_tables import per_period
-from fleetplan.optimizer.solver import SolveOptions, SolveOutcome, solve_lp, solve_model
+from fleetplan.optimizer.milp import FleetModel
+from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, solve_periods
+from fleetplan.optimizer.solver import SolveOptions, SolveOutcome, open_solver
 
 logger = logging.getLogger(__name__)
 
-#: Key columns of each variable table, used to copy values between models.
-VARIABLE_KEYS = {"routes": ["workload", "bucket", "config", "period"],
-                 "replicas": ["config", "pricing_type", "period"],
-                 "nodes": ["gpu", "pricing_type", "period"],
-                 "unmet": ["workload", "bucket", "period"],
-                 "spare_shortfall": ["workload", "period"]}
-
-#: Share of the time limit the starting plan of a linked problem may take, and the loosest
-#: relative gap its period MILPs stop at (the closer the start, the sooner HiGHS proves the
-#: whole problem). The start is where the plan's quality comes from: from a good start the
-#: whole MILP is proven within its gap in a fraction of a second, while from a start cut short
-#: it rarely closes the gap in the time left (benchmarks/bench_optimizer.py (b): at a 50 %
-#: share an 8 s limit ended at a 1.05 % gap, at 80 % even a 6 s limit is optimal).
+#: Share of the time left the starting plan of a linked problem may take. The start is where
+#: the plan's quality comes from: from a good start the whole MILP is proven within its gap in
+#: a fraction of a second, while from a start cut short it rarely closes the gap in the time
+#: left.
 START_TIME_SHARE = 0.8
-START_GAP = 0.001
+
+#: Shortest run given to a solve when the deadline has passed [s] (it still returns a plan).
+LAST_CHANCE_S = 0.05
 
 
 def is_separable(problem: Problem) -> bool:
-    """True when no constraint or variable links two periods."""
-    reserved = problem.offers["pricing_type"].isin(RESERVED_PRICING).any()
-    return problem.budget_usd_per_month is None and not reserved
+    """True when no constraint family links two periods."""
+    return not any(family.links_periods(problem) for family in FAMILIES
+                   if family.links_periods is not None)
 
 
-def period_problem(problem: Problem, period: int) -> Problem:
-    """The problem restricted to one period (budget dropped: it spans a whole month)."""
-    return problem.with_changes(periods=problem.periods[problem.periods["period"] == period],
-                                demand=problem.demand[problem.demand["period"] == period],
-                                budget_usd_per_month=None)
+def solve_whole(model: FleetModel, options: SolveOptions, deadline: Deadline, *,
+                start: np.ndarray | None = None) -> SolveOutcome:
+    """Solve the whole model; an elastic model lexicographically: first the least unmet demand
+    (share of request-hours), then the cheapest fleet that leaves no more unmet."""
+    program = model.program
+    if program.n_rows == 0:  # nothing to serve
+        model.values = np.clip(np.zeros(program.n_cols), program.col_lower, program.col_upper)
+        objective = float(model.cost @ model.values)
+        return SolveOutcome("optimal", 0.0, objective, "none", 0.0, objective)
+    if not model.elastic or model.unmet_share is None:
+        solver = open_solver(program, model.cost, options)
+        result = solver.solve(time_limit_s=max(deadline.remaining(), LAST_CHANCE_S),
+                              mip_gap=options.mip_gap, start=start)
+        model.values = result.values
+        return result.outcome
+    solver = open_solver(program, model.unmet_share, options)
+    first = solver.solve(time_limit_s=max(deadline.share(0.5), LAST_CHANCE_S),
+                         mip_gap=options.mip_gap)
+    if first.values is None:
+        return first.outcome
+    least = float(model.unmet_share @ first.values)
+    columns = np.flatnonzero(model.unmet_share)
+    solver.add_row(columns, model.unmet_share[columns], -math.inf, least + 1e-7 + 1e-6 * least)
+    solver.set_cost(model.cost)
+    second = solver.solve(time_limit_s=max(deadline.remaining(), LAST_CHANCE_S),
+                          mip_gap=options.mip_gap, start=first.values)  # phase 1 is feasible
+    chosen = second if second.values is not None else first
+    model.values = chosen.values
+    status = "time_limit" if "time_limit" in (first.outcome.status, second.outcome.status) \
+        else chosen.outcome.status
+    return SolveOutcome(status, math.nan, float(model.cost @ chosen.values), chosen.outcome.solver,
+                        first.outcome.seconds + second.outcome.seconds)
 
 
-def _copy_values(source: FleetModel, target: FleetModel) -> None:
-    for name, keys in VARIABLE_KEYS.items():
-        have, want = getattr(source, name), getattr(target, name)
-        if have.empty or want.empty:
-            continue
-        values = have[keys].assign(value=[v.varValue for v in have["var"]])
-        merged = want[[*keys, "var"]].merge(values, on=keys)
-        for variable, value in zip(merged["var"], merged["value"], strict=True):
-            variable.varValue = value
+def reserved_plan(model: FleetModel, replicas: np.ndarray) -> dict[str, np.ndarray]:
+    """Reserved replica counts (one per reserved replica row of the model) with the nodes they
+    need: ``{'cols', 'values'}`` for fixing them."""
+    table = model.replicas[model.replicas["period"] < 0].assign(value=replicas)
+    nodes = model.nodes[model.nodes["period"] < 0]
+    gpus = (table["value"] * table["tp"]).groupby([table["gpu"], table["pricing_type"]]).sum()
+    needed = gpus.reindex(nodes.set_index(["gpu", "pricing_type"]).index, fill_value=0.0)
+    per_node = nodes["gpus_per_node"].to_numpy(dtype=float)
+    node_values = needed.to_numpy() / per_node
+    node_values = np.where(per_node > 1, np.ceil(node_values - 1e-9), node_values)
+    return {"cols": np.concatenate([table["col"], nodes["col"]]).astype(np.int64),
+            "values": np.concatenate([replicas, node_values]).astype(float)}
 
 
-def _fix_reserved(model: FleetModel, reserved: pd.DataFrame) -> None:
-    rows = model.replicas[model.replicas["period"] < 0]
-    fixed = rows[["config", "pricing_type", "var"]].merge(reserved, on=["config", "pricing_type"],
-                                                          how="left").fillna({"value": 0.0})
-    for variable, value in zip(fixed["var"], fixed["value"], strict=True):
-        variable.lowBound = variable.upBound = float(value)
+def _start_from_relaxation(model: FleetModel, programs: PeriodPrograms, options: SolveOptions,
+                           deadline: Deadline) -> np.ndarray | None:
+    """A feasible plan: LP relaxation -> reserved rounded down -> period MILPs."""
+    relaxation = open_solver(model.program, model.cost, options).solve(
+        time_limit_s=max(deadline.share(0.5), LAST_CHANCE_S), mip_gap=options.mip_gap,
+        relax=True)
+    if relaxation.values is None:
+        return None
+    reserved_rows = model.replicas[model.replicas["period"] < 0]
+    reserved = np.floor(relaxation.values[reserved_rows["col"].to_numpy()] + 1e-6)
+    fixed = reserved_plan(model, reserved)
+    run = solve_periods(programs, model.cost, options, deadline, fixed=fixed,
+                        budget_s=deadline.share(START_TIME_SHARE))
+    return run.values if run.complete() else None
 
 
-def _restricted(problem: Problem, configs: set[str] | None) -> Problem:
-    if configs is None:
-        return problem
-    return problem.with_changes(
-        configs=problem.configs[problem.configs["config"].isin(configs)],
-        candidates=problem.candidates[problem.candidates["config"].isin(configs)])
-
-
-def _solve_period(model: FleetModel, period: int, options: SolveOptions,
-                  reserved: pd.DataFrame | None, configs: set[str] | None) -> SolveOutcome:
-    """One period's MILP (restricted to ``configs`` if given, else all) copied into ``model``."""
-    for allowed in ((configs, None) if configs is not None else (None,)):
-        sub = build_model(_restricted(period_problem(model.problem, period), allowed),
-                          elastic=model.elastic)
-        if reserved is not None:
-            _fix_reserved(sub, reserved)
-        outcome = solve_model(sub, options)
-        if outcome.has_solution:
-            _copy_values(sub, model)
-            return outcome
-    return outcome
-
-
-def solve_by_period(model: FleetModel, options: SolveOptions,
-                    reserved: pd.DataFrame | None = None,
-                    configs: dict[int, set[str]] | None = None) -> SolveOutcome:
-    """Solve each period on its own and copy the answers into ``model``'s variables.
-
-    With ``reserved`` (config, pricing_type, value) the reserved replicas are fixed, and with
-    ``configs`` each period first tries only its listed configurations: a quick starting plan
-    whose combined objective and bound are then not the whole problem's.
-    """
-    started = time.perf_counter()
-    periods = model.problem.periods["period"].tolist()
-    outcomes = []
-    for done, period in enumerate(periods):
-        remaining = options.time_limit_s - (time.perf_counter() - started)
-        # an even share, but at least a second while time remains: most periods solve in a
-        # fraction of that, and a period stopped early gives a poor plan
-        share = max(min(remaining, max(remaining / (len(periods) - done), 1.0)),
-                    0.05 * options.time_limit_s / len(periods))
-        allowed = None if configs is None else configs.get(period, set())
-        outcome = _solve_period(model, period, dataclasses.replace(options, time_limit_s=share),
-                                reserved, allowed)
-        if not outcome.has_solution:
-            return dataclasses.replace(outcome, seconds=time.perf_counter() - started)
-        outcomes.append(outcome)
-    return _combined(outcomes, time.perf_counter() - started)
-
-
-def _combined(outcomes: list[SolveOutcome], seconds: float) -> SolveOutcome:
-    objective = float(sum(o.objective for o in outcomes))
-    bound = float(sum(o.bound for o in outcomes))
-    gap = max(0.0, (objective - bound) / objective) if objective > 0 else 0.0
-    status = "time_limit" if any(o.status == "time_limit" for o in outcomes) else "optimal"
-    solver = next((o.solver for o in outcomes if o.solver != "none"), "none")
-    return SolveOutcome(status, gap if math.isfinite(gap) else math.nan, objective, solver,
-                        seconds, bound)
-
-
-def _start_from_relaxation(model: FleetModel, options: SolveOptions) -> bool:
-    """Set every variable to a feasible plan: LP relaxation -> reserved -> period MILPs."""
-    relaxation = solve_lp(model.lp, options, relax=True)
-    if not relaxation.has_solution:
-        return False
-    replicas = model.replicas.assign(value=[v.varValue or 0.0 for v in model.replicas["var"]])
-    rows = replicas[replicas["period"] < 0]
-    reserved = rows[["config", "pricing_type"]].assign(value=np.floor(rows["value"] + 1e-6))
-    used = per_period(replicas[replicas["value"] > 1e-6], model.problem.periods)
-    configs = used.groupby("period")["config"].agg(set).to_dict()
-    quick = dataclasses.replace(options, mip_gap=min(options.mip_gap, START_GAP))
-    start = solve_by_period(model, quick, reserved=reserved, configs=configs)
-    return start.has_solution
-
-
-def solve_fleet(model: FleetModel, options: SolveOptions) -> SolveOutcome:
+def solve_fleet(model: FleetModel, options: SolveOptions,
+                deadline: Deadline | None = None) -> SolveOutcome:
     """Solve ``model`` with the strategy its structure allows (see module docstring)."""
+    deadline = deadline or Deadline(options.time_limit_s)
     n_periods = len(model.problem.periods)
-    if n_periods > 1 and is_separable(model.problem):
-        return solve_by_period(model, options)
-    if n_periods == 1 or model.elastic:
-        return solve_model(model, options)
-    started = time.perf_counter()
-    budget = dataclasses.replace(options, time_limit_s=START_TIME_SHARE * options.time_limit_s)
-    warm = _start_from_relaxation(model, budget)
-    remaining = max(options.time_limit_s - (time.perf_counter() - started),
-                    0.1 * options.time_limit_s)
-    outcome = solve_model(model, dataclasses.replace(options, time_limit_s=remaining),
-                          warm_start=warm)
-    return dataclasses.replace(outcome, seconds=time.perf_counter() - started)
+    if n_periods == 1 or model.elastic or model.program.n_rows == 0:
+        return solve_whole(model, options, deadline)
+    programs = PeriodPrograms.of(model)
+    if is_separable(model.problem):
+        run = solve_periods(programs, model.cost, options, deadline)
+        model.values = run.values if run.complete() else None
+        objective = float(model.cost @ run.values) if run.complete() else math.nan
+        return run.outcome(objective)
+    start = _start_from_relaxation(model, programs, options, deadline)
+    outcome = solve_whole(model, options, deadline, start=start)
+    return dataclasses.replace(outcome, seconds=deadline.elapsed())

@@ -14,6 +14,7 @@ import logging
 import numpy as np
 import pandas as pd
 
+from fleetplan.catalogs import Catalogs
 from fleetplan.errors import ScenarioError, UnknownNameError, did_you_mean
 from fleetplan.optimizer.candidates import bucket_cases, replica_options
 from fleetplan.optimizer.scenario import Scenario
@@ -25,7 +26,7 @@ _STAGE_COLUMNS = {"prefill": ("prefill_gpu", "prefill_tp", "prefill_req_s"),
                   "decode": ("decode_gpu", "decode_tp", "decode_req_s")}
 
 
-def pool_gpus(scenario: Scenario, catalogs, fleet_gpus: list[str]) -> dict[str, list[str]]:
+def pool_gpus(scenario: Scenario, catalogs: Catalogs, fleet_gpus: list[str]) -> dict[str, list[str]]:
     """Canonical prefill and decode GPU ids, each one of the fleet's GPUs (a ScenarioError naming
     the field otherwise)."""
     options = scenario.fleet.disaggregation
@@ -66,15 +67,16 @@ def pair_cases(scenario: Scenario, buckets: pd.DataFrame, names: dict, pools: di
     return cases.reset_index(drop=True)
 
 
-def from_pairs(cases: pd.DataFrame, catalogs, capacity_model: str) -> pd.DataFrame:
+def from_pairs(cases: pd.DataFrame, catalogs: Catalogs, capacity_model: str) -> pd.DataFrame:
     """Two candidate rows per pair, one per stage, with engine-compatible columns."""
     if cases.empty:
         return pd.DataFrame()
-    result = disaggregated(cases.drop(columns=["variant", "workload", "bucket"]), catalogs,
+    result = disaggregated(cases.drop(columns=["variant", "workload", "bucket", "level"]), catalogs,
                            capacity_model=capacity_model)
     valid = result["valid"].to_numpy(dtype=bool)
-    keep = ["workload", "bucket", "model", "quant", "input_len", "output_len", "variant",
-            "prefill_gpu", "prefill_tp", "decode_gpu", "decode_tp"]
+    keep = ["workload", "bucket", "model", "quant", "input_len", "output_len", "tpot_slo_ms",
+            "ttft_slo_ms", "level", "variant", "prefill_gpu", "prefill_tp", "decode_gpu",
+            "decode_tp"]
     common = cases[keep].reset_index(drop=True).assign(
         batch=result["decode_batch"].to_numpy(dtype=float),
         tpot_ms=result["tpot_ms"].to_numpy(dtype=float),
@@ -88,7 +90,7 @@ def from_pairs(cases: pd.DataFrame, catalogs, capacity_model: str) -> pd.DataFra
     return pd.concat(stages, ignore_index=True)
 
 
-def disaggregated_candidates(scenario: Scenario, catalogs, buckets: pd.DataFrame,
+def disaggregated_candidates(scenario: Scenario, catalogs: Catalogs, buckets: pd.DataFrame,
                              names: dict) -> pd.DataFrame:
     """The candidate rows of every prefill/decode pair the scenario allows (empty if none)."""
     if scenario.fleet.disaggregation is None:

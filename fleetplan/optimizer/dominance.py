@@ -4,9 +4,10 @@ Configuration c' dominates c when swapping every replica of c for one of c' neve
 and never breaks a constraint, so some optimal plan does not use c:
 - c' serves every workload bucket c serves, at least as many requests/s per replica;
 - for every pricing type c can be bought at, c' can too, for no more per replica-hour;
-- its GPUs are no harder to get: the same GPU type with no more GPUs per replica, or a GPU type
-  without availability caps that is bought GPU by GPU (no node rounding);
-- with a spot share cap, the same GPUs per replica (a smaller replica would change the share).
+- no constraint family objects to the swap (each family's ``swap_guard`` in
+  ``constraint_families.FAMILIES``): its GPUs are no harder to get (the same GPU type with no
+  more GPUs per replica, or a GPU type without availability caps bought GPU by GPU), and with a
+  spot share cap the same GPUs per replica (a smaller replica would change the share).
 Exactly equal configurations keep the first by id. Stages of disaggregated routes are never
 pruned and never prune: a stage serves nothing alone, so comparing it with a whole replica
 says nothing. Fewer near-identical configurations leave
@@ -18,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from fleetplan.optimizer.fleet_problem import Problem, with_routes
+from fleetplan.optimizer.constraint_families import FAMILIES
+from fleetplan.optimizer.fleet_problem import Problem, charged_offers, with_routes
 
 
 def _capacity_matrix(problem: Problem, configs: list[str]) -> np.ndarray:
@@ -31,18 +33,19 @@ def _capacity_matrix(problem: Problem, configs: list[str]) -> np.ndarray:
 
 def _replica_prices(problem: Problem, configs: pd.DataFrame) -> np.ndarray:
     """USD per replica-hour, configurations x pricing types (inf where not offered)."""
-    prices = problem.offers.pivot_table(index="gpu", columns="pricing_type",
+    prices = charged_offers(problem).pivot_table(index="gpu", columns="pricing_type",
                                         values="usd_per_gpu_hour", aggfunc="min")
     per_gpu = prices.reindex(configs["gpu"]).to_numpy(dtype=float)
     return np.where(np.isnan(per_gpu), np.inf, per_gpu * configs["tp"].to_numpy()[:, None])
 
 
-def _free_gpus(problem: Problem) -> set[str]:
-    """GPU types without any availability cap and bought one GPU at a time."""
-    gpus = problem.gpus
-    capped = set(gpus.loc[gpus["max_gpus"].notna(), "gpu"])
-    capped |= set(problem.offers.loc[problem.offers["max_gpus"].notna(), "gpu"])
-    return set(gpus.loc[gpus["gpus_per_node"] == 1, "gpu"]) - capped
+def swaps_allowed(problem: Problem, configs: pd.DataFrame) -> np.ndarray:
+    """[c', c]: every constraint family lets c' replace c (``swap_guard`` in FAMILIES)."""
+    allowed = np.ones((len(configs), len(configs)), dtype=bool)
+    for family in FAMILIES:
+        if family.swap_guard is not None:
+            allowed &= family.swap_guard(problem, configs)
+    return allowed
 
 
 def dominated_configs(problem: Problem) -> list[str]:
@@ -53,17 +56,13 @@ def dominated_configs(problem: Problem) -> list[str]:
     ids = configs["config"].tolist()
     capacity = _capacity_matrix(problem, ids)
     price = _replica_prices(problem, configs)
-    free = configs["gpu"].isin(_free_gpus(problem)).to_numpy()
-    gpu, tp, pool = (configs[c].to_numpy() for c in ("gpu", "tp", "pool"))
-    same_tp_needed = problem.spot_max_share is not None and problem.spot_max_share < 1
+    allowed = swaps_allowed(problem, configs)
+    pool = configs["pool"].to_numpy()
     dominated = []
     for c in range(len(ids)):  # one vectorized comparison against all others per configuration
         serves = np.all(capacity >= capacity[c], axis=1)
         cheaper = np.all(price <= price[c], axis=1)
-        gpus_ok = ((gpu == gpu[c]) & (tp <= tp[c])) | (free & (gpu != gpu[c]))
-        if same_tp_needed:
-            gpus_ok &= tp == tp[c]
-        candidate = (pool == pool[c]) & serves & cheaper & gpus_ok
+        candidate = (pool == pool[c]) & serves & cheaper & allowed[:, c]
         candidate[c] = False
         equal = np.all(capacity == capacity[c], axis=1) & np.all(price == price[c], axis=1)
         strictly = candidate & ~equal

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs.conventions import HOURS_PER_MONTH
+from fleetplan.catalogs.conventions import HOURS_PER_MONTH, RESERVED_TERM_MONTHS
 
 
 @dataclass
@@ -65,6 +65,30 @@ class Problem:
         return replace(self, **changes)
 
 
+def charged_months(horizon_months, term_months):
+    """Months a reserved commitment is paid for: the whole terms that cover the horizon
+    [months], ``ceil(horizon / term) * term``.
+
+    A commitment is bought for its whole term (and bought again when the horizon runs past
+    it), so a 3-month plan that reserves for 3 years pays 36 months.
+
+    >>> charged_months(np.array([3, 12, 13]), np.array([36, 12, 12])).tolist()
+    [36, 12, 24]
+    """
+    return np.ceil(np.asarray(horizon_months) / term_months - 1e-9).astype(int) * term_months
+
+
+def charged_offers(problem: Problem) -> pd.DataFrame:
+    """Offers with ``usd_per_gpu_hour`` per hour of the horizon: a reserved commitment's whole
+    charged term spread over the horizon's hours (the catalog price when the term fits)."""
+    terms = problem.offers["pricing_type"].map(RESERVED_TERM_MONTHS)
+    reserved = terms.notna().to_numpy()
+    factor = np.ones(len(terms))
+    factor[reserved] = charged_months(problem.horizon_months,
+                                      terms[reserved].to_numpy()) / problem.horizon_months
+    return problem.offers.assign(usd_per_gpu_hour=problem.offers["usd_per_gpu_hour"] * factor)
+
+
 def with_routes(candidates: pd.DataFrame) -> pd.DataFrame:
     """Candidates with ``route`` and ``stages`` filled (a configuration is its own route)."""
     candidates = candidates.copy()
@@ -73,6 +97,14 @@ def with_routes(candidates: pd.DataFrame) -> pd.DataFrame:
     if "stages" not in candidates:
         candidates["stages"] = 1
     return candidates
+
+
+def configs_of(candidates: pd.DataFrame) -> pd.DataFrame:
+    """The configurations a candidate table names: config, pool, gpu, tp (and model, quant,
+    stage when given), one row each."""
+    columns = [c for c in ("config", "pool", "gpu", "tp", "model", "quant", "stage")
+               if c in candidates]
+    return candidates[columns].drop_duplicates("config").reset_index(drop=True)
 
 
 def complete_routes(candidates: pd.DataFrame, configs: pd.Series | None = None) -> pd.DataFrame:

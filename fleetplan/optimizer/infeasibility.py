@@ -5,8 +5,9 @@ Two kinds of reasons:
   reasons, condensed ("TPOT SLO 5 ms is below the best achievable 7.1 ms for llama-3.1-70b on
   any allowed GPU");
 - a limit that leaves too little capacity: the elastic model is re-solved with each limit family
-  (availability, budget, spot share) lifted; a lift that serves more names the limit with the
-  amount the lifted plan needed ("needs 140 h100-sxm but availability is 64").
+  that has a ``lift`` in ``constraint_families.FAMILIES`` (availability, spot share, budget)
+  lifted; a lift that serves more names the limit with the amount the lifted plan needed, in
+  the family's ``diagnose`` words ("needs 140 h100-sxm but availability is 64").
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import re
 import numpy as np
 import pandas as pd
 
+from fleetplan.optimizer.constraint_families import FAMILIES, FAMILY, FAMILY_PROBLEM_FIELDS
 from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.fleet_problem import Problem, complete_routes
 from fleetplan.optimizer.milp import build_model
-from fleetplan.optimizer.plan_summary import usd
 from fleetplan.optimizer.solution_tables import solution_tables
 from fleetplan.optimizer.solver import SolveOptions
 
@@ -86,75 +87,39 @@ def _unmet_share(problem: Problem, options: SolveOptions) -> tuple[float, dict |
         return float("inf"), None
     unmet = model.unmet
     hours = unmet["period"].map(problem.periods.set_index("period")["hours"])
-    values = np.array([v.varValue or 0.0 for v in unmet["var"]])
+    values = model.value(unmet)
     share = float((values * unmet["req_s"] * hours).sum() / (unmet["req_s"] * hours).sum())
     return share, solution_tables(model)
 
 
 def _lifts(problem: Problem) -> dict[str, Problem]:
     """Problems with one limit family lifted (only families the problem has)."""
-    lifts = {}
-    if problem.gpus["max_gpus"].notna().any() or problem.offers["max_gpus"].notna().any():
-        lifts["availability"] = problem.with_changes(
-            gpus=problem.gpus.assign(max_gpus=np.nan),
-            offers=problem.offers.assign(max_gpus=np.nan))
-    if problem.budget_usd_per_month is not None:
-        lifts["budget"] = problem.with_changes(budget_usd_per_month=None)
-    if problem.spot_max_share is not None:
-        lifts["spot_share"] = problem.with_changes(spot_max_share=None)
-    return lifts
+    lifted = {family.name: family.lift(problem) for family in FAMILIES if family.lift}
+    return {name: lift for name, lift in lifted.items() if lift is not None}
 
 
 def limit_reasons(problem: Problem, options: SolveOptions, base_unmet: float) -> list[str]:
     """One-line reasons naming the limits whose lifting serves more demand."""
     lifts = _lifts(problem)
     reasons = []
-    for family, lifted in lifts.items():
+    for name, lifted in lifts.items():
         unmet, solution = _unmet_share(lifted, options)
         if solution is None or unmet >= base_unmet - 1e-6:
             continue
-        reasons += _explain(family, problem, solution)
+        reasons += FAMILY[name].diagnose(problem, solution)
     if not reasons and len(lifts) > 1:
         everything = problem.with_changes(
             **{k: v for lifted in lifts.values() for k, v in _changed(problem, lifted).items()})
         unmet, solution = _unmet_share(everything, options)
         if solution is not None and unmet < base_unmet - 1e-6:
-            for family in lifts:
-                reasons += _explain(family, problem, solution)
+            for name in lifts:
+                reasons += FAMILY[name].diagnose(problem, solution)
     return reasons
 
 
 def _changed(problem: Problem, lifted: Problem) -> dict:
-    names = ("gpus", "offers", "budget_usd_per_month", "spot_max_share")
-    return {n: getattr(lifted, n) for n in names if getattr(lifted, n) is not getattr(problem, n)}
-
-
-def _explain(family: str, problem: Problem, solution: dict) -> list[str]:
-    nodes = solution["nodes"]
-    if family == "availability":
-        reasons = []
-        peak = nodes.groupby(["gpu", "period"])["gpus"].sum().groupby("gpu").max()
-        caps = problem.gpus.dropna(subset=["max_gpus"])
-        for gpu, cap in zip(caps["gpu"], caps["max_gpus"]):
-            if peak.get(gpu, 0.0) > cap + 1e-6:
-                reasons.append(f"needs {peak[gpu]:.0f} {gpu} but availability is {cap:.0f}")
-        offer_peak = nodes.groupby(["gpu", "pricing_type", "period"])["gpus"].sum().groupby(
-            ["gpu", "pricing_type"]).max()
-        offers = problem.offers.dropna(subset=["max_gpus"])
-        for gpu, pricing, cap in zip(offers["gpu"], offers["pricing_type"], offers["max_gpus"]):
-            if offer_peak.get((gpu, pricing), 0.0) > cap + 1e-6:
-                reasons.append(f"needs {offer_peak[(gpu, pricing)]:.0f} {gpu} {pricing} "
-                               f"but availability is {cap:.0f}")
-        return reasons
-    if family == "budget":
-        monthly = nodes.merge(problem.periods[["period", "month", "month_weight"]], on="period")
-        per_month = (monthly["usd"] / monthly["month_weight"]).groupby(monthly["month"]).sum()
-        return [f"needs {usd(per_month.max())} per month but the budget is "
-                f"{usd(problem.budget_usd_per_month)}"]
-    replicas = solution["replicas"]  # the cap counts the GPUs of replicas
-    spot = replicas[replicas["pricing_type"] == "spot"].groupby("period")["gpus"].sum()
-    share = (spot / replicas.groupby("period")["gpus"].sum()).max()
-    return [f"needs {share:.0%} spot GPUs but the spot share cap is {problem.spot_max_share:.0%}"]
+    return {n: getattr(lifted, n) for n in FAMILY_PROBLEM_FIELDS
+            if getattr(lifted, n) is not getattr(problem, n)}
 
 
 def explain_unmet(problem: Problem, unmet: pd.DataFrame, options: SolveOptions,

@@ -1,8 +1,9 @@
 """Binding constraints and what relaxing each would save, measured by re-solving.
 
 A MILP's duals say little about whole replicas, so each binding limit is priced by solving the
-problem again with that limit relaxed by one step: one more node of a capped GPU, ten points
-more spot share, one spare replica fewer, ten percent more budget, a looser TPOT SLO.
+problem again with that limit relaxed by one step, as its family's entry in
+``constraint_families.FAMILIES`` says (one more node of a capped GPU, ten points more spot
+share, one spare replica fewer, ten percent more budget), and a looser TPOT SLO per workload.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from fleetplan.optimizer.constraint_families import FAMILIES, FAMILY, priced_families
 from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.dominance import prune_dominated
-from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.fleet_problem import Problem, configs_of
 from fleetplan.optimizer.milp import FleetModel, build_model
 from fleetplan.optimizer.plan_summary import usd
 from fleetplan.optimizer.solver import SolveOptions
@@ -30,67 +32,36 @@ MAX_RESOLVES = 12
 
 
 def constraint_activity(model: FleetModel, families: tuple[str, ...]) -> pd.DataFrame:
-    """Left-hand side value and slack of the constraints of ``families``."""
+    """Left-hand side value and slack of the limits of ``families`` (rows in the family's own
+    unit; rows in other units only link its variables)."""
     table = model.constraint_table()
-    if table.empty:
-        return table
-    table = table[table["family"].isin(families)].copy()
-    table["value"] = [c.expr.value() or 0.0 for c in table["constraint"]]
-    sense = np.array([c.sense for c in table["constraint"]])
-    table["slack"] = np.where(sense == 1, table["value"] - table["limit"],
+    own_unit = table["family"].map({f.name: f.unit for f in FAMILIES})
+    table = table[table["family"].isin(families) & (table["unit"] == own_unit)].copy()
+    if table.empty or model.values is None:
+        return table.iloc[0:0]
+    table["value"] = model.program.activity(model.values)[table["row"].to_numpy()]
+    table["slack"] = np.where(table["sense"] == ">=", table["value"] - table["limit"],
                               table["limit"] - table["value"])
     return table
 
 
 def binding_limits(model: FleetModel) -> pd.DataFrame:
-    """Binding constraints, one row per (family, subject), worst period first."""
-    table = constraint_activity(
-        model, ("availability", "offer_cap", "budget", "spot_share", "redundancy"))
+    """Binding constraints of the priced families, one row per (family, subject), worst period
+    first. A row binds when its slack is less than one step of its family's limit."""
+    table = constraint_activity(model, priced_families())
     if table.empty:
         return pd.DataFrame(columns=["family", "subject", "period", "value", "limit", "unit"])
-    node = model.problem.gpus.set_index("gpu")["gpus_per_node"]
-    gpu = table["subject"].str.split("/").str[0]
-    step = np.where(table["family"].isin(["availability", "offer_cap", "spot_share"]),
-                    gpu.map(node).fillna(1.0), np.where(table["family"] == "redundancy", 1.0, 0.0))
+    step = np.zeros(len(table))
+    for name, rows in table.groupby("family", sort=False).indices.items():
+        step[rows] = FAMILY[name].binding_step(model.problem, table["subject"].iloc[rows])
     tolerance = np.maximum(step - 1e-6, 1e-6 * np.maximum(1.0, table["limit"].abs()))
-    binding = table[table["slack"] < tolerance].sort_values("slack", kind="stable")
+    limiting = table["slack"].to_numpy() < np.asarray(tolerance, dtype=float)
+    for name, rows in table.groupby("family", sort=False).indices.items():
+        if FAMILY[name].binding_filter is not None:
+            limiting[rows] &= FAMILY[name].binding_filter(model, table.iloc[rows])
+    binding = table[limiting].sort_values("slack", kind="stable")
     binding = binding.drop_duplicates(["family", "subject"])
     return binding[["family", "subject", "period", "value", "limit", "unit"]].reset_index(drop=True)
-
-
-def _relax(problem: Problem, family: str, subject: str) -> tuple[Problem, str, str]:
-    """(relaxed problem, change text, description template with {saving})."""
-    if family == "availability":
-        gpus = problem.gpus.copy()
-        row = gpus["gpu"] == subject
-        step = int(gpus.loc[row, "gpus_per_node"].iloc[0])
-        gpus.loc[row, "max_gpus"] += step
-        unit = f"{step} more {subject}" if step > 1 else f"one more {subject}"
-        return (problem.with_changes(gpus=gpus), f"+{step} GPUs",
-                f"{unit} available would save {{saving}} per month")
-    if family == "offer_cap":
-        gpu, pricing = subject.split("/")
-        offers = problem.offers.copy()
-        row = (offers["gpu"] == gpu) & (offers["pricing_type"] == pricing)
-        step = int(problem.gpus.set_index("gpu").loc[gpu, "gpus_per_node"])
-        offers.loc[row, "max_gpus"] += step
-        return (problem.with_changes(offers=offers), f"+{step} GPUs",
-                f"{step} more {gpu} at {pricing} would save {{saving}} per month")
-    if family == "spot_share":
-        share = min(1.0, problem.spot_max_share + 0.1)
-        return (problem.with_changes(spot_max_share=share), "+10 points",
-                f"allowing {share:.0%} spot instead of {problem.spot_max_share:.0%} would save "
-                "{saving} per month")
-    if family == "budget":
-        budget = problem.budget_usd_per_month * 1.1
-        return (problem.with_changes(budget_usd_per_month=budget), "+10 %",
-                f"a budget of {usd(budget)} per month would save {{saving}} per month")
-    workloads = problem.workloads.copy()
-    row = workloads["workload"] == subject
-    k = int(workloads.loc[row, "redundancy_k"].iloc[0])
-    workloads.loc[row, "redundancy_k"] = k - 1
-    return (problem.with_changes(workloads=workloads), "-1 replica",
-            f"N+{k - 1} instead of N+{k} for {subject} would save {{saving}} per month")
 
 
 def _saving(base_usd_per_month: float, base_gap: float, problem: Problem,
@@ -119,7 +90,7 @@ def price_binding_limits(model: FleetModel, base_usd_per_month: float, base_gap:
     binding = binding_limits(model)
     rows = []
     for row in binding.head(MAX_RESOLVES).to_dict("records"):
-        relaxed, change, template = _relax(model.problem, row["family"], row["subject"])
+        relaxed, change, template = FAMILY[row["family"]].relax(model.problem, row["subject"])
         saving, noise = _saving(base_usd_per_month, base_gap, relaxed, options)
         rows.append({**row, "change": change, "saving_usd_per_month": saving,
                      "description": f"{row['family']} {row['subject']}: "
@@ -136,12 +107,15 @@ def price_slo_relaxations(problem: Problem, relaxed_candidates: pd.DataFrame,
     if relaxed_candidates.empty or "tpot_slo_ms" not in workloads:
         return pd.DataFrame(columns=COLUMNS)
     with_slo = workloads.dropna(subset=["tpot_slo_ms"])
+    pool_of = workloads.set_index("workload")["pool"]
     for workload, slo in zip(with_slo["workload"], with_slo["tpot_slo_ms"]):
-        looser = relaxed_candidates[relaxed_candidates["workload"] == workload]
+        looser = relaxed_candidates[relaxed_candidates["relaxed_for"] == workload].drop(
+            columns="relaxed_for")
         if looser.empty:
             continue
-        keep = problem.candidates[problem.candidates["workload"] != workload]
-        relaxed = problem.with_changes(candidates=pd.concat([keep, looser], ignore_index=True))
+        pool = problem.candidates["workload"].map(pool_of) == pool_of[workload]
+        candidates = pd.concat([problem.candidates[~pool], looser], ignore_index=True)
+        relaxed = problem.with_changes(candidates=candidates, configs=configs_of(candidates))
         saving, noise = _saving(base_usd_per_month, base_gap, prune_dominated(relaxed)[0],
                                 options)
         if not saving > max(0.005 + 1e-6 * base_usd_per_month, noise):  # does not bind

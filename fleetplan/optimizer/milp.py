@@ -18,26 +18,36 @@ Variables:
     :math:`y_{cp} \in \mathbb{Z}_+` reserved replicas (:math:`p \in R`, whole horizon);
     :math:`y_{cpt} \in \mathbb{Z}_+` flexible replicas (:math:`p \in F`) in period t;
     :math:`n_{gp}, n_{gpt}` nodes bought (integer when :math:`s_g > 1`);
-    :math:`u_{wbt} \in [0,1]` unmet share (elastic model only).
+    :math:`u_{wbt} \in [0,1]` unmet share (elastic model only);
+    :math:`v_{wct} \in \{0,1\}` workload w uses configuration c in period t (if :math:`k_w > 0`).
 Write :math:`Y_{ct} = \sum_{p\in R} y_{cp} + \sum_{p\in F} y_{cpt}`, the load
 :math:`L_{ct} = \sum_{wb} x_{wbct}\, d_{wbt} / (\rho\, \kappa_{wbc})` [replicas], and
 :math:`N_{gpt}` = :math:`n_{gp}` for reserved, :math:`n_{gpt}` for flexible pricing.
 
 .. math::
 
-    \min \; & \sum_{g, p \in R} s_g \pi_{gp} \textstyle\sum_t h_t \; n_{gp}
+    \min \; & \sum_{g, p \in R} s_g \pi_{gp} \phi_p \textstyle\sum_t h_t \; n_{gp}
              + \sum_t h_t \sum_{g, p \in F} s_g \pi_{gp} n_{gpt} \\
     \text{demand:}\; & \textstyle\sum_c x_{wbct} + u_{wbt} = 1 \quad \forall w,b,t: d_{wbt} > 0 \\
     \text{capacity:}\; & L_{ct} \le Y_{ct} \quad \forall c,t \\
-    \text{nodes:}\; & \textstyle\sum_{c: g(c)=g} \tau_c\, y_{cp(t)} \le s_g\, n_{gp(t)} \\
+    \text{nodes:}\; & \textstyle\sum_{c: g(c)=g, \tau_c \ge \tau} \tau_c\, y_{cp(t)}
+        \le \tau \lfloor s_g / \tau \rfloor\, n_{gp(t)} \quad \forall \tau
+        \text{ (TP degrees of a divisibility chain; node patterns otherwise)} \\
     \text{availability:}\; & \textstyle\sum_p s_g N_{gpt} \le A_g, \quad s_g N_{gpt} \le A_{gp} \\
     \text{spot share:}\; & \textstyle\sum_c \tau_c y_{c,spot,t}
         \le \sigma \sum_{c,p} \tau_c y_{cp(t)} \\
-    \text{redundancy:}\; & \textstyle\sum_{c \in pool(w)} (Y_{ct} - L_{ct}) \ge k_w
-        \quad \forall w, t: d_{wt} > 0 \\
+    \text{redundancy:}\; & x_{wbct} \le v_{wct}, \quad Y_{ct} - L_{ct} \ge k_w v_{wct}
+        \quad \forall w: k_w > 0 \\
     \text{budget:}\; & \textstyle\sum_{g,p\in R} s_g \pi_{gp} H n_{gp}
         + \sum_{t \in m} \frac{h_t}{\mu_m} \sum_{g,p\in F} s_g \pi_{gp} n_{gpt}
         \le B \quad \forall m
+
+A reserved commitment is paid for whole terms: :math:`\phi_p` = (months of the whole terms
+covering the horizon) / (horizon months), 1 when the term fits the horizon. N+k is kept per
+configuration: every configuration that carries load of a workload with k spares keeps k
+replicas beyond its load, so losing any k replicas never leaves load on too few replicas of
+its own configuration. Workloads with different SLOs share replicas only at a common SLO
+level (``slo_levels.py``): each level of a configuration is a configuration of its own.
 
 A configuration belongs to one model pool, so a replica serves one model; workloads of the
 same model may share replicas, their loads adding linearly (Mélange's assumption). Routing
@@ -57,63 +67,75 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-import pulp
 
 from fleetplan.catalogs.conventions import RESERVED_PRICING
-from fleetplan.optimizer.fleet_problem import Problem, complete_routes
-from fleetplan.optimizer.milp_tables import (
-    add_constraints,
-    coded,
-    expressions,
-    per_period,
-    variables,
-)
+from fleetplan.optimizer.constraint_families import FAMILIES
+from fleetplan.optimizer.fleet_problem import Problem, charged_offers, complete_routes
+from fleetplan.optimizer.linear_program import INF, LinearProgram
 
 logger = logging.getLogger(__name__)
-
-LE, GE, EQ = pulp.LpConstraintLE, pulp.LpConstraintGE, pulp.LpConstraintEQ
 
 
 @dataclass
 class FleetModel:
-    """A built model: the PuLP problem and its variables and constraints as tables.
+    """A built model: the program, its variables and constraints as tables, its solution.
 
-    ``routes``: workload, bucket, config, period, req_s, load [replicas per unit share], var.
-    ``replicas``: config, pool, gpu, tp, pricing_type, period (-1 = reserved), var.
-    ``nodes``: gpu, pricing_type, period (-1 = reserved), gpus_per_node, usd_per_gpu_hour,
-    hours [h paid], var. ``unmet``: workload, bucket, period, req_s, var.
-    ``constraints``: family, name, subject, period, limit, unit, constraint.
+    ``routes``: workload, bucket, route, config, period, req_s, load [replicas per unit share],
+    col (the route's share; the stages of a route share it). ``replicas``: config, pool, gpu,
+    tp, pricing_type, period (-1 = reserved), col. ``nodes``: gpu, pricing_type, period (-1 =
+    reserved), gpus_per_node, usd_per_gpu_hour, hours [h paid], col. ``unmet``: workload,
+    bucket, period, req_s, col. ``constraints``: family, subject, period, limit, sense, unit,
+    row. ``cost`` [USD per unit of each column] and, elastic, ``unmet_share`` [share of
+    request-hours per unit] are objective vectors; ``values`` is the solution (None before);
+    ``extras`` holds tables a family keeps for itself (by family name).
     """
 
     problem: Problem
     elastic: bool
-    lp: pulp.LpProblem = field(default_factory=lambda: pulp.LpProblem("fleet", pulp.LpMinimize))
+    program: LinearProgram = field(default_factory=LinearProgram)
     routes: pd.DataFrame = field(default_factory=pd.DataFrame)
     replicas: pd.DataFrame = field(default_factory=pd.DataFrame)
     nodes: pd.DataFrame = field(default_factory=pd.DataFrame)
     unmet: pd.DataFrame = field(default_factory=pd.DataFrame)
-    constraints: list[pd.DataFrame] = field(default_factory=list)
-    cost: pulp.LpAffineExpression = field(default_factory=pulp.LpAffineExpression)
-    unmet_share: pulp.LpAffineExpression = field(default_factory=pulp.LpAffineExpression)
     spare_shortfall: pd.DataFrame = field(default_factory=pd.DataFrame)
+    constraints: list[pd.DataFrame] = field(default_factory=list)
+    cost: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    unmet_share: np.ndarray | None = None
+    values: np.ndarray | None = None
+    extras: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     def constraint_table(self) -> pd.DataFrame:
         """All constraint families as one table."""
         if not self.constraints:
-            return pd.DataFrame()
+            return pd.DataFrame(columns=["family", "subject", "period", "limit", "sense",
+                                         "unit", "row"])
         return pd.concat(self.constraints, ignore_index=True)
+
+    def value(self, table: pd.DataFrame) -> np.ndarray:
+        """Solution values of a variable table's columns (zeros without a solution)."""
+        if self.values is None or table.empty:
+            return np.zeros(len(table))
+        return self.values[table["col"].to_numpy(dtype=np.int64)]
+
+    def new_columns(self, table: pd.DataFrame, *, lower=0.0, upper=INF,
+                    integer=False) -> pd.DataFrame:
+        """``table`` with a ``col`` column: one new program column per row."""
+        table = table.reset_index(drop=True)
+        return table.assign(col=self.program.add_columns(len(table), lower=lower, upper=upper,
+                                                         integer=integer))
 
 
 def build_model(problem: Problem, *, elastic: bool = False) -> FleetModel:
     """Assemble the MILP from ``problem``; ``elastic`` adds penalized unmet demand."""
     model = FleetModel(problem=problem, elastic=elastic)
-    for step in (define_routes, define_replicas, define_nodes, define_unmet, define_demand,
-                 define_capacity, define_node_cover, define_availability, define_offer_caps,
-                 define_spot_share, define_redundancy, define_pool_cover, define_budget,
-                 define_objective):
+    for step in VARIABLE_STEPS:
         step(model)
-    logger.debug("built model: %d variables, %d constraints", model.lp.numVariables(),
-                 model.lp.numConstraints())
+    for family in FAMILIES:
+        if family.build is not None:
+            family.build(model)
+    define_objective(model)
+    logger.debug("built model: %d columns, %d rows", model.program.n_cols,
+                 model.program.n_rows)
     return model
 
 
@@ -129,13 +151,11 @@ def define_routes(model: FleetModel) -> None:
     demand = p.demand[p.demand["req_s"] > 0][["workload", "bucket", "period", "req_s"]]
     shares = usable[["workload", "bucket", "route"]].drop_duplicates().merge(
         demand, on=["workload", "bucket"])
-    shares = coded(shares, ["workload", "route"])
-    shares["var"] = variables(model.lp, "route", shares, ["workload_code", "bucket", "route_code",
-                                                 "period"], cat="Continuous", up=1)
+    shares = model.new_columns(shares, upper=1.0)
     routes = usable.merge(shares, on=["workload", "bucket", "route"]).merge(
         p.configs[["config", "pool"]], on="config")
     routes["load"] = routes["req_s"] / (p.target_utilization * routes["req_s_per_replica"])
-    model.routes = routes.drop(columns=["workload_code", "route_code"])
+    model.routes = routes
 
 
 def define_replicas(model: FleetModel) -> None:
@@ -146,11 +166,7 @@ def define_replicas(model: FleetModel) -> None:
     reserved = rows["pricing_type"].isin(RESERVED_PRICING)
     flexible = rows[~reserved].merge(p.periods[["period"]], how="cross")
     rows = pd.concat([rows[reserved].assign(period=-1), flexible], ignore_index=True)
-    rows = coded(rows, ["config", "pricing_type"])
-    rows["var"] = variables(model.lp, "replicas", rows,
-                            ["config_code", "pricing_type_code", "period"],
-                             cat="Integer")
-    model.replicas = rows
+    model.replicas = model.new_columns(rows, integer=True)
 
 
 def define_nodes(model: FleetModel) -> None:
@@ -158,15 +174,11 @@ def define_nodes(model: FleetModel) -> None:
     p = model.problem
     keys = model.replicas[["gpu", "pricing_type", "period"]].drop_duplicates()
     rows = keys.merge(p.gpus[["gpu", "gpus_per_node"]], on="gpu").merge(
-        p.offers[["gpu", "pricing_type", "usd_per_gpu_hour"]], on=["gpu", "pricing_type"])
+        charged_offers(p)[["gpu", "pricing_type", "usd_per_gpu_hour"]], on=["gpu", "pricing_type"])
     period_hours = p.periods.set_index("period")["hours"]
     rows["hours"] = np.where(rows["period"] < 0, p.horizon_hours,
                              rows["period"].map(period_hours).fillna(0.0))
-    rows = coded(rows, ["gpu", "pricing_type"]).reset_index(drop=True)
-    cats = np.where(rows["gpus_per_node"] > 1, "Integer", "Continuous")
-    rows["var"] = variables(model.lp, "nodes", rows, ["gpu_code", "pricing_type_code", "period"],
-                            cat=cats)
-    model.nodes = rows
+    model.nodes = model.new_columns(rows, integer=(rows["gpus_per_node"] > 1).to_numpy())
 
 
 def define_unmet(model: FleetModel) -> None:
@@ -174,191 +186,27 @@ def define_unmet(model: FleetModel) -> None:
     if not model.elastic:
         return
     demand = model.problem.demand
-    rows = coded(demand[demand["req_s"] > 0].reset_index(drop=True), ["workload"])
-    rows["var"] = variables(model.lp, "unmet", rows, ["workload_code", "bucket", "period"],
-                             cat="Continuous", up=1)
-    model.unmet = rows
+    model.unmet = model.new_columns(demand[demand["req_s"] > 0], upper=1.0)
 
 
-def define_demand(model: FleetModel) -> None:
-    """Every bucket's demand is routed (or, elastic, declared unmet) in every period."""
-    keys = ["workload", "bucket", "period"]
-    demand = model.problem.demand
-    demand = demand[demand["req_s"] > 0][keys]
-    shares = model.routes.drop_duplicates([*keys, "route"])  # stages share one variable
-    terms = [shares[[*keys, "var"]].assign(coef=1.0)]
-    if model.elastic:
-        terms.append(model.unmet[[*keys, "var"]].assign(coef=1.0))
-    rows = demand.merge(expressions(pd.concat(terms, ignore_index=True), keys), on=keys,
-                        how="left")
-    rows["expr"] = [e if isinstance(e, pulp.LpAffineExpression) else pulp.LpAffineExpression()
-                    for e in rows["expr"]]
-    add_constraints(model, "demand", rows, EQ, 1.0,
-                    subject=rows["workload"] + "#" + rows["bucket"].astype(str), unit="share")
-
-
-def _replicas_per_period(model: FleetModel) -> pd.DataFrame:
-    return per_period(model.replicas, model.problem.periods)
-
-
-def define_capacity(model: FleetModel) -> None:
-    """Load routed to a configuration never exceeds its replicas (at target utilization)."""
-    load = model.routes[["config", "period", "var", "load"]].rename(columns={"load": "coef"})
-    replicas = _replicas_per_period(model)[["config", "period", "var"]].assign(coef=-1.0)
-    rows = expressions(pd.concat([load, replicas], ignore_index=True), ["config", "period"])
-    add_constraints(model, "capacity", rows, LE, 0.0, subject=rows["config"], unit="replicas")
-
-
-def define_node_cover(model: FleetModel) -> None:
-    """GPUs of the replicas of each GPU and pricing type fit in the nodes bought."""
-    keys = ["gpu", "pricing_type", "period"]
-    gpus = model.replicas[[*keys, "var", "tp"]].rename(columns={"tp": "coef"})
-    nodes = model.nodes[[*keys, "var"]].assign(coef=-model.nodes["gpus_per_node"].astype(float))
-    rows = expressions(pd.concat([gpus, nodes], ignore_index=True), keys)
-    add_constraints(model, "nodes", rows, LE, 0.0,
-                    subject=rows["gpu"] + "/" + rows["pricing_type"], unit="GPUs")
-
-
-def _node_gpus_per_period(model: FleetModel) -> pd.DataFrame:
-    nodes = per_period(model.nodes, model.problem.periods)
-    return nodes.assign(coef=nodes["gpus_per_node"].astype(float))
-
-
-def define_availability(model: FleetModel) -> None:
-    """GPUs of each type in use at any time stay within its availability cap."""
-    caps = model.problem.gpus.dropna(subset=["max_gpus"])
-    if caps.empty:
-        return
-    nodes = _node_gpus_per_period(model)
-    nodes = nodes[nodes["gpu"].isin(caps["gpu"])]
-    rows = expressions(nodes[["gpu", "period", "var", "coef"]], ["gpu", "period"])
-    rows = rows.merge(caps[["gpu", "max_gpus"]], on="gpu")
-    add_constraints(model, "availability", rows, LE, rows["max_gpus"].to_numpy(),
-                    subject=rows["gpu"], unit="GPUs")
-
-
-def define_offer_caps(model: FleetModel) -> None:
-    """GPUs of one GPU type bought at one pricing type stay within that offer's cap."""
-    caps = model.problem.offers.dropna(subset=["max_gpus"])
-    if caps.empty:
-        return
-    keys = ["gpu", "pricing_type", "period"]
-    nodes = model.nodes.merge(caps[["gpu", "pricing_type", "max_gpus"]],
-                              on=["gpu", "pricing_type"])
-    terms = nodes[[*keys, "var"]].assign(coef=nodes["gpus_per_node"].astype(float))
-    rows = expressions(terms, keys).merge(caps[["gpu", "pricing_type", "max_gpus"]],
-                                          on=["gpu", "pricing_type"])
-    add_constraints(model, "offer_cap", rows, LE, rows["max_gpus"].to_numpy(),
-                    subject=rows["gpu"] + "/" + rows["pricing_type"], unit="GPUs")
-
-
-def define_spot_share(model: FleetModel) -> None:
-    """GPUs of spot replicas are at most a share sigma of all replicas' GPUs in every period.
-
-    Counted on replicas rather than nodes bought, so idle GPUs cannot dilute the share.
-    """
-    share = model.problem.spot_max_share
-    replicas = _replicas_per_period(model)
-    is_spot = (replicas["pricing_type"] == "spot").to_numpy()
-    if share is None or share >= 1 or not is_spot.any():
-        return
-    terms = replicas[["period", "var"]].assign(coef=replicas["tp"] * (is_spot - share))
-    rows = expressions(terms, ["period"])
-    add_constraints(model, "spot_share", rows, LE, 0.0,
-                    subject=pd.Series(["spot"] * len(rows)), unit="GPUs")
-
-
-def define_redundancy(model: FleetModel) -> None:
-    """Each workload's pool keeps k spare replicas beyond its load in every busy period."""
-    p = model.problem
-    needy = p.workloads[p.workloads["redundancy_k"] > 0]
-    if needy.empty:
-        return
-    busy = p.demand[p.demand["req_s"] > 0][["workload", "period"]].drop_duplicates()
-    busy = busy.merge(needy[["workload", "pool", "redundancy_k"]], on="workload")
-    replicas = _replicas_per_period(model)[["pool", "period", "var"]].assign(coef=1.0)
-    load = model.routes[["pool", "period", "var"]].assign(coef=-model.routes["load"])
-    terms = busy[["workload", "pool", "period"]].merge(
-        pd.concat([replicas, load], ignore_index=True), on=["pool", "period"])
-    if model.elastic:  # spares may fall short too, tracked like unmet demand
-        short = coded(busy.reset_index(drop=True), ["workload"])
-        short["var"] = variables(model.lp, "spare_short", short, ["workload_code", "period"],
-                                  cat="Continuous", up=None)
-        model.spare_shortfall = short
-        terms = pd.concat([terms, short[["workload", "period", "var"]].assign(coef=1.0)],
-                          ignore_index=True)
-    rows = expressions(terms, ["workload", "period"])
-    rows = rows.merge(busy[["workload", "period", "redundancy_k"]], on=["workload", "period"])
-    add_constraints(model, "redundancy", rows, GE, rows["redundancy_k"].to_numpy(),
-                    subject=rows["workload"], unit="replicas")
-
-
-def define_pool_cover(model: FleetModel) -> None:
-    """Valid cut: a pool's replicas in a period are at least its whole-replica lower bound.
-
-    Routing each bucket to its highest-capacity configuration needs the fewest replicas;
-    rounding that number up (plus the pool's largest redundancy) tightens the LP relaxation,
-    which otherwise spreads fractions of replicas over many configurations.
-    """
-    p = model.problem
-    routes = model.routes
-    if routes.empty or model.elastic:  # unmet demand needs no replicas
-        return
-    per_route = routes.groupby(["workload", "bucket", "period", "route"]).agg(
-        pool=("pool", "first"), load=("load", "sum"))  # a route's stages all need replicas
-    best = per_route.groupby(["workload", "bucket", "period"]).agg(
-        pool=("pool", "first"), load=("load", "min"))
-    need = best.groupby(["pool", "period"])["load"].sum()
-    busy = best.reset_index()[["workload", "pool", "period"]].drop_duplicates().merge(
-        p.workloads[["workload", "redundancy_k"]], on="workload")
-    spare = busy.groupby(["pool", "period"])["redundancy_k"].max().reindex(need.index)
-    needed = need.reset_index()[["pool", "period"]].assign(
-        bound=np.ceil(need.to_numpy() - 1e-6) + spare.fillna(0).to_numpy())
-    replicas = _replicas_per_period(model)[["pool", "period", "var"]].assign(coef=1.0)
-    rows = expressions(replicas, ["pool", "period"]).merge(needed, on=["pool", "period"])
-    add_constraints(model, "pool_cover", rows, GE, rows["bound"].to_numpy(),
-                    subject=rows["pool"], unit="replicas")
-
-
-def _monthly_cost_terms(model: FleetModel) -> pd.DataFrame:
-    """Cost of each node variable in each month: (month, var, coef [USD per node])."""
-    p = model.problem
-    nodes = model.nodes.assign(
-        usd_per_node_hour=model.nodes["gpus_per_node"] * model.nodes["usd_per_gpu_hour"])
-    reserved = nodes[nodes["period"] < 0].merge(p.periods[["month"]].drop_duplicates(),
-                                                how="cross")
-    reserved["coef"] = reserved["usd_per_node_hour"] * p.hours_per_month
-    flexible = nodes[nodes["period"] >= 0].merge(p.periods[["period", "month", "month_weight"]],
-                                                 on="period")
-    flexible["coef"] = flexible["usd_per_node_hour"] * flexible["hours"] / flexible["month_weight"]
-    return pd.concat([reserved[["month", "var", "coef"]], flexible[["month", "var", "coef"]]],
-                     ignore_index=True)
-
-
-def define_budget(model: FleetModel) -> None:
-    """The fleet's cost in every month stays within the budget."""
-    budget = model.problem.budget_usd_per_month
-    if budget is None:
-        return
-    rows = expressions(_monthly_cost_terms(model), ["month"])
-    add_constraints(model, "budget", rows, LE, float(budget),
-                    subject=rows["month"].map(lambda m: f"month {m}"), unit="USD/month")
+#: Steps that define the variables, in order; the constraint families follow (FAMILIES).
+VARIABLE_STEPS = (define_routes, define_replicas, define_nodes, define_unmet)
 
 
 def define_objective(model: FleetModel) -> None:
     """Minimize total cost over the horizon; the elastic model also tracks unmet demand."""
-    nodes = model.nodes
-    coef = nodes["gpus_per_node"] * nodes["usd_per_gpu_hour"] * nodes["hours"]
-    model.cost = pulp.LpAffineExpression(zip(nodes["var"], coef.astype(float).tolist()))
+    nodes, cost = model.nodes, np.zeros(model.program.n_cols)
+    cost[nodes["col"].to_numpy(dtype=np.int64)] = (
+        nodes["gpus_per_node"] * nodes["usd_per_gpu_hour"] * nodes["hours"]).to_numpy(float)
+    model.cost = cost
     if model.elastic and not model.unmet.empty:
-        hours = model.unmet["period"].map(model.problem.periods.set_index("period")["hours"])
-        weight = model.unmet["req_s"] * hours
-        weight = weight / weight.sum()
-        terms = list(zip(model.unmet["var"], weight.astype(float).tolist()))
+        hours = model.problem.periods.set_index("period")["hours"]
+        share = np.zeros(model.program.n_cols)
+        weight = model.unmet["req_s"] * model.unmet["period"].map(hours)
+        share[model.unmet["col"].to_numpy(dtype=np.int64)] = (weight / weight.sum()).to_numpy()
         short = model.spare_shortfall
         if not short.empty:  # spares count after demand: a whole missing spare weighs less
-            hours = short["period"].map(model.problem.periods.set_index("period")["hours"])
-            spare_weight = hours / (hours.sum() * short["redundancy_k"]) * 1e-3
-            terms += list(zip(short["var"], spare_weight.astype(float).tolist()))
-        model.unmet_share = pulp.LpAffineExpression(terms)
-    model.lp.setObjective(model.cost)
+            spare_hours = short["period"].map(hours)
+            share[short["col"].to_numpy(dtype=np.int64)] = (
+                spare_hours / (spare_hours.sum() * short["redundancy_k"]) * 1e-3).to_numpy()
+        model.unmet_share = share

@@ -101,7 +101,7 @@ def spare_shortfall_messages(model) -> list[str]:
     short = model.spare_shortfall
     if short.empty:
         return []
-    short = short.assign(value=[v.varValue or 0.0 for v in short["var"]])
+    short = short.assign(value=model.value(short))
     short = short[short["value"] > 1e-6]
     worst = short.groupby("workload").agg(k=("redundancy_k", "first"), v=("value", "max"))
     return [f"{w}: cannot keep N+{int(k)} spare replicas within the limits "

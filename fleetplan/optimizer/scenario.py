@@ -210,6 +210,9 @@ class Fleet(_Strict):
                                          description="Largest share of GPUs that may be spot")
     whole_nodes: bool = Field(False, description="Buy GPUs in whole nodes (gpus_per_node)")
     budget_usd_per_month: float | None = Field(None, gt=0, le=1e10, description="Budget cap [USD/month]")
+    reserved_beyond_horizon: Literal["charge", "forbid"] = Field(
+        "charge", description="A reserved term longer than the horizon: 'charge' its whole term "
+                              "(spread over the horizon) or 'forbid' that pricing type")
     target_utilization: float = Field(0.8, gt=0, le=1,
                                       description="Share of a replica's capacity planned")
     horizon_months: int = Field(12, ge=1, le=120, description="Planning horizon [months]")

@@ -9,20 +9,23 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs import load_catalogs
+from fleetplan.catalogs import RESERVED_TERM_MONTHS, Catalogs, load_catalogs
+from fleetplan.errors import ScenarioError
 from fleetplan.optimizer import candidates as candidate_tables
 from fleetplan.optimizer.capacity_profiles import (
     profile_candidates,
     read_profiles,
     uncovered_reasons,
 )
+from fleetplan.optimizer.constraint_families import scenario_settings
 from fleetplan.optimizer.demand import demand_table, plan_periods, workload_buckets
 from fleetplan.optimizer.disaggregated_candidates import disaggregated_candidates
 from fleetplan.optimizer.fleet_plan import FleetPlan
-from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.fleet_problem import Problem, configs_of
 from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
 from fleetplan.optimizer.scenario import Scenario
 from fleetplan.optimizer.scenario_prices import select_prices
+from fleetplan.optimizer.slo_levels import slo_levels
 from fleetplan.optimizer.solver import SolveOptions
 
 logger = logging.getLogger(__name__)
@@ -60,6 +63,23 @@ def _offer_table(scenario: Scenario, gpu_ids: list[str], prices: pd.DataFrame) -
     return offers.astype({"max_gpus": float})
 
 
+def _within_terms(scenario: Scenario, prices: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Prices without reserved terms longer than the horizon when the scenario forbids them
+    (``fleet.reserved_beyond_horizon: forbid``), and notes naming what was left out."""
+    horizon = scenario.fleet.horizon_months
+    terms = prices["pricing_type"].map(RESERVED_TERM_MONTHS)
+    beyond = (terms > horizon).to_numpy() & (scenario.fleet.reserved_beyond_horizon == "forbid")
+    notes = [f"{pricing} not used: its {RESERVED_TERM_MONTHS[pricing]}-month term is longer "
+             f"than the {horizon}-month horizon (fleet.reserved_beyond_horizon: forbid)"
+             for pricing in dict.fromkeys(prices.loc[beyond, "pricing_type"])]
+    kept = prices[~beyond].reset_index(drop=True)
+    if kept.empty:
+        message = ("fleet.reserved_beyond_horizon: forbid leaves no pricing type; allow "
+                   "on_demand or spot, or a reserved term within the horizon")
+        raise ScenarioError(message)
+    return kept, notes
+
+
 def _workload_table(scenario: Scenario, models: list[str]) -> pd.DataFrame:
     workloads = scenario.workloads
     names = [w.name for w in workloads]
@@ -70,13 +90,16 @@ def _workload_table(scenario: Scenario, models: list[str]) -> pd.DataFrame:
         "ttft_slo_ms": [np.nan if w.ttft_slo_ms is None else w.ttft_slo_ms for w in workloads]})
 
 
-def _candidates(scenario: Scenario, catalogs, buckets: pd.DataFrame, names: dict,
+def _candidates(scenario: Scenario, catalogs: Catalogs, buckets: pd.DataFrame, names: dict,
                 estimate) -> tuple[pd.DataFrame, str, list[str]]:
     pairs = disaggregated_candidates(scenario, catalogs, buckets, names)
     if scenario.capacity_profiles is not None:
         quants = {w.name: q for w, q in zip(scenario.workloads, names["quants"], strict=True)}
-        table = profile_candidates(read_profiles(scenario.capacity_profiles, catalogs.gpus.index), buckets, names,
-                                   quants)
+        profiles = read_profiles(scenario.capacity_profiles, catalogs.gpus.index)
+        table = profile_candidates(profiles[profiles["tp"].isin(scenario.fleet.tp)], buckets,
+                                   names, quants)
+        own_level = slo_levels(candidate_tables.workload_slos(scenario, names), shared=False)
+        table = table.merge(own_level, on="workload")
         uncovered = uncovered_reasons(buckets, table)
         notes = [f"{w} bucket {b}: {r}" for w, b, r in
                  zip(uncovered["workload"], uncovered["bucket"], uncovered["reason"])]
@@ -90,7 +113,7 @@ def _candidates(scenario: Scenario, catalogs, buckets: pd.DataFrame, names: dict
     return pd.concat([colocated, pairs], ignore_index=True), "engine", []
 
 
-def prepare(scenario: Scenario, catalogs=None, *, estimate=None) -> PreparedScenario:
+def prepare(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=None) -> PreparedScenario:
     """Scenario -> optimizer tables (one vectorized engine call for every candidate)."""
     if catalogs is None:
         catalogs = load_catalogs(scenario.catalogs)
@@ -103,23 +126,22 @@ def prepare(scenario: Scenario, catalogs=None, *, estimate=None) -> PreparedScen
     table, source, more_notes = _candidates(scenario, catalogs, buckets, names, estimate)
     table = candidate_tables.finish(table, scenario.fleet.share_replicas)
     base = table[table["variant"] == "base"].drop(columns="variant").reset_index(drop=True)
-    relaxed = table[table["variant"] != "base"].drop(columns="variant").reset_index(drop=True)
+    relaxed = table[table["variant"] != "base"].reset_index(drop=True)
+    relaxed = relaxed.assign(relaxed_for=relaxed.pop("variant").str.removeprefix("relaxed:"))
+    prices, term_notes = _within_terms(scenario, prices)
     fleet = scenario.fleet
     problem = Problem(
         workloads=_workload_table(scenario, names["models"]), periods=periods,
-        demand=demand_table(scenario, buckets, periods),
-        configs=base[["config", "pool", "gpu", "tp", "model", "quant", "stage"]].drop_duplicates(
-            "config"),
+        demand=demand_table(scenario, buckets, periods), configs=configs_of(base),
         candidates=base, offers=_offer_table(scenario, names["gpus"], prices),
         gpus=_gpu_table(scenario, names["gpus"], catalogs.gpus),
         target_utilization=fleet.target_utilization, hours_per_month=fleet.hours_per_month,
-        horizon_months=float(fleet.horizon_months),
-        budget_usd_per_month=fleet.budget_usd_per_month, spot_max_share=fleet.spot_max_share,
-        notes=notes + more_notes)
+        horizon_months=float(fleet.horizon_months), notes=notes + term_notes + more_notes,
+        **scenario_settings(scenario))
     return PreparedScenario(problem, prices, base, relaxed, source, catalogs.versions())
 
 
-def plan_scenario(scenario: Scenario, catalogs=None, *, estimate=None,
+def plan_scenario(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=None,
                   what_if: bool | None = None) -> FleetPlan:
     """The cheapest fleet for ``scenario`` (see FleetPlan for what it holds)."""
     prepared = prepare(scenario, catalogs, estimate=estimate)

@@ -9,6 +9,7 @@ import pandas as pd
 
 from fleetplan.catalogs.conventions import PRICING_TYPES, RESERVED_PRICING
 from fleetplan.optimizer.fleet_plan import FleetPlan
+from fleetplan.optimizer.fleet_problem import charged_offers
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.milp_tables import per_period
 from fleetplan.optimizer.solver import SolveOutcome
@@ -17,9 +18,9 @@ from fleetplan.optimizer.solver import SolveOutcome
 EPSILON = 1e-7
 
 
-def values(variables: pd.Series, *, integer: bool = False) -> np.ndarray:
-    """Solution values of a column of variables (0 where unset), rounded if integer."""
-    raw = np.array([v.varValue if v.varValue is not None else 0.0 for v in variables], float)
+def values(model: FleetModel, table: pd.DataFrame, *, integer: bool = False) -> np.ndarray:
+    """Solution values of a variable table's columns, rounded if integer, noise set to 0."""
+    raw = model.value(table)
     return np.round(raw) if integer else np.where(np.abs(raw) < EPSILON, 0.0, raw)
 
 
@@ -31,24 +32,24 @@ def solution_tables(model: FleetModel) -> dict[str, pd.DataFrame]:
     """Variable tables with a ``value`` column and per-period costs [USD]."""
     p = model.problem
     hours = p.periods.set_index("period")["hours"]
-    replicas = model.replicas.assign(value=values(model.replicas["var"], integer=True))
+    replicas = model.replicas.assign(value=values(model, model.replicas, integer=True))
     replicas = per_period(replicas, p.periods).merge(
-        p.offers[["gpu", "pricing_type", "usd_per_gpu_hour"]], on=["gpu", "pricing_type"])
+        charged_offers(p)[["gpu", "pricing_type", "usd_per_gpu_hour"]], on=["gpu", "pricing_type"])
     replicas["hours"] = replicas["period"].map(hours)
     replicas["gpus"] = replicas["value"] * replicas["tp"]
     replicas["usd"] = replicas["gpus"] * replicas["usd_per_gpu_hour"] * replicas["hours"]
     integer = (model.nodes["gpus_per_node"] > 1).to_numpy()
-    node_values = np.where(integer, values(model.nodes["var"], integer=True),
-                           values(model.nodes["var"]))
+    node_values = np.where(integer, values(model, model.nodes, integer=True),
+                           values(model, model.nodes))
     nodes = per_period(model.nodes.drop(columns="hours").assign(value=node_values), p.periods)
     nodes["hours"] = nodes["period"].map(hours)
     nodes["gpus"] = nodes["value"] * nodes["gpus_per_node"]
     nodes["usd"] = nodes["gpus"] * nodes["usd_per_gpu_hour"] * nodes["hours"]
-    routes = model.routes.assign(value=values(model.routes["var"]))
+    routes = model.routes.assign(value=values(model, model.routes))
     routes = routes.merge(replicas.groupby(["config", "period"], as_index=False)["value"].sum()
                           .rename(columns={"value": "replicas"}), on=["config", "period"],
                           how="left")
-    unmet = model.unmet.assign(value=values(model.unmet["var"])) if model.elastic else None
+    unmet = model.unmet.assign(value=values(model, model.unmet)) if model.elastic else None
     return {"replicas": replicas, "nodes": nodes, "routes": routes, "unmet": unmet}
 
 

@@ -1,12 +1,16 @@
-"""Solve a built fleet model with HiGHS (in-process through highspy), CBC as the fallback.
+"""Solve a LinearProgram: HiGHS in-process through highspy, CBC (through PuLP) as the fallback.
 
-The status returned is the solver's own: PuLP may call a time-limited solve "Optimal", so both
-``prob.status`` and ``prob.sol_status`` are read, and HiGHS's MIP gap is reported.
+``open_solver`` passes the program to the solver once; the returned solver is then re-solved
+with changed costs, column bounds and row bounds (per-period solves, marginal values, the
+second phase of an elastic model), each run warm-started from a given solution.
+
+HiGHS gets the whole matrix in one call (``passModel``) and reports its true status, the dual
+bound and the gap. CBC is for machines without highspy: PuLP builds its model row by row from
+the same arrays (slow for large models) and reports no bound.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import time
@@ -14,10 +18,16 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-import pulp
 
 from fleetplan.errors import InvalidValueError
-from fleetplan.optimizer.milp import FleetModel
+from fleetplan.optimizer.linear_program import LinearProgram
+
+try:
+    import highspy
+except ImportError:  # optional: CBC (PuLP) solves without it
+    highspy = None
+
+import pulp
 
 logger = logging.getLogger(__name__)
 
@@ -26,8 +36,9 @@ SOLVERS: tuple[str, ...] = ("auto", "highs", "cbc")
 
 @dataclass(frozen=True)
 class SolveOptions:
-    """time_limit_s [s] per solve; mip_gap [fraction] accepted as optimal; threads (None = solver
-    default); solver ``auto`` (HiGHS, CBC if highspy is missing), ``highs`` or ``cbc``."""
+    """time_limit_s [s] for the whole optimization; mip_gap [fraction] accepted as optimal;
+    threads (None = solver default); solver ``auto`` (HiGHS, CBC if highspy is missing),
+    ``highs`` or ``cbc``."""
 
     time_limit_s: float = 60.0
     mip_gap: float = 5e-3
@@ -38,8 +49,8 @@ class SolveOptions:
 @dataclass(frozen=True)
 class SolveOutcome:
     """status: optimal | time_limit | infeasible | unbounded | no_solution; gap [fraction, NaN =
-    unknown]; objective [USD over the horizon, NaN without a solution]; seconds [s]; bound:
-    best proven lower bound on the objective [USD, NaN = unknown]."""
+    unknown]; objective [USD, NaN without a solution]; seconds [s]; bound: best proven lower
+    bound on the objective [USD, NaN = unknown]."""
 
     status: str
     gap: float
@@ -48,51 +59,227 @@ class SolveOutcome:
     seconds: float
     bound: float = math.nan
 
-
     @property
     def has_solution(self) -> bool:
         return self.status in ("optimal", "time_limit")
 
 
-class _HiGHSFromStart(pulp.HiGHS):
-    """HiGHS in-process, handed the variables' current values as a starting solution."""
+@dataclass(frozen=True)
+class Result:
+    """A solve's outcome, column values (None without a solution) and, for an LP, row duals."""
 
-    def callSolver(self, lp):  # noqa: N802 (PuLP's name)
-        columns = lp.variables()
-        index = np.array([v.index for v in columns], dtype=np.int32)
-        value = np.array([v.varValue if v.varValue is not None else 0.0 for v in columns])
-        lp.solverModel.setSolution(len(index), index, value)
-        super().callSolver(lp)
+    outcome: SolveOutcome
+    values: np.ndarray | None
+    duals: np.ndarray | None = None
 
 
-def make_solver(options: SolveOptions, *, warm_start: bool = False,
-                relax: bool = False) -> pulp.LpSolver:
-    """The PuLP solver for ``options``: HiGHS unless unavailable or CBC requested.
-
-    ``warm_start`` hands HiGHS the variables' current values; ``relax`` solves the LP
-    relaxation (integrality dropped).
-    """
+def check_solver(options: SolveOptions) -> str:
+    """The solver to use: ``highs`` or ``cbc`` (InvalidValueError for an unknown name)."""
     if options.solver not in SOLVERS:
         message = f"solver must be one of {', '.join(SOLVERS)}, got {options.solver!r}"
         raise InvalidValueError(message)
-    common = {"msg": False, "timeLimit": options.time_limit_s, "gapRel": options.mip_gap}
-    if options.threads is not None:
-        common["threads"] = options.threads
-    if options.solver != "cbc":
-        highs_class = _HiGHSFromStart if warm_start else pulp.HiGHS
-        highs = highs_class(mip=not relax, **common)
-        if highs.available():
-            return highs
+    if options.solver == "cbc":
+        return "cbc"
+    if highspy is None:
         if options.solver == "highs":
             message = "solver 'highs' is not available: install highspy"
             raise InvalidValueError(message)
         logger.warning("HiGHS (highspy) is not available; falling back to CBC")
-    with warnings.catch_warnings():  # PuLP announces CBC's move in 4.0; this is 3.x
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return pulp.PULP_CBC_CMD(mip=not relax, warmStart=warm_start, **common)
+        return "cbc"
+    return "highs"
 
 
-def _status(lp: pulp.LpProblem) -> str:
+def open_solver(program: LinearProgram, cost: np.ndarray, options: SolveOptions):
+    """A solver holding ``program`` with objective ``cost`` (minimized)."""
+    kind = check_solver(options)
+    solver = HighsSolver if kind == "highs" else CbcSolver
+    return solver(program, np.asarray(cost, dtype=float), options)
+
+
+def gap_between(objective: float, bound: float) -> float:
+    """Relative gap (objective - bound) / objective, 0 for a zero objective."""
+    if not (math.isfinite(objective) and math.isfinite(bound)):
+        return math.nan
+    return max(0.0, (objective - bound) / objective) if objective > 1e-12 else 0.0
+
+
+class HighsSolver:
+    """One HiGHS instance holding the program."""
+
+    name = "HiGHS"
+
+    def __init__(self, program: LinearProgram, cost: np.ndarray, options: SolveOptions) -> None:
+        self.highs = highspy.Highs()
+        self.highs.silent()
+        if options.threads is not None:
+            self.highs.setOptionValue("threads", int(options.threads))
+        self.integer = program.integer.copy()
+        self.n_cols, self.n_rows = program.n_cols, program.n_rows
+        self.empty_rows_ok = bool(np.all(program.row_lower <= 1e-9)
+                                  and np.all(program.row_upper >= -1e-9))
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = program.n_cols, program.n_rows
+        lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, program.col_lower, program.col_upper
+        lp.row_lower_, lp.row_upper_ = program.row_lower, program.row_upper
+        matrix = program.matrix.tocsc()
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = program.n_cols, program.n_rows
+        lp.a_matrix_.start_, lp.a_matrix_.index_ = matrix.indptr, matrix.indices
+        lp.a_matrix_.value_ = matrix.data
+        if self.integer.any():
+            kinds = [highspy.HighsVarType.kContinuous, highspy.HighsVarType.kInteger]
+            lp.integrality_ = [kinds[i] for i in self.integer.astype(int)]
+        self.highs.passModel(lp)
+
+    def set_cost(self, cost: np.ndarray) -> None:
+        index = np.arange(self.n_cols, dtype=np.int32)
+        self.highs.changeColsCost(self.n_cols, index, np.asarray(cost, dtype=float))
+
+    def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        cols = np.asarray(cols, dtype=np.int32)
+        self.highs.changeColsBounds(len(cols), cols, np.broadcast_to(lower, cols.shape).astype(
+            float), np.broadcast_to(upper, cols.shape).astype(float))
+
+    def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        rows = np.asarray(rows, dtype=np.int32)
+        self.highs.changeRowsBounds(len(rows), rows, np.broadcast_to(lower, rows.shape).astype(
+            float), np.broadcast_to(upper, rows.shape).astype(float))
+
+    def add_row(self, cols: np.ndarray, coefs: np.ndarray, lower: float, upper: float) -> None:
+        cols = np.asarray(cols, dtype=np.int32)
+        self.highs.addRow(float(lower), float(upper), len(cols), cols,
+                          np.asarray(coefs, dtype=float))
+        self.n_rows += 1
+
+    def solve(self, *, time_limit_s: float, mip_gap: float, start: np.ndarray | None = None,
+              relax: bool = False) -> Result:
+        started = time.perf_counter()
+        highs = self.highs
+        highs.setOptionValue("time_limit", max(float(time_limit_s), 1e-3))
+        highs.setOptionValue("mip_rel_gap", float(mip_gap))
+        mip = bool(self.integer.any()) and not relax
+        if relax and self.integer.any():
+            self._integrality(np.zeros(self.n_cols, dtype=bool))
+        if start is not None and mip:
+            index = np.arange(self.n_cols, dtype=np.int32)
+            highs.setSolution(self.n_cols, index, np.asarray(start, dtype=float))
+        highs.run()
+        if relax and self.integer.any():
+            self._integrality(self.integer)
+        return self._result(mip, time.perf_counter() - started)
+
+    def _integrality(self, integer: np.ndarray) -> None:
+        index = np.arange(self.n_cols, dtype=np.int32)
+        self.highs.changeColsIntegrality(self.n_cols, index, integer.astype(np.uint8))
+
+    def _result(self, mip: bool, seconds: float) -> Result:
+        highs, statuses = self.highs, highspy.HighsModelStatus
+        model_status, info = highs.getModelStatus(), highs.getInfo()
+        has_values = info.primal_solution_status == 2
+        if model_status == statuses.kOptimal:
+            status = "optimal"
+        elif model_status in (statuses.kInfeasible, statuses.kUnboundedOrInfeasible):
+            status = "infeasible"
+        elif model_status == statuses.kUnbounded:
+            status = "unbounded"
+        elif model_status == statuses.kModelEmpty:  # no columns: rows hold at zero or never
+            status, has_values = ("optimal", True) if self.empty_rows_ok else ("infeasible", False)
+        else:
+            status = "time_limit" if has_values else "no_solution"
+        if status not in ("optimal", "time_limit"):
+            return Result(SolveOutcome(status, math.nan, math.nan, self.name, seconds), None)
+        solution = highs.getSolution()
+        values = np.array(solution.col_value, dtype=float)
+        if len(values) != self.n_cols:  # an empty model reports no values
+            values = np.zeros(self.n_cols)
+        objective = float(info.objective_function_value)
+        bound = float(info.mip_dual_bound) if mip else objective
+        if not math.isfinite(bound):
+            bound = objective if status == "optimal" and not mip else math.nan
+        gap = gap_between(objective, bound) if math.isfinite(bound) else math.nan
+        duals = None if mip else np.array(solution.row_dual, dtype=float)
+        return Result(SolveOutcome(status, gap, objective, self.name, seconds, bound), values,
+                      duals)
+
+
+class CbcSolver:
+    """CBC through PuLP: the model is rebuilt from the arrays for every solve."""
+
+    name = "PULP_CBC_CMD"
+
+    def __init__(self, program: LinearProgram, cost: np.ndarray, options: SolveOptions) -> None:
+        self.program, self.cost, self.options = program, cost, options
+        self.col_lower, self.col_upper = program.col_lower.copy(), program.col_upper.copy()
+        self.row_lower, self.row_upper = program.row_lower.copy(), program.row_upper.copy()
+        self.extra: list[tuple[np.ndarray, np.ndarray, float, float]] = []
+
+    def set_cost(self, cost: np.ndarray) -> None:
+        self.cost = np.asarray(cost, dtype=float)
+
+    def set_col_bounds(self, cols, lower, upper) -> None:
+        self.col_lower[cols], self.col_upper[cols] = lower, upper
+
+    def set_row_bounds(self, rows, lower, upper) -> None:
+        self.row_lower[rows], self.row_upper[rows] = lower, upper
+
+    def add_row(self, cols, coefs, lower, upper) -> None:
+        self.extra.append((np.asarray(cols), np.asarray(coefs, dtype=float), lower, upper))
+
+    def _model(self, relax: bool) -> tuple[pulp.LpProblem, list, list]:
+        lp = pulp.LpProblem("fleet", pulp.LpMinimize)
+        integer = self.program.integer & (not relax)
+        columns = [lp.add_variable(f"x{i}", None if math.isinf(lo) else float(lo),
+                                   None if math.isinf(hi) else float(hi),
+                                   pulp.LpInteger if whole else pulp.LpContinuous)
+                   for i, (lo, hi, whole) in enumerate(zip(self.col_lower, self.col_upper,
+                                                           integer, strict=True))]
+        lp.setObjective(pulp.LpAffineExpression(
+            [(columns[i], c) for i, c in enumerate(self.cost) if c != 0.0]))
+        matrix = self.program.matrix
+        rows = [(matrix.indices[s:e], matrix.data[s:e], lo, hi) for s, e, lo, hi in zip(
+            matrix.indptr[:-1], matrix.indptr[1:], self.row_lower, self.row_upper, strict=True)]
+        constraints = []
+        for i, (cols, coefs, lo, hi) in enumerate(rows + self.extra):
+            expression = pulp.LpAffineExpression([(columns[c], v) for c, v in zip(cols, coefs)])
+            for sense, rhs, tag in ((pulp.LpConstraintGE, lo, "l"), (pulp.LpConstraintLE, hi, "u")):
+                if math.isfinite(rhs):
+                    constraint = pulp.LpConstraint(expression, sense, f"r{i}{tag}", float(rhs))
+                    lp.addConstraint(constraint)
+                    constraints.append((i, constraint))
+        return lp, columns, constraints
+
+    def solve(self, *, time_limit_s: float, mip_gap: float, start: np.ndarray | None = None,
+              relax: bool = False) -> Result:
+        started = time.perf_counter()
+        lp, columns, constraints = self._model(relax)
+        if start is not None:
+            for column, value in zip(columns, start, strict=True):
+                column.varValue = float(value)
+        options = {"msg": False, "timeLimit": max(time_limit_s, 1.0), "gapRel": mip_gap}
+        if self.options.threads is not None:
+            options["threads"] = self.options.threads
+        with warnings.catch_warnings():  # PuLP announces CBC's move in 4.0; this is 3.x
+            warnings.simplefilter("ignore", DeprecationWarning)
+            solver = pulp.PULP_CBC_CMD(mip=not relax, warmStart=start is not None, **options)
+        lp.solve(solver)
+        seconds = time.perf_counter() - started
+        status = _pulp_status(lp)
+        if status not in ("optimal", "time_limit"):
+            return Result(SolveOutcome(status, math.nan, math.nan, self.name, seconds), None)
+        values = np.array([c.varValue or 0.0 for c in columns])
+        objective = float(self.cost @ values)
+        duals = None
+        if relax:
+            duals = np.zeros(self.program.n_rows + len(self.extra))
+            for i, constraint in constraints:
+                duals[i] += constraint.pi or 0.0
+        bound = objective if status == "optimal" and relax else math.nan
+        gap = 0.0 if status == "optimal" else math.nan
+        return Result(SolveOutcome(status, gap, objective, self.name, seconds, bound), values,
+                      duals)
+
+
+def _pulp_status(lp: pulp.LpProblem) -> str:
     if lp.sol_status == pulp.LpSolutionOptimal and lp.status == pulp.LpStatusOptimal:
         return "optimal"
     if lp.sol_status == pulp.LpSolutionIntegerFeasible:
@@ -102,74 +289,3 @@ def _status(lp: pulp.LpProblem) -> str:
     if lp.status == pulp.LpStatusUnbounded or lp.sol_status == pulp.LpSolutionUnbounded:
         return "unbounded"
     return "no_solution"
-
-
-def _gap_and_bound(lp: pulp.LpProblem, status: str) -> tuple[float, float]:
-    """Relative MIP gap and dual bound HiGHS reports (gap 0 for a proven LP/MIP optimum)."""
-    info = getattr(getattr(lp, "solverModel", None), "getInfo", None)
-    gap = bound = math.nan
-    if info is not None:
-        report = info()
-        gap = report.mip_gap if math.isfinite(report.mip_gap) and report.mip_gap >= 0 else gap
-        finite = math.isfinite(report.mip_dual_bound) and report.mip_node_count >= 0
-        bound = report.mip_dual_bound if finite else bound
-    if status == "optimal" and not math.isfinite(gap):
-        gap = 0.0
-    return gap, bound
-
-
-def solve_lp(lp: pulp.LpProblem, options: SolveOptions, *, warm_start: bool = False,
-             relax: bool = False) -> SolveOutcome:
-    """Solve ``lp`` once and read back its true status, gap, bound and objective."""
-    if lp.numConstraints() == 0:  # nothing to serve: solvers call an empty model unsolved
-        for variable in lp.variables():
-            variable.varValue = variable.lowBound or 0.0
-        objective = float(pulp.value(lp.objective) or 0.0)
-        return SolveOutcome("optimal", 0.0, objective, "none", 0.0, objective)
-    solver = make_solver(options, warm_start=warm_start, relax=relax)
-    started = time.perf_counter()
-    lp.solve(solver)
-    seconds = time.perf_counter() - started
-    status = _status(lp)
-    objective = pulp.value(lp.objective) if status in ("optimal", "time_limit") else None
-    objective = math.nan if objective is None else float(objective)
-    gap, bound = _gap_and_bound(lp, status)
-    if relax or (status == "optimal" and not math.isfinite(bound)):
-        bound = objective
-    logger.debug("%s: %s in %.3f s, objective %s", solver.name, status, seconds, objective)
-    return SolveOutcome(status, gap, objective, solver.name, seconds, bound)
-
-
-def solve_model(model: FleetModel, options: SolveOptions, *,
-                warm_start: bool = False) -> SolveOutcome:
-    """Solve a fleet model. An elastic model is solved lexicographically: first the least
-    unmet demand (share of request-hours), then the cheapest fleet that leaves no more unmet."""
-    if not model.elastic or model.unmet.empty:
-        outcome = solve_lp(model.lp, options, warm_start=warm_start)
-        return _with_cost(outcome, model)
-    model.lp.setObjective(model.unmet_share)
-    first = solve_lp(model.lp, options)
-    if not first.has_solution:
-        return first
-    least_unmet = float(pulp.value(model.unmet_share) or 0.0)
-    tolerance = 1e-7 + 1e-6 * least_unmet
-    model.lp.addConstraint(pulp.LpConstraint(model.unmet_share, pulp.LpConstraintLE,
-                                             "least_unmet", least_unmet + tolerance))
-    model.lp.setObjective(model.cost)
-    second = solve_lp(model.lp, options, warm_start=True)  # phase 1's plan is feasible
-    if not second.has_solution:
-        return _with_cost(first, model)
-    return dataclasses.replace(second, status=_worst(first.status, second.status),
-                               seconds=first.seconds + second.seconds)
-
-
-def _worst(first: str, second: str) -> str:
-    return "time_limit" if "time_limit" in (first, second) else second
-
-
-def _with_cost(outcome: SolveOutcome, model: FleetModel) -> SolveOutcome:
-    if not outcome.has_solution:
-        return outcome
-    cost = float(pulp.value(model.cost) or 0.0)
-    bound = outcome.bound if not model.elastic else math.nan
-    return dataclasses.replace(outcome, objective=cost, bound=bound)

@@ -9,13 +9,15 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import linprog
 
+from fleetplan.catalogs.conventions import RESERVED_TERM_MONTHS
 from fleetplan.optimizer.fleet_problem import Problem
 
 
 def make_problem(capacity, demand, offers, *, gpu=None, tp=None, hours=None, gpus_per_node=None,
-                 max_gpus=None, redundancy_k=0, **scalars) -> Problem:
+                 max_gpus=None, redundancy_k=0, horizon_months=12.0, **scalars) -> Problem:
     """One workload; capacity[c][b] req/s per replica; demand[t][b] req/s; offers maps
-    (gpu, pricing_type) -> USD/GPU-hour; hours[t] hours each period stands for."""
+    (gpu, pricing_type) -> USD/GPU-hour; hours[t] hours each period stands for, together the
+    horizon of ``horizon_months`` months."""
     capacity = np.asarray(capacity, dtype=float)
     demand = np.atleast_2d(np.asarray(demand, dtype=float))
     n_configs, n_buckets = capacity.shape
@@ -45,7 +47,8 @@ def make_problem(capacity, demand, offers, *, gpu=None, tp=None, hours=None, gpu
                             columns=["gpu", "pricing_type", "usd_per_gpu_hour", "max_gpus"]),
         gpus=pd.DataFrame({"gpu": gpu_ids, "gpus_per_node": [node.get(g, 1) for g in gpu_ids],
                            "max_gpus": [caps.get(g, math.nan) for g in gpu_ids]}),
-        hours_per_month=float(sum(hours)), horizon_months=1.0, **scalars)
+        hours_per_month=float(sum(hours)) / horizon_months, horizon_months=horizon_months,
+        **scalars)
 
 
 def least_load(problem: Problem, period: int, replicas: np.ndarray) -> float:
@@ -70,24 +73,37 @@ def least_load(problem: Problem, period: int, replicas: np.ndarray) -> float:
     return float(result.fun) if result.status == 0 else math.inf
 
 
+def charged_months(problem: Problem, pricing_type: str) -> float:
+    """Months a reserved commitment is paid for: whole terms covering the horizon."""
+    term = RESERVED_TERM_MONTHS[pricing_type]
+    return math.ceil(problem.horizon_months / term - 1e-9) * term
+
+
 def brute_force_usd(problem: Problem, max_replicas: int) -> float:
     """Cheapest cost by enumerating replica counts (on-demand and reserved, one GPU type per
-    configuration, GPU-granular nodes); inf if nothing up to ``max_replicas`` works."""
+    configuration, GPU-granular nodes); inf if nothing up to ``max_replicas`` works.
+
+    A reserved replica is paid for whole terms (12 months for reserved_1y) even beyond the
+    horizon; N+k means every configuration that carries load keeps k replicas beyond it."""
     configs = problem.configs
     n = len(configs)
     prices = problem.offers.set_index(["gpu", "pricing_type"])["usd_per_gpu_hour"]
     caps = problem.gpus.set_index("gpu")["max_gpus"]
     tp = configs["tp"].to_numpy()
     hours = problem.periods["hours"].to_numpy()
-    useful = problem.candidates.groupby("config")["req_s_per_replica"].max().reindex(
-        configs["config"]).to_numpy() > 0  # a replica that serves nothing is no spare either
+    busy = problem.demand.loc[problem.demand["req_s"] > 0, "bucket"].unique()
+    serving = problem.candidates[problem.candidates["bucket"].isin(busy)]
+    useful = serving.groupby("config")["req_s_per_replica"].max().reindex(
+        configs["config"]).fillna(0.0).to_numpy() > 0  # a replica serving no demand is no spare
     counts = [np.array(v) for v in itertools.product(range(max_replicas + 1), repeat=n)
               if not np.any(np.array(v)[~useful])]
     ok = {t: [v for v in counts if _within_caps(v, configs, caps)
               and _serves(problem, t, v)]
           for t in problem.periods["period"]}
     best = math.inf
-    reserved_price = np.array([prices.get((g, "reserved_1y"), math.inf) for g in configs["gpu"]])
+    factor = charged_months(problem, "reserved_1y") / problem.horizon_months
+    reserved_price = factor * np.array([prices.get((g, "reserved_1y"), math.inf)
+                                        for g in configs["gpu"]])
     flexible_price = np.array([prices.get((g, "on_demand"), math.inf) for g in configs["gpu"]])
     for reserved in counts:
         if np.any(reserved[reserved_price == math.inf] > 0):
@@ -112,8 +128,17 @@ def _within_caps(replicas, configs, caps) -> bool:
 
 
 def _serves(problem: Problem, period: int, replicas) -> bool:
-    """Demand served, with at least k spare replicas beyond the load when there is demand."""
-    load = least_load(problem, period, replicas)
+    """Demand served by some set of configurations, each keeping k replicas beyond its load
+    when the period is busy (N+k per configuration)."""
     k = int(problem.workloads["redundancy_k"].iloc[0])
     busy = (problem.demand.loc[problem.demand["period"] == period, "req_s"] > 0).any()
-    return math.isfinite(load) and (not busy or replicas.sum() - load >= k - 1e-9)
+    if not busy or k == 0:
+        return math.isfinite(least_load(problem, period, replicas))
+    for used in itertools.product([False, True], repeat=len(replicas)):
+        used = np.array(used)
+        if np.any(replicas[used] < k):
+            continue
+        room = np.where(used, replicas - k, 0)
+        if math.isfinite(least_load(problem, period, room)):
+            return True
+    return False

@@ -6,12 +6,13 @@ inputs, never the MILP, and recomputes the cost from scratch.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.catalogs.conventions import RESERVED_PRICING, RESERVED_TERM_MONTHS
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
 
@@ -30,9 +31,7 @@ def plan_cost_usd(plan: FleetPlan, problem: Problem) -> float:
     """Cost over the horizon recomputed from replicas, node rounding and prices [USD]."""
     replicas = _replicas(plan, problem).merge(problem.configs[["config", "gpu", "tp"]], on="config")
     replicas["gpus"] = replicas["replicas"] * replicas["tp"]
-    gpus = replicas.groupby(["gpu", "pricing_type", "period"], as_index=False)["gpus"].sum()
-    gpus = gpus.merge(problem.gpus[["gpu", "gpus_per_node"]], on="gpu")
-    gpus["bought"] = np.ceil(gpus["gpus"] / gpus["gpus_per_node"] - 1e-9) * gpus["gpus_per_node"]
+    gpus = _bought(replicas, problem)
     reserved = gpus["pricing_type"].isin(RESERVED_PRICING)
     # a reserved commitment is the same in every period: its largest count is paid throughout
     peak = gpus[reserved].groupby(["gpu", "pricing_type"], as_index=False)["bought"].max()
@@ -42,10 +41,41 @@ def plan_cost_usd(plan: FleetPlan, problem: Problem) -> float:
     flexible_usd = (flexible["bought"] * hours[~reserved]
                     * prices.reindex(pd.MultiIndex.from_frame(flexible[["gpu", "pricing_type"]]))
                     .to_numpy()).sum()
-    reserved_usd = (peak["bought"] * problem.horizon_hours
+    # a reserved commitment is paid for whole terms, even past the horizon
+    terms = peak["pricing_type"].map(RESERVED_TERM_MONTHS).astype(float)
+    charged = np.ceil(problem.horizon_months / terms - 1e-9) * terms / problem.horizon_months
+    reserved_usd = (peak["bought"] * problem.horizon_hours * charged
                     * prices.reindex(pd.MultiIndex.from_frame(peak[["gpu", "pricing_type"]]))
                     .to_numpy()).sum()
     return float(flexible_usd + reserved_usd)
+
+
+def fewest_nodes(sizes: tuple[int, ...], node_gpus: int) -> int:
+    """Fewest nodes that hold replicas of these sizes, by trying every placement."""
+    @functools.cache
+    def pack(items: tuple[int, ...], free: tuple[int, ...]) -> int:
+        if not items:
+            return len(free)
+        first, rest = items[0], items[1:]
+        options = [pack(rest, tuple(sorted(free[:i] + (room - first,) + free[i + 1:])))
+                   for i, room in enumerate(free) if room >= first]
+        options.append(pack(rest, tuple(sorted((*free, node_gpus - first)))))
+        return min(options)
+
+    return pack(tuple(sorted(sizes, reverse=True)), ())
+
+
+def _bought(replicas: pd.DataFrame, problem: Problem) -> pd.DataFrame:
+    """GPUs used and bought (whole nodes packed with the real replica sizes) per gpu, pricing
+    type and period."""
+    node = problem.gpus.set_index("gpu")["gpus_per_node"]
+    rows = []
+    for (gpu, pricing, period), group in replicas.groupby(["gpu", "pricing_type", "period"]):
+        sizes = tuple(np.repeat(group["tp"].to_numpy(), group["replicas"].astype(int)))
+        bought = sum(sizes) if node[gpu] == 1 else fewest_nodes(sizes, int(node[gpu])) * node[gpu]
+        rows.append((gpu, pricing, period, float(sum(sizes)), float(bought)))
+    table = pd.DataFrame(rows, columns=["gpu", "pricing_type", "period", "gpus", "bought"])
+    return table.merge(problem.gpus[["gpu", "gpus_per_node", "max_gpus"]], on="gpu")
 
 
 def check_plan(plan: FleetPlan, problem: Problem) -> list[str]:
@@ -103,27 +133,22 @@ def _check_capacity(plan: FleetPlan, problem: Problem, replicas: pd.DataFrame) -
     over = load - have > TOLERANCE
     problems = [f"capacity of {k} exceeded: load {load[k]:.4f} > {have[k]:.0f}"
                 for k in load.index[over]]
-    k_by_workload = problem.workloads.set_index("workload")
-    pool_load = routes.merge(problem.configs[["config", "pool"]], on="config").groupby(
-        ["pool", "period"])["load"].sum()
-    pool_replicas = replicas.groupby(["pool", "period"])["replicas"].sum()
-    busy = problem.demand[problem.demand["req_s"] > 0][["workload", "period"]].drop_duplicates()
-    for workload, period in busy.itertuples(index=False):
-        k = k_by_workload.loc[workload, "redundancy_k"]
-        pool = k_by_workload.loc[workload, "pool"]
-        spare = pool_replicas.get((pool, period), 0.0) - pool_load.get((pool, period), 0.0)
-        if k > 0 and spare < k - TOLERANCE and (plan.feasible or not any(
-                "spare replicas" in m for m in plan.messages)):
-            problems.append(f"redundancy of {workload} in period {period}: spare {spare:.3f} < {k}")
+    # N+k: losing any k replicas of a configuration that carries a needy workload's load
+    # still leaves that configuration's load served by its own replicas
+    k = problem.workloads.set_index("workload")["redundancy_k"]
+    checked = plan.feasible or not any("spare replicas" in m for m in plan.messages)
+    for (config, period), group in routes[routes["fraction"] > 1e-9].groupby(["config", "period"]):
+        needed = int(group["workload"].map(k).max())
+        if checked and needed > 0 and have[(config, period)] - needed < load[(config, period)] - TOLERANCE:
+            problems.append(f"redundancy of {config} in period {period}: losing {needed} "
+                            f"replicas leaves {have[(config, period)] - needed:.0f} for a load "
+                            f"of {load[(config, period)]:.3f}")
     return problems
 
 
 def _check_limits(plan: FleetPlan, problem: Problem, replicas: pd.DataFrame) -> list[str]:
     problems = []
-    replicas = replicas.assign(gpus=replicas["replicas"] * replicas["tp"])
-    gpus = replicas.groupby(["gpu", "pricing_type", "period"], as_index=False)["gpus"].sum()
-    gpus = gpus.merge(problem.gpus[["gpu", "gpus_per_node", "max_gpus"]], on="gpu")
-    gpus["bought"] = np.ceil(gpus["gpus"] / gpus["gpus_per_node"] - 1e-9) * gpus["gpus_per_node"]
+    gpus = _bought(replicas, problem)
     per_gpu = gpus.groupby(["gpu", "period"]).agg(bought=("bought", "sum"),
                                                   cap=("max_gpus", "first"))
     over = per_gpu[per_gpu["bought"] > per_gpu["cap"].astype(float).fillna(np.inf) + TOLERANCE]

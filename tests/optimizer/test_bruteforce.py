@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fleetplan.optimizer.optimization import optimize_problem
@@ -43,12 +43,18 @@ def instances(draw, n_periods=st.integers(1, 2), reserved=st.booleans(), caps=st
     hours = draw(st.lists(st.sampled_from([1.0, 2.0, 5.0]), min_size=periods, max_size=periods))
     return make_problem(capacity, demand, offers, tp=tp, hours=hours, max_gpus=max_gpus,
                         redundancy_k=draw(redundancy), target_utilization=draw(
-                            st.sampled_from([1.0, 0.8])))
+                            st.sampled_from([1.0, 0.8])),
+                        horizon_months=draw(st.sampled_from([12.0, 1.0])))  # 1: term > horizon
 
 
 @pytest.mark.slow
 @SETTINGS
 @given(instances())
+@example(make_problem([[2.0, 0.0], [0.0, 5.0]], [[1.0, 0.0]],  # a zero-demand bucket's config
+                      {("g0", "on_demand"): 2.0, ("g1", "on_demand"): 1.0}, redundancy_k=1))
+@example(make_problem([[10.0]], [[30.0], [10.0]],  # a 1-year term on a 1-month horizon
+                      {("g0", "on_demand"): 1.0, ("g0", "reserved_1y"): 0.08},
+                      horizon_months=1.0))
 def test_milp_matches_brute_force(problem):
     plan = optimize_problem(problem, EXACT)
     expected = brute_force_usd(problem, max_replicas=4)
@@ -159,7 +165,7 @@ def test_redundancy_keeps_spare_replicas():
 
 def test_budget_can_force_an_infeasible_plan():
     problem = make_problem([[10.0]], [[20.0]], {("g0", "on_demand"): 1.0},
-                           budget_usd_per_month=1.5)
+                           budget_usd_per_month=1.5, horizon_months=1.0)
     plan = optimize_problem(problem, EXACT)
     assert plan.status == "infeasible"
     assert plan.messages == ["w: needs $2.00 per month but the budget is $1.50"]

@@ -24,22 +24,25 @@ from tests.optimizer.plan_checker import check_plan
 EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)
 
 
-def paired_problem(capacity, prices, demand, *, target_utilization=1.0):
+def paired_problem(capacity, prices, demand, *, target_utilization=1.0, redundancy_k=0):
     """c0 colocated; c1 (prefill) and c2 (decode) one disaggregated route; one bucket."""
     offers = {(f"g{c}", "on_demand"): price for c, price in enumerate(prices)}
     problem = make_problem([[k] for k in capacity], [[demand]], offers,
-                           target_utilization=target_utilization)
+                           target_utilization=target_utilization, redundancy_k=redundancy_k)
     candidates = problem.candidates.assign(route=["c0", "pair", "pair"], stages=[1, 2, 2])
     return problem.with_changes(candidates=candidates)
 
 
-def brute_force_usd(capacity, prices, demand, rho=1.0, most=12) -> float:
+def brute_force_usd(capacity, prices, demand, rho=1.0, most=12, k=0) -> float:
     """Cheapest replicas (y0, y1, y2): the colocated share plus the pair's share (the smaller
-    of its two pools) must carry the demand."""
+    of its two pools) must carry the demand; with N+k every configuration that carries load
+    keeps k replicas beyond it."""
     best = math.inf
     for y in itertools.product(range(most + 1), repeat=3):
-        served = rho * (y[0] * capacity[0] + min(y[1] * capacity[1], y[2] * capacity[2]))
-        if served >= demand - 1e-9:
+        room = np.maximum(np.array(y) - k, 0)
+        colocated = room[0] * capacity[0] if y[0] > k else 0.0
+        pair = min(room[1] * capacity[1], room[2] * capacity[2]) if min(y[1], y[2]) > k else 0.0
+        if rho * (colocated + pair) >= demand - 1e-9:
             best = min(best, float(np.dot(y, prices)))
     return best
 
@@ -48,11 +51,11 @@ def brute_force_usd(capacity, prices, demand, rho=1.0, most=12) -> float:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.sampled_from([0.0, 1.0, 2.0, 3.0, 5.0, 8.0]), min_size=3, max_size=3),
        st.lists(st.sampled_from([0.5, 1.0, 1.5, 3.0]), min_size=3, max_size=3),
-       st.sampled_from([1.0, 2.5, 4.0, 7.0]), st.sampled_from([1.0, 0.8]))
-def test_pairs_match_brute_force(capacity, prices, demand, rho):
-    problem = paired_problem(capacity, prices, demand, target_utilization=rho)
+       st.sampled_from([1.0, 2.5, 4.0, 7.0]), st.sampled_from([1.0, 0.8]), st.integers(0, 1))
+def test_pairs_match_brute_force(capacity, prices, demand, rho, k):
+    problem = paired_problem(capacity, prices, demand, target_utilization=rho, redundancy_k=k)
     plan = optimize_problem(problem, EXACT)
-    expected = brute_force_usd(capacity, prices, demand, rho)
+    expected = brute_force_usd(capacity, prices, demand, rho, k=k)
     if math.isinf(expected):
         assert plan.status == "infeasible"
         return

@@ -1,20 +1,19 @@
-"""Model structure: dominated configurations, merged periods, per-period solving, parseable
-names, and binding constraints priced by re-solving."""
+"""Model structure: dominated configurations, merged periods, per-period solving, columns and
+rows that map back to tables, and binding constraints priced by re-solving."""
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 import pytest
 
-from fleetplan.optimizer.decomposition import is_separable, solve_by_period, solve_fleet
+from fleetplan.optimizer.decomposition import is_separable, solve_fleet, solve_whole
 from fleetplan.optimizer.dominance import dominated_configs
 from fleetplan.optimizer.marginal_values import binding_limits, marginal_values
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
 from fleetplan.optimizer.period_merging import merge_identical_periods
-from fleetplan.optimizer.solver import SolveOptions, solve_model
+from fleetplan.optimizer.period_solves import Deadline
+from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.instances import make_problem
 
 EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)
@@ -46,7 +45,7 @@ def test_pruning_never_changes_the_optimum():
         capacity = rng.choice([0.0, 3.0, 5.0, 8.0], size=(4, 2))
         offers = {(f"g{c}", "on_demand"): float(rng.choice([1.0, 1.5, 2.0])) for c in range(4)}
         problem = make_problem(capacity, [[6.0, 4.0]], offers)
-        full = solve_model(build_model(problem), EXACT)  # every configuration kept
+        full = solve_whole(build_model(problem), EXACT, Deadline(30))  # every configuration kept
         plan = optimize_problem(problem, EXACT)
         if full.has_solution:
             assert plan.objective_usd == pytest.approx(full.objective)
@@ -67,8 +66,8 @@ def test_periods_solved_one_by_one_match_the_whole_model():
                            {("g0", "on_demand"): 1.0, ("g1", "on_demand"): 2.5},
                            hours=[1.0, 2.0, 3.0])
     assert is_separable(problem)
-    whole = solve_model(build_model(problem), EXACT)
-    split = solve_by_period(build_model(problem), EXACT)
+    whole = solve_whole(build_model(problem), EXACT, Deadline(30))
+    split = solve_fleet(build_model(problem), EXACT)
     assert split.status == "optimal"
     assert split.objective == pytest.approx(whole.objective)
     assert split.bound <= split.objective + 1e-9
@@ -84,23 +83,25 @@ def test_reserved_pricing_links_periods_and_the_start_is_used():
     assert outcome.objective == pytest.approx(4.6)
 
 
-def test_variable_and_constraint_names_parse_back_to_their_rows():
+def test_every_column_and_row_maps_back_to_one_table_row():
     problem = make_problem([[10.0], [5.0]], [[20.0]],
                            {("g0", "on_demand"): 1.0, ("g1", "on_demand"): 1.0},
                            max_gpus={"g0": 4}, redundancy_k=1)
     model = build_model(problem)
-    names = [v.name for v in model.lp.variables()]
-    assert all(re.fullmatch(r"(route|replicas|nodes)(_(m?\d+))+", n) for n in names)
+    shares = model.routes.drop_duplicates("col")["col"]  # a route's stages share a column
+    uses = model.extras["redundancy"]["col"]  # which configurations the workload uses
+    columns = np.concatenate([shares, model.replicas["col"], model.nodes["col"], uses])
+    assert sorted(columns) == list(range(model.program.n_cols))
     constraints = model.constraint_table()
     assert {"demand", "capacity", "nodes", "availability", "redundancy"} <= set(
         constraints["family"])
-    assert all(re.fullmatch(r"[a-z_]+_\d+", n) for n in constraints["name"])
+    assert sorted(constraints["row"]) == list(range(model.program.n_rows))
 
 
 def test_binding_availability_is_priced_by_a_re_solve():
     problem = make_problem([[10.0], [10.0]], [[40.0]],
                            {("g0", "on_demand"): 1.0, ("g1", "on_demand"): 2.0},
-                           max_gpus={"g0": 2})
+                           max_gpus={"g0": 2}, horizon_months=1.0)
     plan = optimize_problem(problem, EXACT, WhatIfOptions(enabled=True))
     row = plan.binding_constraints.set_index("family").loc["availability"]
     assert row["subject"] == "g0"
@@ -112,6 +113,6 @@ def test_binding_availability_is_priced_by_a_re_solve():
 def test_slack_limits_are_not_binding():
     problem = make_problem([[10.0]], [[10.0]], {("g0", "on_demand"): 1.0}, max_gpus={"g0": 5})
     model = build_model(problem)
-    solve_model(model, EXACT)
+    solve_fleet(model, EXACT)
     assert binding_limits(model).empty
     assert marginal_values(model, 1.0, 0.0, EXACT).empty

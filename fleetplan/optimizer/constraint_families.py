@@ -1,0 +1,306 @@
+"""The constraint families of the fleet MILP: one entry each, naming everything done with it.
+
+An entry names the Problem fields the family reads and the scenario fields they come from, the
+``define_*`` builder that adds its rows (``milp_constraints.py``), and what the rest of the
+optimizer does with it:
+
+- ``relax``: one step looser, priced by re-solving (``marginal_values.py``), with the step below
+  which a row counts as binding (``binding_step``) and, if some rows of the family do not limit
+  the plan as it stands, which ones do (``binding_filter``);
+- ``lift`` and ``diagnose``: the problem without the family's limits, and the one-line reason
+  naming the limit when lifting it serves more demand (``infeasibility.py``);
+- ``links_periods`` and ``in_period_subproblems``: whether the family ties periods together,
+  and whether it is kept when one period is solved alone (``decomposition.py``);
+- ``swap_guard``: which configurations may replace which without the family noticing
+  (``dominance.py``);
+- ``settings``: the Problem's scalar fields from a scenario (``scenario_planning.py``);
+- ``check``: the family's check on a finished plan (``plan_checks.py``; ``verify_plan``).
+
+Adding a family: write its builder in ``milp_constraints.py`` and its check in
+``plan_checks.py``, then add one entry to :data:`FAMILIES`. Entries are built in table order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.optimizer import milp_constraints as build
+from fleetplan.optimizer import plan_checks as checks
+from fleetplan.optimizer.fleet_plan import FleetPlan
+from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.plan_summary import usd
+
+if TYPE_CHECKING:
+    from fleetplan.optimizer.scenario import Scenario
+
+
+class Relaxation(NamedTuple):
+    """A problem with one limit relaxed by one step, the step as text, and a description
+    template with a ``{saving}`` field."""
+
+    problem: Problem
+    change: str
+    template: str
+
+
+@dataclass(frozen=True)
+class ConstraintFamily:
+    """One constraint family (see the module docstring for what each field is used for)."""
+
+    name: str
+    unit: str
+    problem_fields: tuple[str, ...]
+    scenario_fields: tuple[str, ...]
+    build: Callable | None
+    check: Callable[[checks.PlanView], list[str]]
+    settings: Callable[[Scenario], dict] | None = None
+    links_periods: Callable[[Problem], bool] | None = None
+    in_period_subproblems: bool = True
+    relax: Callable[[Problem, str], Relaxation] | None = None
+    binding_step: Callable[[Problem, pd.Series], np.ndarray] | None = None
+    lift: Callable[[Problem], Problem | None] | None = None
+    diagnose: Callable[[Problem, dict], list[str]] | None = None
+    swap_guard: Callable[[Problem, pd.DataFrame], np.ndarray] | None = None
+    binding_filter: Callable[[object, pd.DataFrame], np.ndarray] | None = None
+
+
+def _node_size(problem: Problem, gpu: str) -> int:
+    return int(problem.gpus.set_index("gpu").loc[gpu, "gpus_per_node"])
+
+
+def _node_step(problem: Problem, subjects: pd.Series) -> np.ndarray:
+    """One node of the subject's GPU type (subjects ``gpu`` or ``gpu/pricing``)."""
+    node = problem.gpus.set_index("gpu")["gpus_per_node"]
+    return subjects.str.split("/").str[0].map(node).fillna(1.0).to_numpy(dtype=float)
+
+
+def _same_or_smaller(configs: pd.DataFrame) -> np.ndarray:
+    """[c', c]: c' is on c's GPU type with no more GPUs per replica."""
+    gpu, tp = configs["gpu"].to_numpy(), configs["tp"].to_numpy()
+    return (gpu[:, None] == gpu[None, :]) & (tp[:, None] <= tp[None, :])
+
+
+def _onto_gpus(configs: pd.DataFrame, free: set[str]) -> np.ndarray:
+    """[c', c]: c' is on c's GPU type with no more GPUs, or on another GPU type in ``free``."""
+    gpu = configs["gpu"].to_numpy()
+    other = (gpu[:, None] != gpu[None, :]) & np.isin(gpu, list(free))[:, None]
+    return _same_or_smaller(configs) | other
+
+
+# -- availability: GPUs of one type in use at any time ------------------------------------
+
+def _relax_availability(problem: Problem, gpu: str) -> Relaxation:
+    gpus = problem.gpus.copy()
+    step = _node_size(problem, gpu)
+    gpus.loc[gpus["gpu"] == gpu, "max_gpus"] += step
+    amount = f"{step} more {gpu}" if step > 1 else f"one more {gpu}"
+    return Relaxation(problem.with_changes(gpus=gpus), f"+{step} GPUs",
+                      f"{amount} available would save {{saving}} per month")
+
+
+def _lift_availability(problem: Problem) -> Problem | None:
+    """Every availability cap lifted, per GPU type and per offer."""
+    if not (problem.gpus["max_gpus"].notna().any() or problem.offers["max_gpus"].notna().any()):
+        return None
+    return problem.with_changes(gpus=problem.gpus.assign(max_gpus=np.nan),
+                                offers=problem.offers.assign(max_gpus=np.nan))
+
+
+def _diagnose_availability(problem: Problem, solution: dict) -> list[str]:
+    nodes = solution["nodes"]
+    reasons = []
+    peak = nodes.groupby(["gpu", "period"])["gpus"].sum().groupby("gpu").max()
+    caps = problem.gpus.dropna(subset=["max_gpus"])
+    for gpu, cap in zip(caps["gpu"], caps["max_gpus"]):
+        if peak.get(gpu, 0.0) > cap + 1e-6:
+            reasons.append(f"needs {peak[gpu]:.0f} {gpu} but availability is {cap:.0f}")
+    offer_peak = nodes.groupby(["gpu", "pricing_type", "period"])["gpus"].sum().groupby(
+        ["gpu", "pricing_type"]).max()
+    offers = problem.offers.dropna(subset=["max_gpus"])
+    for gpu, pricing, cap in zip(offers["gpu"], offers["pricing_type"], offers["max_gpus"]):
+        if offer_peak.get((gpu, pricing), 0.0) > cap + 1e-6:
+            reasons.append(f"needs {offer_peak[(gpu, pricing)]:.0f} {gpu} {pricing} "
+                           f"but availability is {cap:.0f}")
+    return reasons
+
+
+def _uncapped_swaps(problem: Problem, configs: pd.DataFrame) -> np.ndarray:
+    return _onto_gpus(configs, set(problem.gpus.loc[problem.gpus["max_gpus"].isna(), "gpu"]))
+
+
+# -- offer caps: GPUs of one type at one pricing type --------------------------------------
+
+def _relax_offer_cap(problem: Problem, subject: str) -> Relaxation:
+    gpu, pricing = subject.split("/")
+    offers = problem.offers.copy()
+    row = (offers["gpu"] == gpu) & (offers["pricing_type"] == pricing)
+    step = _node_size(problem, gpu)
+    offers.loc[row, "max_gpus"] += step
+    return Relaxation(problem.with_changes(offers=offers), f"+{step} GPUs",
+                      f"{step} more {gpu} at {pricing} would save {{saving}} per month")
+
+
+def _offer_swaps(problem: Problem, configs: pd.DataFrame) -> np.ndarray:
+    capped = set(problem.offers.loc[problem.offers["max_gpus"].notna(), "gpu"])
+    return _onto_gpus(configs, set(configs["gpu"]) - capped)
+
+
+# -- node cover: GPUs bought in whole nodes -------------------------------------------------
+
+def _node_swaps(problem: Problem, configs: pd.DataFrame) -> np.ndarray:
+    return _onto_gpus(configs, set(problem.gpus.loc[problem.gpus["gpus_per_node"] == 1, "gpu"]))
+
+
+# -- spot share: spot GPUs as a share of all replicas' GPUs ---------------------------------
+
+def _relax_spot_share(problem: Problem, subject: str) -> Relaxation:
+    share = min(1.0, problem.spot_max_share + 0.1)
+    return Relaxation(problem.with_changes(spot_max_share=share), "+10 points",
+                      f"allowing {share:.0%} spot instead of {problem.spot_max_share:.0%} would "
+                      "save {saving} per month")
+
+
+def _lift_spot_share(problem: Problem) -> Problem | None:
+    return None if problem.spot_max_share is None else problem.with_changes(spot_max_share=None)
+
+
+def _diagnose_spot_share(problem: Problem, solution: dict) -> list[str]:
+    replicas = solution["replicas"]  # the cap counts the GPUs of replicas
+    spot = replicas[replicas["pricing_type"] == "spot"].groupby("period")["gpus"].sum()
+    share = (spot / replicas.groupby("period")["gpus"].sum()).max()
+    return [f"needs {share:.0%} spot GPUs but the spot share cap is {problem.spot_max_share:.0%}"]
+
+
+def _spot_swaps(problem: Problem, configs: pd.DataFrame) -> np.ndarray:
+    """With a cap, a replica of another size would change the spot share."""
+    tp = configs["tp"].to_numpy()
+    capped = problem.spot_max_share is not None and problem.spot_max_share < 1
+    return tp[:, None] == tp[None, :] if capped else np.ones((len(tp), len(tp)), dtype=bool)
+
+
+# -- redundancy: N+k spare replicas ----------------------------------------------------------
+
+def _used_spares(model, table: pd.DataFrame) -> np.ndarray:
+    """Spare rows of configurations the workload uses (unused ones hold nothing back)."""
+    rows = model.extras["redundancy"]
+    used = pd.Series(model.value(rows) > 0.5, index=rows["row"].to_numpy())
+    return used.reindex(table["row"].to_numpy(), fill_value=False).to_numpy()
+
+
+def _relax_redundancy(problem: Problem, workload: str) -> Relaxation:
+    workloads = problem.workloads.copy()
+    row = workloads["workload"] == workload
+    k = int(workloads.loc[row, "redundancy_k"].iloc[0])
+    workloads.loc[row, "redundancy_k"] = k - 1
+    return Relaxation(problem.with_changes(workloads=workloads), "-1 replica",
+                      f"N+{k - 1} instead of N+{k} for {workload} would save {{saving}} per month")
+
+
+# -- budget: the fleet's monthly cost ----------------------------------------------------------
+
+def _relax_budget(problem: Problem, subject: str) -> Relaxation:
+    budget = problem.budget_usd_per_month * 1.1
+    return Relaxation(problem.with_changes(budget_usd_per_month=budget), "+10 %",
+                      f"a budget of {usd(budget)} per month would save {{saving}} per month")
+
+
+def _lift_budget(problem: Problem) -> Problem | None:
+    if problem.budget_usd_per_month is None:
+        return None
+    return problem.with_changes(budget_usd_per_month=None)
+
+
+def _diagnose_budget(problem: Problem, solution: dict) -> list[str]:
+    nodes = solution["nodes"]
+    monthly = nodes.merge(problem.periods[["period", "month", "month_weight"]], on="period")
+    per_month = (monthly["usd"] / monthly["month_weight"]).groupby(monthly["month"]).sum()
+    needed, budget = usd(per_month.max()), usd(problem.budget_usd_per_month)
+    return [f"needs {needed} per month but the budget is {budget}"]
+
+
+def _step(value: float) -> Callable[[Problem, pd.Series], np.ndarray]:
+    return lambda problem, subjects: np.full(len(subjects), value)
+
+
+#: Every constraint family, in the order the MILP is built.
+FAMILIES: tuple[ConstraintFamily, ...] = (
+    ConstraintFamily(
+        "demand", "share", ("demand.req_s",),
+        ("workloads[].requests_per_s", "workloads[].hourly_profile"),
+        build=build.define_demand, check=checks.check_demand),
+    ConstraintFamily(
+        "capacity", "replicas", ("candidates.req_s_per_replica", "target_utilization"),
+        ("fleet.target_utilization", "capacity_profiles"),
+        build=build.define_capacity, check=checks.check_capacity),
+    ConstraintFamily(
+        "nodes", "GPUs", ("gpus.gpus_per_node",), ("fleet.whole_nodes",
+                                                    "fleet.gpus[].gpus_per_node"),
+        build=build.define_node_cover, check=checks.check_node_cover, swap_guard=_node_swaps),
+    ConstraintFamily(
+        "availability", "GPUs", ("gpus.max_gpus",), ("fleet.gpus[].max_gpus",),
+        build=build.define_availability, check=checks.check_availability,
+        relax=_relax_availability, binding_step=_node_step, lift=_lift_availability,
+        diagnose=_diagnose_availability, swap_guard=_uncapped_swaps),
+    ConstraintFamily(  # lifted and diagnosed together with availability
+        "offer_cap", "GPUs", ("offers.max_gpus",), ("fleet.gpus[].max_gpus_by_pricing",),
+        build=build.define_offer_caps, check=checks.check_offer_caps,
+        relax=_relax_offer_cap, binding_step=_node_step, swap_guard=_offer_swaps),
+    ConstraintFamily(
+        "spot_share", "GPUs", ("spot_max_share",), ("fleet.spot_max_share",),
+        build=build.define_spot_share, check=checks.check_spot_share,
+        settings=lambda s: {"spot_max_share": s.fleet.spot_max_share},
+        relax=_relax_spot_share, binding_step=_step(1.0), lift=_lift_spot_share,
+        diagnose=_diagnose_spot_share, swap_guard=_spot_swaps),
+    ConstraintFamily(
+        "redundancy", "replicas", ("workloads.redundancy_k",), ("workloads[].redundancy_k",),
+        build=build.define_redundancy, check=checks.check_redundancy,
+        relax=_relax_redundancy, binding_step=_step(1.0), binding_filter=_used_spares),
+    ConstraintFamily(  # a valid cut: implied by demand and capacity, so nothing to check
+        "pool_cover", "replicas", ("candidates.req_s_per_replica",), (),
+        build=build.define_pool_cover, check=lambda view: []),
+    ConstraintFamily(
+        "budget", "USD/month", ("budget_usd_per_month",), ("fleet.budget_usd_per_month",),
+        build=build.define_budget, check=checks.check_budget,
+        settings=lambda s: {"budget_usd_per_month": s.fleet.budget_usd_per_month},
+        links_periods=lambda p: p.budget_usd_per_month is not None, in_period_subproblems=False,
+        relax=_relax_budget, binding_step=_step(0.0), lift=_lift_budget,
+        diagnose=_diagnose_budget),
+    ConstraintFamily(  # kept by the variables: one reserved count for the whole horizon
+        "reserved_baseline", "replicas", ("offers.pricing_type", "horizon_months"),
+        ("fleet.pricing", "fleet.reserved_beyond_horizon"),
+        build=None, check=checks.check_reserved_baseline,
+        links_periods=lambda p: bool(p.offers["pricing_type"].isin(RESERVED_PRICING).any())),
+)
+
+#: Each family by name.
+FAMILY: dict[str, ConstraintFamily] = {family.name: family for family in FAMILIES}
+
+#: Problem fields some family reads (top-level names).
+FAMILY_PROBLEM_FIELDS: tuple[str, ...] = tuple(dict.fromkeys(
+    name.split(".")[0] for family in FAMILIES for name in family.problem_fields))
+
+
+def priced_families() -> tuple[str, ...]:
+    """Names of the families whose binding rows are priced by a re-solve, in table order."""
+    return tuple(f.name for f in FAMILIES if f.relax is not None)
+
+
+def scenario_settings(scenario: Scenario) -> dict:
+    """The Problem's scalar fields that families take from ``scenario``."""
+    settings = {}
+    for family in FAMILIES:
+        if family.settings is not None:
+            settings.update(family.settings(scenario))
+    return settings
+
+
+def verify_plan(plan: FleetPlan, problem: Problem) -> list[str]:
+    """Every family's check of ``plan`` against ``problem``; empty when the plan is valid."""
+    view = checks.PlanView.of(plan, problem)
+    return [message for family in FAMILIES for message in family.check(view)]

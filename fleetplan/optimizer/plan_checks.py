@@ -1,0 +1,209 @@
+"""Checks of a finished plan against its problem, one per constraint family.
+
+A check reads only the plan's tables (replicas per period, routing shares, unmet demand, monthly
+costs) and the problem's inputs, never the MILP: it says in words which limit a plan breaks.
+``constraint_families.FAMILIES`` names each family's check; ``verify_plan`` runs them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.optimizer.fleet_plan import FleetPlan
+from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.node_packing import nodes_needed
+
+#: Slack allowed for solver round-off [replicas, shares, GPUs].
+TOLERANCE = 1e-5
+
+
+@dataclass
+class PlanView:
+    """A plan's decisions next to the problem they answer.
+
+    replicas: config, pricing_type, period, replicas, gpu, tp, pool, gpus [GPUs of replicas].
+    routing: workload, bucket, period, config, route, fraction [share of the bucket], req_s.
+    unmet: workload, bucket, period, unmet_fraction. costs_by_month: month, usd [USD].
+    nodes: gpu, pricing_type, nodes_peak.
+    """
+
+    problem: Problem
+    replicas: pd.DataFrame
+    routing: pd.DataFrame
+    unmet: pd.DataFrame
+    costs_by_month: pd.DataFrame
+    feasible: bool
+    messages: list[str] = field(default_factory=list)
+    nodes: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @classmethod
+    def of(cls, plan: FleetPlan, problem: Problem) -> PlanView:
+        """The view of ``plan``'s tables."""
+        fleet = plan.fleet_by_period
+        if fleet.empty:
+            fleet = pd.DataFrame(columns=["config", "pricing_type", "period", "replicas"])
+        replicas = fleet[["config", "pricing_type", "period", "replicas"]].merge(
+            problem.configs[["config", "gpu", "tp", "pool"]], on="config")
+        replicas["gpus"] = replicas["replicas"] * replicas["tp"]
+        unmet = plan.unmet_demand
+        if unmet.empty:
+            unmet = pd.DataFrame(columns=["workload", "bucket", "period", "unmet_fraction"])
+        routing = plan.routing
+        if routing.empty:
+            routing = pd.DataFrame(columns=["workload", "bucket", "period", "config", "route",
+                                            "fraction", "req_s"])
+        return cls(problem, replicas, routing, unmet, plan.costs_by_month, plan.feasible,
+                   list(plan.messages), plan.nodes)
+
+    def loads(self) -> pd.DataFrame:
+        """Routing rows with ``load`` [replicas at the target utilization] and ``pool``."""
+        p = self.problem
+        routes = self.routing.merge(
+            p.candidates[["workload", "bucket", "config", "req_s_per_replica"]],
+            on=["workload", "bucket", "config"], how="left")
+        routes = routes.merge(p.configs[["config", "pool"]], on="config", how="left")
+        capacity = routes["req_s_per_replica"].astype(float)
+        routes["load"] = routes["req_s"] / (p.target_utilization * capacity.where(capacity > 0))
+        return routes
+
+    def gpus_bought(self) -> pd.DataFrame:
+        """GPUs bought per (gpu, pricing_type, period): replicas' GPUs rounded up to nodes."""
+        gpus = self.replicas.groupby(["gpu", "pricing_type", "period"], as_index=False)["gpus"].sum()
+        gpus = gpus.merge(self.problem.gpus[["gpu", "gpus_per_node", "max_gpus"]], on="gpu")
+        node = gpus["gpus_per_node"].astype(float)
+        gpus["bought"] = np.ceil(gpus["gpus"] / node - 1e-9) * node
+        return gpus
+
+
+def _keys(frame: pd.DataFrame, columns: list[str]) -> pd.MultiIndex:
+    return pd.MultiIndex.from_frame(frame[columns])
+
+
+def check_demand(view: PlanView) -> list[str]:
+    """Every bucket with demand is routed (or declared unmet) exactly once in every period."""
+    keys = ["workload", "bucket", "period"]
+    demand = view.problem.demand[view.problem.demand["req_s"] > 0]
+    routed = view.routing.drop_duplicates([*keys, "route"]).groupby(keys)["fraction"].sum()
+    unmet = view.unmet.groupby(keys)["unmet_fraction"].sum()
+    index = _keys(demand, keys)
+    total = (routed.reindex(index, fill_value=0.0).to_numpy(dtype=float)
+             + unmet.reindex(index, fill_value=0.0).to_numpy(dtype=float))
+    problems = []
+    if view.feasible and len(unmet) and unmet.max() > TOLERANCE:
+        problems.append("demand: a feasible plan leaves demand unmet")
+    bad = np.flatnonzero(np.abs(total - 1.0) > 1e-4)
+    return problems + [f"demand: {index[i]} is covered {total[i]:.6f} times" for i in bad]
+
+
+def check_capacity(view: PlanView) -> list[str]:
+    """The load routed to each configuration fits its replicas at the target utilization."""
+    routes = view.loads()
+    if routes.empty:
+        return []
+    if routes["load"].isna().any():
+        return ["capacity: demand routed to a configuration that cannot serve it"]
+    load = routes.groupby(["config", "period"])["load"].sum()
+    have = view.replicas.groupby(["config", "period"])["replicas"].sum().reindex(
+        load.index, fill_value=0.0)
+    over = load.index[(load - have > TOLERANCE).to_numpy()]
+    return [f"capacity: {k} carries a load of {load[k]:.4f} replicas on {have[k]:.0f}"
+            for k in over]
+
+
+def check_node_cover(view: PlanView) -> list[str]:
+    """Replicas are whole, and the nodes bought hold them (``node_packing``)."""
+    replicas = view.replicas["replicas"].astype(float)
+    if (np.abs(replicas - np.round(replicas)) > TOLERANCE).any():
+        return ["nodes: replica counts must be whole numbers"]
+    if view.nodes.empty:
+        return []
+    node_gpus = view.problem.gpus.set_index("gpu")["gpus_per_node"]
+    counts = view.replicas.groupby(["gpu", "pricing_type", "period", "tp"])["replicas"].sum()
+    peak = view.nodes.set_index(["gpu", "pricing_type"])["nodes_peak"]
+    problems = []
+    for (gpu, pricing, period), sizes in counts.groupby(level=[0, 1, 2]):
+        needed = nodes_needed(dict(zip(sizes.index.get_level_values("tp"), sizes)),
+                              int(node_gpus[gpu]))
+        if needed > peak.get((gpu, pricing), 0.0) + TOLERANCE and node_gpus[gpu] > 1:
+            problems.append(f"nodes: {gpu}/{pricing} in period {period} needs {needed} nodes, "
+                            f"{peak.get((gpu, pricing), 0.0):.0f} bought")
+    return problems
+
+
+def check_availability(view: PlanView) -> list[str]:
+    """GPUs of each type bought in any period stay within its availability cap."""
+    gpus = view.gpus_bought()
+    per_gpu = gpus.groupby(["gpu", "period"]).agg(bought=("bought", "sum"),
+                                                  cap=("max_gpus", "first"))
+    over = per_gpu[per_gpu["bought"] > per_gpu["cap"].astype(float).fillna(np.inf) + TOLERANCE]
+    return [f"availability: {gpu} in period {period}: {row.bought:.0f} GPUs > cap {row.cap:.0f}"
+            for (gpu, period), row in over.iterrows()]
+
+
+def check_offer_caps(view: PlanView) -> list[str]:
+    """GPUs bought at each offer stay within its cap, and only at offered pricing types."""
+    gpus = view.gpus_bought()
+    offers = view.problem.offers[["gpu", "pricing_type", "max_gpus"]].rename(
+        columns={"max_gpus": "offer_cap"})
+    gpus = gpus.merge(offers, on=["gpu", "pricing_type"], how="left", indicator=True)
+    problems = [f"offer_cap: {g} is bought at {p}, which is not offered" for g, p in
+                gpus.loc[gpus["_merge"] == "left_only", ["gpu", "pricing_type"]].to_numpy()]
+    over = gpus[gpus["bought"] > gpus["offer_cap"].astype(float).fillna(np.inf) + TOLERANCE]
+    return problems + [f"offer_cap: {g}/{p} in period {t}: {b:.0f} GPUs > cap {c:.0f}"
+                       for g, p, t, b, c in over[["gpu", "pricing_type", "period", "bought",
+                                                  "offer_cap"]].to_numpy()]
+
+
+def check_spot_share(view: PlanView) -> list[str]:
+    """Spot replicas hold at most the allowed share of the replicas' GPUs in every period."""
+    share = view.problem.spot_max_share
+    if share is None:
+        return []
+    gpus = view.replicas
+    total = gpus.groupby("period")["gpus"].sum()
+    spot = gpus[gpus["pricing_type"] == "spot"].groupby("period")["gpus"].sum()
+    excess = spot.reindex(total.index, fill_value=0.0) - share * total
+    return [f"spot_share: period {t}: {spot.get(t, 0.0):.0f} spot GPUs of {total[t]:.0f}"
+            for t in excess.index[(excess > TOLERANCE).to_numpy()]]
+
+
+def check_redundancy(view: PlanView) -> list[str]:
+    """A configuration carrying load of a workload with N+k keeps k replicas beyond its load."""
+    p = view.problem
+    k = p.workloads.set_index("workload")["redundancy_k"]
+    if not (k > 0).any() or (not view.feasible and any("spare replicas" in m
+                                                       for m in view.messages)):
+        return []
+    routes = view.loads()
+    load = routes.groupby(["config", "period"])["load"].sum()
+    have = view.replicas.groupby(["config", "period"])["replicas"].sum()
+    used = routes[routes["fraction"] > 1e-9].assign(k=lambda r: r["workload"].map(k))
+    need = used[used["k"] > 0].groupby(["config", "period"])["k"].max()
+    spare = (have.reindex(need.index, fill_value=0.0) - load.reindex(need.index, fill_value=0.0))
+    short = need.index[(spare < need - TOLERANCE).to_numpy()]
+    return [f"redundancy: {config} in period {period} keeps {spare[(config, period)]:.3f} spare "
+            f"replicas < {need[(config, period)]:.0f}" for config, period in short]
+
+
+def check_budget(view: PlanView) -> list[str]:
+    """The fleet's cost in every month stays within the budget."""
+    budget = view.problem.budget_usd_per_month
+    if budget is None or not view.feasible or view.costs_by_month.empty:
+        return []
+    months = view.costs_by_month.set_index("month")["usd"]
+    over = months[months > budget * (1 + 1e-7) + 1e-6]
+    return [f"budget: month {m} costs {usd:,.2f} USD > {budget:,.2f}" for m, usd in over.items()]
+
+
+def check_reserved_baseline(view: PlanView) -> list[str]:
+    """Reserved replicas are the same in every period of the horizon."""
+    reserved = view.replicas[view.replicas["pricing_type"].isin(RESERVED_PRICING)]
+    if reserved.empty:
+        return []
+    spread = reserved.groupby(["config", "pricing_type"])["replicas"].agg(["min", "max", "size"])
+    uneven = (spread["min"] != spread["max"]) | (spread["size"] != len(view.problem.periods))
+    return [f"reserved_baseline: {c}/{p} changes between periods" for c, p in spread.index[uneven]]

@@ -1,0 +1,95 @@
+"""The constraint-family table: every family the MILP builds has one entry, and the library's
+plan check (each family's check) agrees with the independent test checker."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleetplan.optimizer.constraint_families import (
+    FAMILIES,
+    FAMILY,
+    priced_families,
+    verify_plan,
+)
+from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.optimization import optimize_problem
+from fleetplan.optimizer.solver import SolveOptions
+from tests.optimizer.instances import make_problem
+from tests.optimizer.plan_checker import check_plan
+from tests.optimizer.test_bruteforce import instances
+
+EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)
+
+
+def every_family_problem():
+    """A problem that has a row of every family."""
+    return make_problem([[10.0], [6.0]], [[20.0], [8.0]],
+                        {("g0", "on_demand"): 1.0, ("g0", "spot"): 0.4,
+                         ("g1", "on_demand"): 0.7, ("g1", "reserved_1y"): 0.5},
+                        gpus_per_node={"g1": 2}, max_gpus={"g0": 6}, redundancy_k=1,
+                        spot_max_share=0.5, budget_usd_per_month=100.0)
+
+
+def test_every_family_built_has_one_entry_and_every_entry_builds():
+    model = build_model(every_family_problem())
+    built = list(dict.fromkeys(model.constraint_table()["family"]))
+    with_builders = [f.name for f in FAMILIES if f.build is not None]
+    assert built == [name for name in with_builders if name != "offer_cap"]  # no offer caps here
+    assert len(FAMILY) == len(FAMILIES)
+
+
+def test_priced_families_have_a_step_and_lifted_families_a_diagnosis():
+    assert priced_families() == ("availability", "offer_cap", "spot_share", "redundancy", "budget")
+    for family in FAMILIES:
+        assert (family.relax is None) == (family.binding_step is None), family.name
+        assert (family.lift is None) == (family.diagnose is None), family.name
+        assert family.problem_fields, family.name
+
+
+def test_lifts_exist_only_for_limits_the_problem_has():
+    plain = make_problem([[10.0]], [[20.0]], {("g0", "on_demand"): 1.0})
+    assert [f.name for f in FAMILIES if f.lift and f.lift(plain) is not None] == []
+    limited = every_family_problem()
+    assert [f.name for f in FAMILIES if f.lift and f.lift(limited) is not None] == [
+        "availability", "spot_share", "budget"]
+
+
+@pytest.mark.slow
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances(n_periods=st.integers(1, 3)))
+def test_library_check_passes_every_plan_the_checker_passes(problem):
+    plan = optimize_problem(problem, EXACT)
+    assert verify_plan(plan, problem) == check_plan(plan, problem) == []
+
+
+@pytest.mark.parametrize(("break_plan", "family"), [
+    (lambda plan: plan.fleet_by_period.assign(replicas=plan.fleet_by_period["replicas"] - 1),
+     "capacity"),
+    (lambda plan: plan.fleet_by_period.assign(replicas=plan.fleet_by_period["replicas"] + 0.5),
+     "nodes"),
+    (lambda plan: plan.fleet_by_period.assign(replicas=plan.fleet_by_period["replicas"] + 10),
+     "availability"),
+])
+def test_each_broken_plan_is_named_by_its_family(break_plan, family):
+    problem = make_problem([[10.0]], [[20.0]], {("g0", "on_demand"): 1.0},
+                           max_gpus={"g0": 6})
+    plan = optimize_problem(problem, EXACT)
+    assert verify_plan(plan, problem) == []
+    plan.fleet_by_period = break_plan(plan)
+    messages = verify_plan(plan, problem)
+    assert any(m.startswith(f"{family}: ") for m in messages), messages
+    assert check_plan(plan, problem) != []
+
+
+def test_unserved_demand_and_uneven_reserves_are_named():
+    problem = make_problem([[10.0]], [[20.0], [10.0]],
+                           {("g0", "on_demand"): 1.0, ("g0", "reserved_1y"): 0.4})
+    plan = optimize_problem(problem, EXACT)
+    assert verify_plan(plan, problem) == []
+    plan.routing = plan.routing[plan.routing["period"] == 0]
+    plan.fleet_by_period = plan.fleet_by_period[plan.fleet_by_period["period"] == 0]
+    messages = verify_plan(plan, problem)
+    assert any(m.startswith("demand: ") for m in messages)
+    assert any(m.startswith("reserved_baseline: ") for m in messages)
