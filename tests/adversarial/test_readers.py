@@ -71,3 +71,13 @@ def test_temporaries_of_a_live_process_are_kept(tmp_path):
         path.write_text("x")
     assert remove_stale_temporaries(target) == [dead]
     assert live.exists()
+
+
+def test_a_json_scenario_is_read_strictly_too(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text('{"name": "a", "workloads": [], "name": "b"}')
+    with pytest.raises(InvalidValueError, match="duplicate key 'name'"):
+        read_mapping(path, "scenario file")
+    path.write_text('{"name": "a", "workloads": [1, 2, 3]}')
+    with pytest.raises(InvalidValueError, match="workloads: at most 2 entries, got 3"):
+        read_mapping(path, "scenario file", limits={"workloads": 2})
