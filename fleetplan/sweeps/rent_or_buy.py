@@ -112,7 +112,7 @@ def _capacities(workload: dict, gpus: list[str], catalogs) -> pd.DataFrame:
     return out.assign(capacity_req_s=capacity.where(out["valid"] & out["fits"], 0.0))
 
 
-def compare(workload: dict, gpus: list[str], catalogs=None, *, utilization: float = 0.8, usd_per_kwh: float = 0.10,
+def compare(workload: dict, gpus: list[str], catalogs: Catalogs | None = None, *, utilization: float = 0.8, usd_per_kwh: float = 0.10,
             pue: float = 1.4, power_load: float = 0.75, hours_per_month: float = HOURS_PER_MONTH) -> pd.DataFrame:
     """One row per GPU option: sizing, rent and buy costs, TCO over 1 and 3 years, break-even."""
     catalogs = catalog_or_default(catalogs)
