@@ -44,8 +44,8 @@ def in_memory(n_contexts: int, repeats: int = 3) -> tuple[int, list[float]]:
 
 def streamed_child(path: str, n_contexts: int) -> None:
     from fleetplan.catalogs import load_catalogs
-    from fleetplan.sweeps.sweep_grid import iter_sweep, make_grid
     from fleetplan.cli.progress import write_stream
+    from fleetplan.sweeps.sweep_grid import iter_sweep, make_grid
 
     grid = make_grid(GPUS, MODELS, ["bf16", "fp8"], tps=[1, 8], contexts=list(range(64, 64 * (n_contexts + 1), 64)),
                      batches=list(range(1, 1025)))
@@ -72,12 +72,11 @@ def scalar_loop(n_rows: int = 10_000) -> float:
     import numpy as np
 
     from fleetplan.sweeps import row_kernel
-    from fleetplan.sweeps.configurations import as_arrays
     from fleetplan.sweeps.sweep_grid import make_grid
 
     grid = make_grid(["h100-sxm"], ["llama-3.1-8b"], ["bf16"], contexts=range(256, 256 * 41, 256),
                      batches=range(1, 251))
-    constants = {name: values[0] for name, values in as_arrays(grid.configs).items()}
+    constants = grid.constants().gather(np.zeros(1, dtype=np.int64))
     contexts = np.repeat(grid.context_len, len(grid.batch))[:n_rows]
     batches = np.tile(grid.batch, len(grid.context_len))[:n_rows]
     start = time.perf_counter()

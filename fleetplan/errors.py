@@ -3,17 +3,33 @@
 Validation lives apart from the maths: formulas mark infeasible points with NaN or a reason,
 and only bad options, names or files raise. Every error here is a ``ValueError`` whose message is
 one line that names the field (or file, row and column) and what would be accepted; the CLI
-prints it and exits with code 2.
+prints it and exits with code 2 (1 for :class:`NotWritableError`, a problem of the
+environment rather than of the input).
 """
 
 from __future__ import annotations
 
 import difflib
+import math
+import numbers
+import re
 from collections.abc import Iterable
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 class FleetplanError(ValueError):
     """Base class of every user-facing input error."""
+
+    #: Exit code of the command line for this error.
+    exit_code = 2
+
+
+class NotWritableError(FleetplanError):
+    """An output that cannot be written (permissions, read-only or special file systems)."""
+
+    exit_code = 1
 
 
 class UnknownNameError(FleetplanError, KeyError):
@@ -21,6 +37,12 @@ class UnknownNameError(FleetplanError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0]) if self.args else ""
+
+
+class UnavailableError(FleetplanError):
+    """A service the command needs cannot be reached (a Dask scheduler)."""
+
+    exit_code = 1
 
 
 class InvalidValueError(FleetplanError):
@@ -56,15 +78,38 @@ def _either(names: list[str]) -> str:
     return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
 
 
+def one_line(text: str) -> str:
+    r"""``text`` with control characters escaped, so it prints as exactly one line.
+
+    >>> one_line("unknown gpu 'h100\nerror: ok'")
+    "unknown gpu 'h100\\nerror: ok'"
+    """
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
+
+
+def shown(value: object) -> str:
+    """A value as a person writes it: ``5``, ``0.25``, ``inf``, ``'text'`` (never ``np.int64(5)``).
+
+    >>> import numpy as np
+    >>> shown(np.int64(-1)), shown(np.float64(0.5)), shown(float("inf")), shown("x")
+    ('-1', '0.5', 'inf', "'x'")
+    """
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        return f"{float(value):g}"
+    return one_line(repr(value) if isinstance(value, str) else str(value))
+
+
 def check_range(field: str, value: float, low: float | None = None, high: float | None = None,
                 *, low_inclusive: bool = True, integer: bool = False) -> None:
     """Raise ``InvalidValueError`` unless ``low <= value <= high`` (and finite, and integral)."""
-    import math
-
-    bad_type = not isinstance(value, (int, float)) or isinstance(value, bool)
+    bad_type = not isinstance(value, numbers.Real) or isinstance(value, bool)
     if bad_type or math.isnan(value) or math.isinf(value) or (integer and value != int(value)):
         kind = "a whole number" if integer else "a finite number"
-        message = f"{field} must be {kind}, got {value!r}"
+        message = f"{field} must be {kind}, got {shown(value)}"
         raise InvalidValueError(message)
     too_low = low is not None and (value < low if low_inclusive else value <= low)
     too_high = high is not None and value > high

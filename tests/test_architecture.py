@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,13 @@ def test_each_area_exports_its_entry_points(area, names):
     module = __import__(area, fromlist=names)
     missing = [name for name in names if name not in module.__all__ or not hasattr(module, name)]
     assert missing == []
+
+
+def test_readme_lists_every_module():
+    """The README's module table is the one ``scripts/architecture_table.py`` prints today."""
+    spec = importlib.util.spec_from_file_location("architecture_table", ROOT / "scripts" / "architecture_table.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    listed = readme.split("<!-- modules:start -->\n", 1)[1].split("<!-- modules:end -->", 1)[0]
+    assert listed == script.module_table()

@@ -196,10 +196,11 @@ def price_problems(prices: pd.DataFrame, gpus: pd.DataFrame) -> list[str]:
     return unknown_reference_problems(prices, "gpu", list(gpus.index), kind="gpu")
 
 
-def efficiency_problems(efficiency: pd.DataFrame, gpus: pd.DataFrame) -> list[str]:
-    """Every efficiency row names a known GPU or the wildcard."""
-    return unknown_reference_problems(efficiency, "gpu", list(gpus.index), kind="gpu",
-                                      extra=(WILDCARD,))
+def efficiency_problems(efficiency: pd.DataFrame, gpus: pd.DataFrame, engines: pd.DataFrame) -> list[str]:
+    """Every efficiency row names a known GPU and engine, or the wildcard."""
+    return (unknown_reference_problems(efficiency, "gpu", list(gpus.index), kind="gpu", extra=(WILDCARD,))
+            + unknown_reference_problems(efficiency, "engine", list(engines.index), kind="engine",
+                                         extra=(WILDCARD,)))
 
 
 def ownership_problems(ownership: pd.DataFrame, gpus: pd.DataFrame) -> list[str]:

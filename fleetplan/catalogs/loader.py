@@ -30,6 +30,8 @@ import pandas as pd
 
 from fleetplan.catalogs import checks
 from fleetplan.catalogs.checks import ORIGIN_COLUMNS, ORIGIN_FILE, ORIGIN_ROW, raise_if_any
+from fleetplan.catalogs.input_files import read_text
+from fleetplan.catalogs.prices import OVERRIDE
 from fleetplan.catalogs.registry import Catalogs
 from fleetplan.catalogs.schema import (
     CATALOG_NAMES,
@@ -52,6 +54,8 @@ _EXCEL_SUFFIXES = (".xlsx", ".xlsm")
 
 # Folder read when ``data_dir`` is not given; None means the catalogs shipped in the package.
 DEFAULT_DATA_DIR: PathLike | None = None
+# Text marker carried through the merge: "yes" on rows whose last writer was a user's file.
+_FROM_USER = "_from_user"
 
 
 @dataclass(frozen=True)
@@ -146,12 +150,15 @@ def _read_csv_text(text: str, label: str) -> pd.DataFrame:
 
 def _read_sheets(path: Path) -> dict[str | None, pd.DataFrame]:
     """``{None: frame}`` for a CSV file, ``{sheet name: frame}`` for a workbook."""
-    if not path.is_file():
+    if not path.exists():
         message = f"{path}: no such catalog file"
         raise CatalogError(message)
     suffix = path.suffix.lower()
     if suffix == ".csv":
-        return {None: _read_csv_text(path.read_text(encoding="utf-8-sig"), str(path))}
+        return {None: _read_csv_text(read_text(path, "catalog file", error=CatalogError), str(path))}
+    if path.is_dir():
+        message = f"{path}: is a folder, not a catalog file"
+        raise CatalogError(message)
     if suffix in _EXCEL_SUFFIXES:
         return _read_workbook(path)
     message = f"{path}: catalog files must be .csv or .xlsx, got '{path.suffix}'"
@@ -309,9 +316,11 @@ def _file_problems(table: RawTable) -> list[str]:
 
 def _merge_all(tables: list[RawTable], name: str) -> pd.DataFrame:
     schema = load_schema(name)
-    merged = pd.DataFrame({c: pd.Series(dtype=object) for c in (*schema.names, *ORIGIN_COLUMNS)})
+    merged = pd.DataFrame({c: pd.Series(dtype=object)
+                           for c in (*schema.names, _FROM_USER, *ORIGIN_COLUMNS)})
     for table in tables:
-        merged = merge_rows(merged, table.frame, list(schema.key), table.label)
+        frame = table.frame.assign(**{_FROM_USER: "" if table.complete else "yes"})
+        merged = merge_rows(merged, frame, list(schema.key), table.label)
     for column in schema.columns:
         if column.default:
             merged[column.name] = merged[column.name].mask(merged[column.name] == "",
@@ -344,6 +353,8 @@ def merge_rows(base: pd.DataFrame, extra: pd.DataFrame, key: list[str],
 
 def _typed(merged: pd.DataFrame, name: str) -> pd.DataFrame:
     typed = typed_table(merged, load_schema(name))
+    if name == "prices":  # the price rule lets the user's own rows win
+        typed[OVERRIDE] = (merged[_FROM_USER] == "yes").to_numpy()
     typed[ORIGIN_FILE] = merged[ORIGIN_FILE].astype(str)
     typed[ORIGIN_ROW] = merged[ORIGIN_ROW].astype("int64")
     return typed.set_index("id") if name in INDEXED_CATALOGS else typed
@@ -353,7 +364,7 @@ def _cross_problems(typed: dict[str, pd.DataFrame]) -> list[str]:
     return (checks.model_problems(typed["models"])
             + checks.quant_problems(typed["quants"])
             + checks.price_problems(typed["prices"], typed["gpus"])
-            + checks.efficiency_problems(typed["efficiency"], typed["gpus"])
+            + checks.efficiency_problems(typed["efficiency"], typed["gpus"], typed["engines"])
             + checks.ownership_problems(typed["ownership"], typed["gpus"]))
 
 

@@ -1,19 +1,25 @@
 """The loaded catalogs and their lookups: ids with "did you mean", versions and sources.
 
-``Catalogs`` holds six validated DataFrames: ``gpus``, ``models`` and ``quants`` indexed by
-``id``; ``prices``, ``efficiency`` and ``ownership`` (what buying and hosting a server costs) with
-a RangeIndex and their key columns as columns.
+``Catalogs`` holds seven validated DataFrames: ``gpus``, ``models``, ``quants`` and ``engines``
+(serving-engine profiles) indexed by ``id``; ``prices``, ``efficiency`` and ``ownership`` (what
+buying and hosting a server costs) with a RangeIndex and their key columns as columns (``prices``
+also has ``override``: True for rows from the user's own files). It also carries the price rule
+every price lookup follows.
 Build it with ``fleetplan.catalogs.load_catalogs``.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import numpy as np
 import pandas as pd
 
+from fleetplan.catalogs.conventions import PRICING_TYPES
+from fleetplan.catalogs.prices import PriceRule, choose_prices, price_usd_per_gpu_hour
 from fleetplan.catalogs.schema import (
     CATALOG_NAMES,
     INDEXED_CATALOGS,
@@ -24,13 +30,14 @@ from fleetplan.catalogs.schema import (
 )
 from fleetplan.errors import did_you_mean
 
-_ID_KINDS = {"gpu": "gpus", "model": "models", "quant": "quants"}
+_ID_KINDS = {"gpu": "gpus", "model": "models", "quant": "quants", "engine": "engines"}
 SOURCE_COLUMNS = ("catalog", "key", "source", "as_of")
 
 
 @dataclass(frozen=True, eq=False)
 class Catalogs:
-    """GPUs, models, quants, prices, efficiency factors and ownership costs (see module doc)."""
+    """GPUs, models, quants, prices, efficiency factors, ownership costs and engine profiles (see
+    module doc)."""
 
     gpus: pd.DataFrame
     models: pd.DataFrame
@@ -38,12 +45,29 @@ class Catalogs:
     prices: pd.DataFrame
     efficiency: pd.DataFrame
     ownership: pd.DataFrame
+    engines: pd.DataFrame
     override_files: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    price_rule: PriceRule = field(default_factory=PriceRule)
 
     def copy(self) -> Catalogs:
         """Deep copies of every table, so edits to them stay private to the caller."""
         tables = {name: self.table(name).copy(deep=True) for name in CATALOG_NAMES}
-        return Catalogs(**tables, override_files=dict(self.override_files))
+        return Catalogs(**tables, override_files=dict(self.override_files), price_rule=self.price_rule)
+
+    def with_price_rule(self, rule: PriceRule) -> Catalogs:
+        """The same tables priced by ``rule``."""
+        return replace(self, price_rule=rule)
+
+    # --- prices (``fleetplan.catalogs.prices``)
+
+    def chosen_prices(self, gpus: Iterable[str], pricing_types: Iterable[str] = PRICING_TYPES,
+                      today: dt.date | None = None) -> pd.DataFrame:
+        """The price row the rule chooses per (GPU, pricing type), with its provenance."""
+        return choose_prices(self.prices, gpus, pricing_types, self.price_rule, today)
+
+    def price_of(self, gpus: Iterable[str], pricing_type: str = "on_demand") -> np.ndarray:
+        """The rule's price of each element of ``gpus`` [USD/GPU-hour]; NaN where none."""
+        return price_usd_per_gpu_hour(self.prices, gpus, self.price_rule, pricing_type)
 
     def table(self, name: str) -> pd.DataFrame:
         """The table of catalog ``name`` (``gpus`` or ``gpu``, ...; did-you-mean if unknown)."""

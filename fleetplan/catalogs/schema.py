@@ -24,16 +24,22 @@ import pandas as pd
 from fleetplan.catalogs.conventions import PRICING_TYPES
 from fleetplan.errors import CatalogError, did_you_mean
 
-CATALOG_NAMES = ("gpus", "models", "quants", "prices", "efficiency", "ownership")
+CATALOG_NAMES = ("gpus", "models", "quants", "prices", "efficiency", "ownership", "engines")
 KEYS: dict[str, tuple[str, ...]] = {
     "gpus": ("id",),
     "models": ("id",),
     "quants": ("id",),
     "prices": ("gpu", "provider", "region", "pricing_type"),
-    "efficiency": ("engine", "gpu", "precision"),
+    "efficiency": ("engine", "gpu", "operator", "precision"),
     "ownership": ("gpu",),
+    "engines": ("id",),
 }
-INDEXED_CATALOGS = ("gpus", "models", "quants")
+INDEXED_CATALOGS = ("gpus", "models", "quants", "engines")
+#: Operators of the per-operator step time whose efficiencies the efficiency catalog holds.
+OPERATORS = ("gemm", "expert_gemm", "attention", "allreduce", "iteration")
+KV_MEMORY_RULES = ("fraction_of_free", "fraction_of_total", "static_fraction")
+#: Efficiency precision keys of weight-only formats, whose GEMMs dequantize to 16-bit compute.
+WEIGHT_ONLY_PRECISIONS = ("w4a16", "w8a16")
 PROVENANCE_COLUMNS = ("source", "as_of")
 WILDCARD = "*"
 TYPES = ("id", "str", "float", "int", "bool", "date")
@@ -47,6 +53,7 @@ TFLOPS_PREFIX = "tflops_"
 _FIXED_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("models", "attention"): ("mha", "gqa", "mla"),
     ("prices", "pricing_type"): PRICING_TYPES,
+    ("gpus", "memory_unit"): ("GiB", "GB"),
 }
 
 _SCHEMA_FIELDS = ("column", "type", "unit", "required", "min", "max", "default", "description")
@@ -133,7 +140,10 @@ def _choices(catalog: str) -> dict[str, tuple[str, ...]]:
     if catalog == "quants":
         found["compute_precision"] = precisions()
     if catalog == "efficiency":
-        found["precision"] = (*precisions(), WILDCARD)
+        found["precision"] = (*precisions(), *WEIGHT_ONLY_PRECISIONS, WILDCARD)
+        found["operator"] = OPERATORS
+    if catalog == "engines":
+        found["kv_memory_rule"] = KV_MEMORY_RULES
     return found
 
 

@@ -2,24 +2,35 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from fleetplan.catalogs import DEFAULT_MAX_PRICE_AGE_DAYS, DEFAULT_PRICE_RULE, PRICING_TYPES
 from fleetplan.catalogs.conventions import HOURS_PER_MONTH
-from fleetplan.cli.options import CatalogOption, catalogs_from
+from fleetplan.cli.options import (
+    CatalogOption,
+    MaxAgeOption,
+    MixOption,
+    PriceRuleOption,
+    ProviderOption,
+    RegionOption,
+    catalogs_from,
+    echo_price_warnings,
+    ids,
+    price_rule,
+)
+from fleetplan.cli.tables import print_table
 from fleetplan.exports import write_compare
 from fleetplan.sweeps.rent_or_buy import compare
 
-SHOWN = [("gpu", "GPU", "{}"), ("tp", "TP", "{:.0f}"), ("gpus_needed", "GPUs", "{:,.0f}"), ("nodes", "nodes", "{:,.0f}"),
-         ("power_kw", "kW", "{:,.1f}"), ("rent_on_demand_usd_per_month", "on-demand $/mo", "${:,.0f}"),
-         ("buy_usd_per_month", "buy $/mo", "${:,.0f}"), ("usd_per_m_output_tokens_on_demand", "$/1M tok rent", "${:,.3f}"),
-         ("tco_3y_on_demand_usd", "3y rent", "${:,.0f}"), ("tco_3y_buy_usd", "3y buy", "${:,.0f}"),
-         ("break_even_months_vs_on_demand", "break-even (mo)", "{:,.1f}")]
+#: (column, header with unit) shown on the terminal.
+SHOWN = [("gpu", "GPU"), ("gpus_needed", "GPUs"), ("power_kw", "kW"),
+         ("rent_on_demand_usd_per_month", "rent USD/month"), ("buy_usd_per_month", "buy USD/month"),
+         ("usd_per_m_output_tokens_on_demand", "rent USD/1M output tokens"),
+         ("tco_3y_on_demand_usd", "rent 3 years USD"), ("tco_3y_buy_usd", "buy 3 years USD"),
+         ("break_even_months_vs_on_demand", "break-even months")]
 
 
 def compare_command(
@@ -37,26 +48,42 @@ def compare_command(
     power_load: Annotated[float, typer.Option(help="Average draw as a share of the servers' maximum power")] = 0.75,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the full table (.csv, .json or .xlsx)")] = None,
     catalog: CatalogOption = None,
+    price_choice: PriceRuleOption = DEFAULT_PRICE_RULE, provider: ProviderOption = None, region: RegionOption = None,
+    max_price_age_days: MaxAgeOption = DEFAULT_MAX_PRICE_AGE_DAYS, mix_providers: MixOption = False,
 ) -> None:
-    """For each GPU option: GPUs and nodes needed, rent and buy costs, 1- and 3-year TCO, break-even."""
+    """For each GPU option: GPUs and nodes needed, rent and buy costs, 1- and 3-year TCO, break-even,
+    and how its reserved prices compare with the same provider's on-demand price."""
+    catalogs = catalogs_from(catalog, price_rule(price_choice, provider, region, max_price_age_days, mix_providers))
     workload = {"model": model, "quant": quant, "input_len": input_len, "output_len": output_len,
                 "tpot_slo_ms": tpot_slo_ms, "ttft_slo_ms": ttft_slo_ms, "demand_req_s": demand_req_s}
-    table = compare(workload, [g.strip() for g in gpus.split(",") if g.strip()], catalogs_from(catalog),
-                    utilization=utilization, usd_per_kwh=usd_per_kwh, pue=pue, power_load=power_load)
-    _print(table)
+    table = compare(workload, ids(gpus), catalogs, utilization=utilization, usd_per_kwh=usd_per_kwh, pue=pue,
+                    power_load=power_load)
+    echo_price_warnings(catalogs.chosen_prices(list(table["gpu"]), PRICING_TYPES))
+    _print(table, catalogs.price_rule.describe())
     if output is not None:
-        write_compare(table, output, {"hours_per_month": HOURS_PER_MONTH, "usd_per_kwh": usd_per_kwh, "pue": pue,
-                               "power_load": power_load})
+        params = {"hours_per_month": HOURS_PER_MONTH, "usd_per_kwh": usd_per_kwh, "pue": pue, "power_load": power_load}
+        write_compare(table, output, params, workload={**workload, "utilization": utilization}, catalogs=catalogs,
+                      price_rule=catalogs.price_rule.describe())
         typer.echo(f"wrote {output}", err=True)
 
 
-def _print(table) -> None:
-    view = Table(title="Rent or buy: cheapest listed prices; buying amortized over the server's life")
-    for _, header, _ in SHOWN:
-        view.add_column(header, justify="left" if header == "GPU" else "right")
-    for row in table.to_dict("records"):
-        view.add_row(*("-" if row[name] != row[name] else fmt.format(row[name]) for name, _, fmt in SHOWN))
-    Console(file=sys.stdout, width=160).print(view)
+def _print(table, rule: str) -> None:
+    rows = [[row[name] for name, _ in SHOWN] for row in table.to_dict("records")]
+    caption = "\n".join([*(f"{row['gpu']}: {row['reserved_vs_on_demand']}" for row in table.to_dict("records")),
+                         _calibration_line(table),
+                         f"Prices: {rule}. Buying: server list prices written off over their life, plus power "
+                         "and hosting."])
+    print_table("Rent or buy, per GPU option", [header for _, header in SHOWN], rows,
+                numeric=[name != "gpu" for name, _ in SHOWN], caption=caption)
+
+
+def _calibration_line(table) -> str:
+    """Each option's calibration label and the p10/p90 error of held-out rows like it."""
+    if "calibration" not in table:
+        return "Calibration: not known."
+    parts = [f"{r['gpu']} {r['calibration']} (p10 {r['error_p10_pct']:+.0f}%, p90 {r['error_p90_pct']:+.0f}%)"
+             for r in table.to_dict("records") if isinstance(r["calibration"], str)]
+    return "Capacity calibration, with the error band of held-out rows like it: " + "; ".join(parts) + "."
 
 
 def register(app: typer.Typer) -> None:

@@ -12,6 +12,7 @@ from typing import Annotated
 
 import typer
 
+from fleetplan.cli.plan import parse_date
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports import read_plan_json, write_plan, write_sweep
 from fleetplan.exports.parquet import read_sweep_batches, sweep_parameters
@@ -29,13 +30,15 @@ def export_command(
     partition_by: Annotated[str | None, typer.Option(help="Sweep Parquet: hive partition "
                                                           "columns, e.g. gpu,model")] = None,
     layout: Annotated[str, typer.Option(help="Plan Parquet: 'folder' or 'files'")] = "folder",
+    start_date: Annotated[str | None, typer.Option(
+        help="Plan workbooks: first month, YYYY-MM-DD; default: the first of next month")] = None,
 ) -> None:
     """Convert a saved plan or sweep into a workbook, Parquet or CSV."""
     if not source.exists():
         message = f"input '{source}' does not exist"
         raise InvalidValueError(message)
     if source.suffix.lower() == ".json":
-        write_plan(read_plan_json(source), output, layout=layout)
+        write_plan(read_plan_json(source), output, layout=layout, start_date=parse_date(start_date))
     elif source.suffix.lower() == ".parquet" or source.is_dir():
         partitions = [p.strip() for p in partition_by.split(",")] if partition_by else None
         write_sweep(read_sweep_batches(source), output, metadata=sweep_parameters(source), top_n=top_n,

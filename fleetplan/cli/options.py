@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
+import pandas as pd
 import typer
 
-from fleetplan.catalogs import Catalogs, load_catalogs
+from fleetplan.catalogs import (
+    DEFAULT_MAX_PRICE_AGE_DAYS,
+    DEFAULT_PRICE_RULE,
+    Catalogs,
+    PriceRule,
+    load_catalogs,
+    warning_lines,
+)
 from fleetplan.errors import InvalidValueError
+from fleetplan.exports.atomic import check_output_path
 
 AXIS_HELP = "Comma-separated whole numbers or ranges: 1,2,8 | 1-512 (powers of two) | 128-4096:128 (step)"
 
@@ -18,7 +28,20 @@ CatalogOption = Annotated[list[Path] | None, typer.Option(
 MbuOption = Annotated[float | None, typer.Option(help="Memory-bandwidth utilization (0-1]; default: efficiency catalog")]
 MfuOption = Annotated[float | None, typer.Option(help="Model FLOPs utilization (0-1]; default: efficiency catalog")]
 OverheadOption = Annotated[float | None, typer.Option(help="Fixed time per forward step [ms]")]
-PriceOption = Annotated[float | None, typer.Option("--price", help="USD per GPU-hour; default: median on-demand price")]
+PriceOption = Annotated[float | None, typer.Option(
+    "--price", help="USD per GPU-hour for every GPU; default: the --price-rule's catalog price")]
+_PRICES = "Prices (the same rule in every command)"
+PriceRuleOption = Annotated[str, typer.Option(
+    "--price-rule", rich_help_panel=_PRICES,
+    help="Which catalog price: cheapest | median | provider:NAME (NAME's, else the cheapest). "
+         "Rows from your --catalog files always win")]
+ProviderOption = Annotated[str | None, typer.Option(rich_help_panel=_PRICES, help="Prices from this provider only")]
+RegionOption = Annotated[str | None, typer.Option(rich_help_panel=_PRICES, help="Prices from this region only")]
+MaxAgeOption = Annotated[int, typer.Option(
+    "--max-price-age-days", rich_help_panel=_PRICES, help="Warn about prices older than this [days]")]
+MixOption = Annotated[bool, typer.Option(
+    "--mix-providers", rich_help_panel=_PRICES,
+    help="Choose spot and reserved prices on their own; default: from the on-demand price's provider")]
 ReserveOption = Annotated[float | None, typer.Option(help="Share of GPU memory kept back [0-0.95]; default 0.10")]
 MaxSeqsOption = Annotated[int | None, typer.Option(help="Serving engine's cap on concurrent sequences; default 2048")]
 EngineOption = Annotated[str | None, typer.Option(
@@ -45,9 +68,22 @@ def ids(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def catalogs_from(paths) -> Catalogs:
-    """The shipped catalogs merged with the ``--catalog`` files."""
-    return load_catalogs(overrides=list(paths or ()))
+def catalogs_from(paths, rule: PriceRule | None = None) -> Catalogs:
+    """The shipped catalogs merged with the ``--catalog`` files, priced by ``rule``."""
+    catalogs = load_catalogs(overrides=list(paths or ()))
+    return catalogs if rule is None else catalogs.with_price_rule(rule)
+
+
+def price_rule(choice: str = DEFAULT_PRICE_RULE, provider: str | None = None, region: str | None = None,
+               max_age_days: int = DEFAULT_MAX_PRICE_AGE_DAYS, mix_providers: bool = False) -> PriceRule:
+    """The price options as one rule."""
+    return PriceRule(choice, provider or None, region or None, max_age_days, mix_providers)
+
+
+def echo_price_warnings(chosen: pd.DataFrame) -> None:
+    """Old or single-provider prices, one line each on stderr."""
+    for line in warning_lines(chosen):
+        typer.echo(f"warning: {line}", err=True)
 
 
 def factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs, engine=None) -> dict:
@@ -75,3 +111,52 @@ def levers(**given) -> dict:
             values = numbers(name, text)
             chosen[name] = values[0] if len(values) == 1 else values
     return chosen
+
+
+#: File name endings each command writes with ``-o`` ("" = a folder of CSV tables).
+OUTPUT_SUFFIXES = {
+    "plan": (".xlsx", ".parquet", ".json", ".csv", ""),
+    "schema": (".json",),
+    "sweep": (".csv", ".parquet", ".xlsx", ""),  # "": a Dask sweep's dataset folder
+    "estimate": (".csv", ".parquet", ".xlsx"),
+    "compare": (".csv", ".json", ".xlsx"),
+    "whatif": (".xlsx", ".parquet", ".csv"),
+    "validate": (".csv", ".xlsx"),
+    "export": (".xlsx", ".parquet", ".csv", ".json"),
+}
+
+
+def checked_output(command: str, path: Path | None) -> Path | None:
+    """``-o`` of ``command`` checked before any work: its ending, its folder, writable."""
+    if path is None:
+        return None
+    allowed = OUTPUT_SUFFIXES.get(command)
+    if allowed is not None and path.suffix.lower() not in allowed:
+        named = [s for s in allowed if s]
+        endings = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " or " + named[-1]
+        message = f"-o {path}: the {command} output file name must end with {endings}"
+        raise InvalidValueError(message)
+    check_output_path(path)
+    return path
+
+
+#: Upper bounds of numeric options beyond "finite" (the commands check the lower ones): a
+#: value past them is a typo or a lost unit, and would make the solver or the grid explode.
+OPTION_BOUNDS = {"demand_req_s": 1e7, "rate": 1e7, "tpot_slo_ms": 1e5, "ttft_slo_ms": 1e6}
+
+
+def checked_number(name: str, value):
+    """A numeric option (or each of a repeated one): finite, and within :data:`OPTION_BOUNDS`."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(checked_number(name, v) for v in value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    option = "--" + name.replace("_", "-")
+    if isinstance(value, float) and not math.isfinite(value):
+        message = f"{option} must be a finite number, got {value}"
+        raise InvalidValueError(message)
+    high = OPTION_BOUNDS.get(name)
+    if high is not None and value > high:
+        message = f"{option} must be <= {high:g}, got {value:g}"
+        raise InvalidValueError(message)
+    return value

@@ -7,20 +7,31 @@ stopped the solve above the accepted gap (the plan is still written; ``--allow-g
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from fleetplan.cli.options import (
+    CatalogOption,
+    MaxAgeOption,
+    MixOption,
+    PriceRuleOption,
+    ProviderOption,
+    RegionOption,
+)
+from fleetplan.cli.plan_summary import print_plan
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports import write_plan
 from fleetplan.exports.atomic import write_text_atomic
 from fleetplan.exports.plan_json import write_plan_csv, write_plan_json
+from fleetplan.exports.plan_quantities import first_of_next_month
 from fleetplan.optimizer.example import EXAMPLE_YAML, example_scenario
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.scenario import scenario_json_schema
-from fleetplan.optimizer.scenario_files import load_scenario
+from fleetplan.optimizer.scenario_files import load_scenario, validate_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario
 
 DEFAULT_OUTPUT = "fleetplan-plan.xlsx"
@@ -34,15 +45,40 @@ def check_output(path: Path) -> None:
         raise InvalidValueError(message)
 
 
-def write_plan_file(plan: FleetPlan, path: Path) -> Path:
-    """Write ``plan`` by suffix: .json, .csv (a folder of CSVs), .xlsx or .parquet."""
+def write_plan_file(plan: FleetPlan, path: Path, start_date: dt.date | None = None) -> Path:
+    """Write ``plan`` by suffix: .json, .csv (a folder of CSVs), .xlsx (months from
+    ``start_date``) or .parquet."""
     check_output(path)
     suffix = path.suffix.lower()
     if suffix == ".json":
         return write_plan_json(plan, path)
     if suffix == ".csv" or (not suffix and not path.is_file()):
         return write_plan_csv(plan, path.with_suffix("") if suffix else path)
-    return Path(write_plan(plan, path))
+    return Path(write_plan(plan, path, start_date=start_date))
+
+
+def parse_date(text: str | None) -> dt.date:
+    """``--start-date`` as a date; default the first of next month."""
+    if not text:
+        return first_of_next_month()
+    try:
+        return dt.date.fromisoformat(text.strip())
+    except ValueError:
+        message = f"--start-date must be a date such as 2027-01-01, got '{text}'"
+        raise InvalidValueError(message) from None
+
+
+def with_price_options(scenario: dict, catalogs: list | None, choice: str | None, provider: str | None,
+                       region: str | None, max_age_days: int | None, mix_providers: bool) -> dict:
+    """A scenario mapping with the command line's price rule and catalog files; options not
+    given keep the scenario's own."""
+    data = {**scenario, "fleet": dict(scenario.get("fleet") or {})}
+    given = {"price_rule": choice, "provider": provider, "region": region, "max_price_age_days": max_age_days,
+             "mix_providers": mix_providers or None}
+    data["fleet"].update({k: v for k, v in given.items() if v is not None})
+    if catalogs:
+        data["catalogs"] = [*(scenario.get("catalogs") or []), *map(str, catalogs)]
+    return data
 
 
 def plan_command(
@@ -60,11 +96,24 @@ def plan_command(
         "--allow-gap", help="Exit 0 even when the time limit left a gap above solver.mip_gap")]
     = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the summary")] = False,
+    start_date: Annotated[str | None, typer.Option(
+        help="First month of the plan, YYYY-MM-DD (workbook months); default: the first of next month")] = None,
+    catalog: CatalogOption = None,
+    price_choice: PriceRuleOption = None, provider: ProviderOption = None, region: RegionOption = None,
+    max_price_age_days: MaxAgeOption = None, mix_providers: MixOption = False,
 ) -> None:
-    """Find the cheapest GPU fleet for a scenario and write the plan."""
+    """Find the cheapest GPU fleet for a scenario and write the plan.
+
+    The price options override the scenario's fleet.price_rule, provider, region,
+    max_price_age_days and mix_providers; --catalog files join its catalogs.
+    """
     if output is not None:
         check_output(output)
+    first_month = parse_date(start_date)
     loaded = example_scenario() if scenario is None else load_scenario(scenario)
+    data = with_price_options(loaded.model_dump(), catalog, price_choice, provider, region, max_price_age_days,
+                              mix_providers)
+    loaded = validate_scenario(data, source=str(scenario or "example"))
     if time_limit_s is not None:
         if not time_limit_s > 0:
             message = f"--time-limit must be > 0, got {time_limit_s:g}"
@@ -72,9 +121,9 @@ def plan_command(
         solver = loaded.solver.model_copy(update={"time_limit_s": time_limit_s})
         loaded = loaded.model_copy(update={"solver": solver})
     plan = plan_scenario(loaded, what_if=what_if)
-    written = write_plan_file(plan, output if output is not None else Path(DEFAULT_OUTPUT))
+    written = write_plan_file(plan, output if output is not None else Path(DEFAULT_OUTPUT), first_month)
     if not quiet:
-        typer.echo(plan.summary_text())
+        print_plan(plan)
     typer.echo(f"wrote {written}", err=True)
     if not plan.feasible:
         raise typer.Exit(code=1)

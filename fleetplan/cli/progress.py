@@ -1,5 +1,6 @@
 """Progress on a terminal: a rows bar for streamed sweeps, a scenarios bar with an ETA for
-what-if grids. Both draw only when stderr is a terminal, so pipes and CI logs stay clean."""
+what-if grids. Both draw only when stderr is a terminal, so pipes and CI logs stay clean. A sweep
+printed to stdout streams chunk by chunk."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pandas as pd
+import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+from fleetplan.errors import InvalidValueError
 from fleetplan.exports import write_sweep
+from fleetplan.exports.sanitize import safe_frame
 
 
 def with_progress(chunks: Iterable[pd.DataFrame], total_rows: int, *, enabled: bool | None = None) -> Iterator[pd.DataFrame]:
@@ -51,3 +55,18 @@ def progress_bar(enabled: bool | None = None) -> tuple[Callable[[int, int], None
         bar.update(task, completed=done, total=total)
 
     return update, bar.stop
+
+
+#: Most rows printed to stdout; a bigger grid belongs in a file (-o).
+MAX_PRINTED_ROWS = 10_000_000
+
+
+def print_chunks(chunks: Iterable[pd.DataFrame], total_rows: int) -> None:
+    """Print chunks as one CSV (a header once), chunk by chunk, text made inert; refuse a grid of
+    more than :data:`MAX_PRINTED_ROWS` rows before computing any of it."""
+    if total_rows > MAX_PRINTED_ROWS:
+        message = (f"the sweep has {total_rows:,} rows, more than the {MAX_PRINTED_ROWS:,} printed at most: "
+                   "write them with -o FILE.parquet (streamed) or narrow the axes")
+        raise InvalidValueError(message)
+    for number, chunk in enumerate(chunks):
+        typer.echo(safe_frame(chunk).to_csv(index=False, header=number == 0), nl=False)

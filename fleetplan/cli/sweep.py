@@ -6,32 +6,40 @@ import os
 from pathlib import Path
 from typing import Annotated
 
-import pandas as pd
 import typer
 
+from fleetplan.catalogs import DEFAULT_MAX_PRICE_AGE_DAYS, DEFAULT_PRICE_RULE
 from fleetplan.cli.options import (
     AXIS_HELP,
     CatalogOption,
     DequantOption,
     EngineOption,
+    MaxAgeOption,
     MaxSeqsOption,
     MbuOption,
     MfuOption,
+    MixOption,
     OverheadOption,
     PpOption,
     PrefixOption,
     PriceOption,
+    PriceRuleOption,
+    ProviderOption,
+    RegionOption,
     ReserveOption,
     SpecAcceptOption,
     SpecCostOption,
     SpecTokensOption,
     catalogs_from,
+    echo_price_warnings,
     factors,
     ids,
     levers,
+    price_rule,
 )
-from fleetplan.cli.progress import write_stream
+from fleetplan.cli.progress import print_chunks, write_stream
 from fleetplan.errors import InvalidValueError
+from fleetplan.exports.price_provenance import prices_used, with_price_provenance
 from fleetplan.exports.sweep_dataset import sweep_dataset
 from fleetplan.sweeps.inputs import parse_axis
 from fleetplan.sweeps.sweep_grid import iter_sweep, make_grid
@@ -68,11 +76,19 @@ def sweep_command(
     spec_acceptance: SpecAcceptOption = None, spec_draft_cost: SpecCostOption = None,
     dequant_overhead: DequantOption = None, prefill_chunk_tokens: ChunkOption = None,
     prefill_gpu: PrefillGpuOption = None, prefill_tp: PrefillTpOption = None,
+    price_choice: PriceRuleOption = DEFAULT_PRICE_RULE, provider: ProviderOption = None, region: RegionOption = None,
+    max_price_age_days: MaxAgeOption = DEFAULT_MAX_PRICE_AGE_DAYS, mix_providers: MixOption = False,
 ) -> None:
-    """Evaluate every combination of the axes: memory, TPOT, TTFT, throughput and cost."""
+    """Evaluate every combination of the axes: memory, TPOT, TTFT, throughput and cost.
+
+    Each row's price comes from the price rule; CSV and Parquet rows name it (price_provider,
+    price_as_of, price_source), a workbook lists it on Assumptions.
+    """
     if chunk_rows < 1:
         message = f"chunk-rows must be >= 1, got {chunk_rows}"
         raise InvalidValueError(message)
+    catalogs = catalogs_from(catalog, price_rule(price_choice, provider, region, max_price_age_days,
+                                                 mix_providers))
     overrides = {**factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs, engine),
                  **levers(pp=pp, prefix_hit_rate=prefix_hit_rate, spec_tokens=spec_tokens,
                           spec_acceptance=spec_acceptance, spec_draft_cost=spec_draft_cost,
@@ -80,34 +96,48 @@ def sweep_command(
     grid = make_grid(ids(gpu), ids(model), ids(quant), kv_quants=ids(kv_quant) if kv_quant else None,
                      tps=parse_axis(tp), contexts=parse_axis(context),
                      input_lens=parse_axis(input_len) if input_len else None,
-                     output_lens=parse_axis(output_len), batches=parse_axis(batch), catalogs=catalogs_from(catalog),
+                     output_lens=parse_axis(output_len), batches=parse_axis(batch), catalogs=catalogs,
                      prefill_gpus=ids(prefill_gpu) if prefill_gpu is not None else None,
                      prefill_tps=parse_axis(prefill_tp) if prefill_tp is not None else None, **overrides)
+    gpus = list(dict.fromkeys([*catalogs.require("gpu", ids(gpu)), *_prefill_gpus(catalogs, prefill_gpu)]))
+    chosen = catalogs.chosen_prices(gpus, ["on_demand"])
+    if "usd_per_gpu_hour" not in overrides:
+        echo_price_warnings(chosen)
     if scheduler or workers is not None or os.environ.get("FLEETPLAN_SCHEDULER"):
-        _sweep_on_dask(grid, output, scheduler, workers, chunk_rows, drop_invalid, catalog, locals())
+        _sweep_on_dask(grid, output, scheduler, workers, chunk_rows, drop_invalid, catalogs,
+                       {**locals(), "price_rule": catalogs.price_rule.describe()})
         return
     chunks = iter_sweep(None, None, None, grid=grid, chunk_rows=chunk_rows, drop_invalid=drop_invalid)
+    if output is None or output.suffix.lower() != ".xlsx":  # a workbook lists prices on Assumptions
+        chunks = (with_price_provenance(chunk, chosen) for chunk in chunks)
     if output is None:
-        frame = pd.concat(list(chunks), ignore_index=True)
-        typer.echo(frame.to_csv(index=False), nl=False)
+        print_chunks(chunks, grid.n_rows)
         return
     params = {"gpus": gpu, "models": model, "quants": quant, "kv_quants": kv_quant, "tps": tp, "contexts": context,
               "input_lens": input_len, "output_lens": output_len, "batches": batch, "drop_invalid": drop_invalid,
               **({"prefill_gpus": prefill_gpu, "prefill_tps": prefill_tp or "1"} if prefill_gpu is not None else {}),
-              **overrides}  # model assumptions and levers given on the command line, swept or not
+              **overrides, "engine": grid.engine,  # assumptions and levers given on the command line, and the engine
+              "prices_used": prices_used(chosen)}
     options = {"partition_by": ids(partition_by) if partition_by else None, "top_n": top_n,
                "tpot_slo_ms": tpot_slo_ms}
-    write_stream(chunks, grid.n_rows, output, params=params, catalogs=catalogs_from(catalog),
+    write_stream(chunks, grid.n_rows, output, params=params, catalogs=catalogs,
                  **{k: v for k, v in options.items() if v is not None})
     typer.echo(f"wrote {output}", err=True)
 
 
-def _sweep_on_dask(grid, output, scheduler, workers, chunk_rows, drop_invalid, catalog, arguments) -> None:
+def _prefill_gpus(catalogs, text: str | None) -> list[str]:
+    named = [g for g in ids(text or "") if g.lower() != "none"]
+    return catalogs.require("gpu", named) if named else []
+
+
+def _sweep_on_dask(grid, output, scheduler, workers, chunk_rows, drop_invalid, catalogs, arguments) -> None:
     if output is None or drop_invalid:
         message = "a Dask sweep writes every row to a dataset folder: give -o FOLDER (and no --drop-invalid)"
         raise InvalidValueError(message)
     params = {k: v for k, v in arguments.items() if isinstance(v, (str, int, float)) and k not in ("grid",)}
-    metadata = {"catalog_versions": catalogs_from(catalog).versions(), **params}
+    params["engine"] = grid.engine
+    params["prices_used"] = prices_used(arguments["chosen"])
+    metadata = {"catalog_versions": catalogs.versions(), **params}
     rows = sweep_dataset(grid, output, metadata=metadata, chunk_rows=chunk_rows, scheduler=scheduler, workers=workers)
     typer.echo(f"wrote {rows:,} rows to {output}", err=True)
 

@@ -1,17 +1,34 @@
-"""The rent-or-buy workbook: every cost is a live formula over the Assumptions sheet, so a
-procurement team can change a price, a server quote, the electricity price or the PUE and see
-every total and break-even follow. GPU counts and node counts (sized by the engine) stay numbers.
+"""The rent-or-buy workbook: a ranked Summary with a chart, every option's costs as live
+formulas over the Assumptions sheet, and the Sources of every price and server quote.
+
+Sheets (each prints on one page): Summary (the options ranked by their lowest 3-year cost, a
+chart of 3-year costs, one sentence per option on reserved against on-demand prices), Options
+(one column per GPU option: sizing, rent, buy, TCO and break-even, each cost a formula),
+Assumptions (hours, electricity, PUE, load; every rental price with its provider, date and
+source; server quotes) and Sources. GPU and node counts come from the performance model and
+stay numbers; change a price, a quote, the electricity price or the PUE and every cost follows.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
+from openpyxl.chart import BarChart, Reference
+from openpyxl.styles import Alignment
+from openpyxl.utils.cell import get_column_letter
 
 from fleetplan.catalogs.conventions import PRICING_TYPES
+from fleetplan.exports.labels import label_of
+from fleetplan.exports.provenance import provenance
 from fleetplan.exports.xlsx_common import (
+    LABEL_FONT,
+    NOTE_FONT,
     add_table,
     define_name,
     defined_name,
@@ -19,99 +36,320 @@ from fleetplan.exports.xlsx_common import (
     put_input,
     set_widths,
     style_header,
-    table_sheet,
+    title_block,
+    wrap,
 )
-from fleetplan.exports.xlsx_package import Book
+from fleetplan.exports.xlsx_package import Book, set_properties
+from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, chart_rows
+from fleetplan.exports.xlsx_sheets import Assumptions
+from fleetplan.exports.xlsx_sources import catalog_rows, sources_sheet
 
 RENT_TYPES = PRICING_TYPES
-GPU_INPUTS = [(f"price_{k}_usd_per_gpu_hour", f"{k} (USD/GPU-hour)", "price", k) for k in RENT_TYPES] + [
-    ("usd_per_node", "server price (USD/node)", "server", ""), ("node_power_kw", "server power (kW)", "kw", ""),
-    ("life_years", "life (years)", "life", ""), ("hosting_usd_per_node_month", "hosting (USD/node-month)", "hosting", "")]
-MONEY, NUMBER = '"$"#,##0', "#,##0.0"
+MONEY, KW, MONTHS, RATE = '"$"#,##0', "#,##0.0", '#,##0', "#,##0.00"
+PER_TOKEN = '"$"#,##0.0000'
+SERVER_INPUTS = (("usd_per_node", "Server price (USD/node)", "server", MONEY),
+                 ("node_power_kw", "Power (kW/node)", "kw", KW),
+                 ("life_years", "Life (years)", "life", "0.0"),
+                 ("hosting_usd_per_node_month", "Hosting (USD/node-month)", "hosting", MONEY))
+GENERAL_INPUTS = (("hours_per_month", "hours", "Hours in a month: every $/month is $/hour x this", "#,##0.0"),
+                  ("usd_per_kwh", "USD/kWh", "Electricity price of owned servers", '"$"#,##0.000'),
+                  ("pue", "ratio", "Data-center power usage effectiveness (cooling overhead)", "0.00"),
+                  ("power_load", "fraction", "Average draw as a share of the servers' maximum power", "0%"))
 
 
-def _assumptions(book: Book, table: pd.DataFrame, params: dict) -> dict[tuple[str, str], str]:
-    """Editable inputs with defined names; returns {(gpu, input column): name}."""
-    ws = book.wb.active
-    ws.title = "Assumptions"
-    taken: set[str] = set()
-    put(ws, 1, 1, "Inputs (edit the yellow cells; every cost on Compare recalculates)")
-    for row, (name, value) in enumerate(params.items(), start=2):
-        put(ws, row, 1, name)
-        cell = put_input(ws, row, 2, float(value), "#,##0.00")
-        define_name(book.wb, defined_name("in", name, taken=taken), ws, cell.coordinate)
-    first = len(params) + 4
-    style_header(ws, first, 1, ["gpu", *[label for _, label, _, _ in GPU_INPUTS]])
-    names = {}
-    for offset, record in enumerate(table.to_dict("records"), start=1):
-        put(ws, first + offset, 1, record["gpu"])
-        for column, (field, _, prefix, kind) in enumerate(GPU_INPUTS, start=2):
-            value = record.get(field)
-            if value is None or (isinstance(value, float) and math.isnan(value)):
+@dataclass(frozen=True)
+class Metric:
+    """One row of the Options sheet: its column in the comparison table, label, format and
+    formula (``{name}`` placeholders are cells of the same option or defined names)."""
+
+    name: str
+    label: str
+    number_format: str
+    formula: str | None = None
+
+
+METRICS = (
+    Metric("tp", "Tensor parallel (GPUs per replica)", MONTHS),
+    Metric("capacity_req_s", "Capacity per replica (requests/s)", RATE),
+    Metric("replicas", "Replicas", MONTHS),
+    Metric("gpus_needed", "GPUs", MONTHS),
+    Metric("nodes", "Nodes", MONTHS),
+    Metric("power_kw", "Power (kW)", KW, "{nodes}*{kw}"),
+    *(Metric(f"rent_{k}_usd_per_month", f"Rent, {k.replace('_', ' ')} (USD/month)", MONEY,
+             f"{{gpus_needed}}*{{price_{k}}}*in_hours_per_month") for k in RENT_TYPES),
+    Metric("usd_per_m_output_tokens_on_demand", "Rent on demand per 1M output tokens (USD)", PER_TOKEN,
+           "{rent_on_demand_usd_per_month}/(in_output_tokens_per_hour*in_hours_per_month)*1000000"),
+    Metric("capex_usd", "Buy: servers (USD)", MONEY, "{nodes}*{server}"),
+    Metric("buy_opex_usd_per_month", "Buy: power and hosting (USD/month)", MONEY,
+           "{nodes}*{kw}*in_power_load*in_pue*in_hours_per_month*in_usd_per_kwh+{nodes}*{hosting}"),
+    Metric("buy_usd_per_month", "Buy, servers written off over their life (USD/month)", MONEY,
+           "{capex_usd}/(12*{life})+{buy_opex_usd_per_month}"),
+    Metric("usd_per_m_output_tokens_buy", "Buy per 1M output tokens (USD)", PER_TOKEN,
+           "{buy_usd_per_month}/(in_output_tokens_per_hour*in_hours_per_month)*1000000"),
+    Metric("tco_1y_on_demand_usd", "1 year: rent on demand (USD)", MONEY, "12*{rent_on_demand_usd_per_month}"),
+    Metric("tco_1y_reserved_usd", "1 year: reserve 1 year (USD)", MONEY, "12*{rent_reserved_1y_usd_per_month}"),
+    Metric("tco_1y_buy_usd", "1 year: buy (USD)", MONEY, "{capex_usd}+12*{buy_opex_usd_per_month}"),
+    Metric("tco_3y_on_demand_usd", "3 years: rent on demand (USD)", MONEY, "36*{rent_on_demand_usd_per_month}"),
+    Metric("tco_3y_reserved_usd", "3 years: reserve 3 years (USD)", MONEY, "36*{rent_reserved_3y_usd_per_month}"),
+    Metric("tco_3y_buy_usd", "3 years: buy (USD)", MONEY, "{capex_usd}+36*{buy_opex_usd_per_month}"),
+    Metric("break_even_months_vs_on_demand", "Buying breaks even with renting on demand after (months)", MONTHS,
+           'IF({rent_on_demand_usd_per_month}>{buy_opex_usd_per_month},{capex_usd}/'
+           '({rent_on_demand_usd_per_month}-{buy_opex_usd_per_month}),"never")'),
+    Metric("break_even_months_vs_reserved_3y", "... with a 3-year reservation after (months)", MONTHS,
+           'IF({rent_reserved_3y_usd_per_month}>{buy_opex_usd_per_month},{capex_usd}/'
+           '({rent_reserved_3y_usd_per_month}-{buy_opex_usd_per_month}),"never")'),
+)
+#: Summary columns: (Options metric or a Summary formula, header, format).
+SUMMARY = (("gpus_needed", "GPUs", MONTHS), ("nodes", "Nodes", MONTHS), ("power_kw", "Power (kW)", KW),
+           ("rent_on_demand_usd_per_month", "Rent on demand (USD/month)", MONEY),
+           ("usd_per_m_output_tokens_on_demand", "Rent per 1M output tokens (USD)", PER_TOKEN),
+           ("tco_1y_on_demand_usd", "1 year, rent (USD)", MONEY), ("tco_1y_buy_usd", "1 year, buy (USD)", MONEY),
+           ("tco_3y_on_demand_usd", "3 years, rent (USD)", MONEY),
+           ("tco_3y_reserved_usd", "3 years, reserved (USD)", MONEY), ("tco_3y_buy_usd", "3 years, buy (USD)", MONEY),
+           ("break_even_months_vs_on_demand", "Break-even of buying (months)", MONTHS))
+
+
+def write_compare_xlsx(table: pd.DataFrame, path: str | Path, *, params: dict,
+                       workload: Mapping[str, Any] | None = None, catalogs: Any = None,
+                       price_rule: str = "") -> Path:
+    """Write the comparison workbook; ``params``: hours_per_month, usd_per_kwh, pue, power_load;
+    ``workload``: the compared workload (model, quant, demand_req_s, lengths, SLOs)."""
+    workload = dict(workload or {})
+    subject = f"Rent or buy: {workload.get('model', 'workload')}"
+    book = Book(header=PrintHeader(subject))
+    wb = book.wb
+    wb.active.title = "Summary"
+    for title in ("Options", "Assumptions", "Sources"):
+        wb.create_sheet(title)
+    names = _assumptions(book, table, params, workload)
+    cells = _options(book, table, names, params, workload)
+    _summary(book, table, cells, workload, price_rule)
+    record = provenance("compare", {**params, **workload, "price_rule": price_rule,
+                                    "prices_used": _price_records(table)}, catalogs=catalogs)
+    ids = {"gpu": list(table["gpu"]), "model": [workload.get("model", "")], "quant": [workload.get("quant", "")]}
+    sources_sheet(wb["Sources"], record, catalog_rows(catalogs, ids, prices=_price_records(table),
+                                                     extra=("ownership",)))
+    for title in wb.sheetnames:
+        book.pages[title] = PageOptions(one_page=True)
+    set_properties(wb, "fleetplan rent-or-buy comparison", subject, "fleetplan, rent or buy, GPU, TCO")
+    return book.save(path)
+
+
+def _price_records(table: pd.DataFrame) -> list[dict]:
+    """The chosen rental price rows of every option (gpu, pricing type, price and provenance)."""
+    records = []
+    for row in table.to_dict("records"):
+        for kind in RENT_TYPES:
+            price = row.get(f"price_{kind}_usd_per_gpu_hour")
+            if price is None or not math.isfinite(float(price)):
                 continue
-            cell = put_input(ws, first + offset, column, float(value), "#,##0.00")
-            names[(record["gpu"], field)] = defined_name(prefix, record["gpu"], kind, taken=taken)
-            define_name(book.wb, names[(record["gpu"], field)], ws, cell.coordinate)
-    set_widths(ws, {1: 28, **{c: 22 for c in range(2, len(GPU_INPUTS) + 2)}})
+            provider, _, region = str(row.get(f"price_{kind}_provider", "")).partition(" ")
+            records.append({"gpu": row["gpu"], "pricing_type": kind, "usd_per_gpu_hour": float(price),
+                            "provider": provider, "region": region, "as_of": row.get(f"price_{kind}_as_of", ""),
+                            "same_provider_on_demand_usd_per_gpu_hour":
+                                row.get(f"price_{kind}_same_provider_on_demand_usd_per_gpu_hour"),
+                            "warning": row.get(f"price_{kind}_warning", ""),
+                            "source": row.get(f"price_{kind}_source", "")})
+    return records
+
+
+def _assumptions(book: Book, table: pd.DataFrame, params: dict, workload: dict) -> dict[tuple[str, str], str]:
+    """Inputs with defined names: general settings, rental prices, server quotes. Returns
+    ``{(gpu, input): defined name}`` (inputs: ``price_<type>``, ``server``, ``kw``, ``life``,
+    ``hosting``)."""
+    sheet = Assumptions(book.wb["Assumptions"])
+    sheet.section("General", "Edit the yellow cells: every cost on Options and Summary recalculates.")
+    for name, unit, text, number_format in GENERAL_INPUTS:
+        if name in params:
+            sheet.scalar(f"in_{name}", float(params[name]), unit, text, number_format, label=label_of(name))
+    hours = float(params.get("hours_per_month", math.nan))
+    tokens = float(table["output_tokens_per_month"].iloc[0]) / hours if len(table) else math.nan
+    sheet.scalar("in_output_tokens_per_hour", tokens, "tokens/hour", "Output tokens an hour at the demand (fixed: "
+                 "the fleet was sized for it)", "#,##0", editable=False, named=True, label="Output tokens per hour")
+    _workload_rows(sheet, workload)
+    sheet.row += 1
+    sheet.section("Rental prices", "USD per GPU-hour chosen by the price rule on Summary; each with the "
+                  "provider, date and source of its row.")
+    prices = pd.DataFrame(_price_records(table))
+    names: dict[tuple[str, str], str] = {}
+    if not prices.empty:
+        for (gpu, kind), name in sheet.prices(prices, keys=["gpu", "pricing_type"]).items():
+            names[(gpu, f"price_{kind}")] = name
+    sheet.section("Servers to buy", "Price, power, life and hosting of one node (ownership catalog), all inputs.")
+    names.update(_server_rows(book, sheet, table))
+    sheet.finish()
     return names
 
 
-def _row_formulas(names: dict, gpu: str, cells: dict) -> dict[str, str]:
-    """The formula of each cost column of one GPU's row (None where an input is missing)."""
-    n = lambda field: names.get((gpu, field))  # noqa: E731 - a short lookup
-    nodes, gpus = cells["nodes"], cells["gpus_needed"]
-    formulas = {"power_kw": f"{nodes}*{n('node_power_kw')}" if n("node_power_kw") else None}
-    for kind in RENT_TYPES:
-        price = n(f"price_{kind}_usd_per_gpu_hour")
-        formulas[f"rent_{kind}_usd_per_month"] = f"{gpus}*{price}*in_hours_per_month" if price else None
-    if n("usd_per_node"):
-        power = f"{nodes}*{n('node_power_kw')}*in_power_load*in_pue*in_hours_per_month*in_usd_per_kwh"
-        opex = f"({power}+{nodes}*{n('hosting_usd_per_node_month')})"
-        capex = f"{nodes}*{n('usd_per_node')}"
-        formulas.update({"capex_usd": capex, "buy_opex_usd_per_month": opex,
-                         "buy_usd_per_month": f"{capex}/(12*{n('life_years')})+{opex}",
-                         "tco_1y_buy_usd": f"{capex}+12*{opex}", "tco_3y_buy_usd": f"{capex}+36*{opex}"})
-    if formulas.get("rent_on_demand_usd_per_month"):
-        formulas["tco_1y_on_demand_usd"] = f"12*{cells['rent_on_demand_usd_per_month']}"
-        formulas["tco_3y_on_demand_usd"] = f"36*{cells['rent_on_demand_usd_per_month']}"
-    return formulas
+def _workload_rows(sheet: Assumptions, workload: dict) -> None:
+    shown = [("model", ""), ("quant", ""), ("demand_req_s", "requests/s"), ("input_len", "tokens"),
+             ("output_len", "tokens"), ("tpot_slo_ms", "ms"), ("ttft_slo_ms", "ms"), ("utilization", "fraction")]
+    sheet.row += 1
+    sheet.section("Workload", "What the options were sized for (fixed: change them and run fleetplan compare).")
+    for name, unit in shown:
+        value = workload.get(name)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            continue
+        number_format = "0%" if unit == "fraction" else None
+        sheet.scalar(name, value, unit, "", number_format, editable=False)
 
 
-COLUMNS = ["gpu", "tp", "replicas", "gpus_needed", "nodes", "power_kw", *[f"rent_{k}_usd_per_month" for k in RENT_TYPES],
-           "capex_usd", "buy_opex_usd_per_month", "buy_usd_per_month", "tco_1y_on_demand_usd", "tco_1y_buy_usd",
-           "tco_3y_on_demand_usd", "tco_3y_buy_usd", "break_even_months_vs_on_demand"]
+def _server_rows(book: Book, sheet: Assumptions, table: pd.DataFrame) -> dict[tuple[str, str], str]:
+    ws, first = sheet.ws, sheet.row
+    headers = ["GPU", *[label for _, label, _, _ in SERVER_INPUTS]]
+    style_header(ws, first, 1, headers)
+    taken = set(book.wb.defined_names.keys())
+    names = {}
+    for offset, record in enumerate(table.to_dict("records"), start=1):
+        put(ws, first + offset, 1, record["gpu"])
+        for column, (field, _, prefix, number_format) in enumerate(SERVER_INPUTS, start=2):
+            value = record.get(field)
+            if value is None or not math.isfinite(float(value)):
+                put(ws, first + offset, column, "not listed", font=NOTE_FONT)
+                continue
+            cell = put_input(ws, first + offset, column, float(value), number_format)
+            names[(record["gpu"], prefix)] = defined_name(prefix, record["gpu"], taken=taken)
+            define_name(book.wb, names[(record["gpu"], prefix)], ws, cell.coordinate)
+    add_table(ws, "Servers", first, 1, headers, len(table))
+    put(ws, first + len(table) + 1, 1, "Each quote's sources (price, power, hosting, life) are on Sources.",
+        font=NOTE_FONT)
+    sheet.row = first + len(table) + 3
+    return names
 
 
-def _compare_sheet(book: Book, table: pd.DataFrame, names: dict) -> None:
-    ws = book.wb.create_sheet("Compare")
-    style_header(ws, 1, 1, COLUMNS)
-    letters = {column: ws.cell(row=1, column=i).column_letter for i, column in enumerate(COLUMNS, start=1)}
-    for row, record in enumerate(table.to_dict("records"), start=2):
-        cells = {column: f"{letters[column]}{row}" for column in COLUMNS}
-        formulas = _row_formulas(names, record["gpu"], cells)
-        for column_index, column in enumerate(COLUMNS, start=1):
-            value = record.get(column)
-            formula = formulas.get(column)
-            if column == "break_even_months_vs_on_demand" and math.isfinite(value or math.inf) and "capex_usd" in formulas:
-                rent, opex, capex = cells["rent_on_demand_usd_per_month"], cells["buy_opex_usd_per_month"], cells["capex_usd"]
-                formula = f'IF({rent}>{opex},{capex}/({rent}-{opex}),"never")'
-            if formula and isinstance(value, float) and math.isfinite(value):
-                book.formulas.put(ws, row, column_index, formula, value, NUMBER if column == "power_kw" else MONEY)
-            elif isinstance(value, float) and math.isinf(value):
-                put(ws, row, column_index, "never")
-            else:
-                put(ws, row, column_index, value, None if column == "gpu" else "#,##0")
-    add_table(ws, "Compare", 1, 1, COLUMNS, len(table))
-    ws.freeze_panes = "B2"
-    set_widths(ws, {i: 14 if i > 1 else 16 for i in range(1, len(COLUMNS) + 1)})
+def _options(book: Book, table: pd.DataFrame, names: dict, params: dict, workload: dict) -> dict[str, dict]:
+    """One column per option, one row per metric; returns ``{gpu: {metric: coordinate}}``."""
+    ws = book.wb["Options"]
+    row = title_block(ws, "Options: rent or buy, per GPU", "Each cost is a formula over Assumptions; GPUs "
+                      "and nodes were sized by the performance model for the workload there.")
+    style_header(ws, row, 1, ["Per option", *list(table["gpu"])])
+    cells: dict[str, dict] = {gpu: {} for gpu in table["gpu"]}
+    for offset, metric in enumerate(METRICS, start=1):
+        put(ws, row + offset, 1, metric.label)
+        for column, record in enumerate(table.to_dict("records"), start=2):
+            cells[record["gpu"]][metric.name] = f"{get_column_letter(column)}{row + offset}"
+    for offset, metric in enumerate(METRICS, start=1):
+        for column, record in enumerate(table.to_dict("records"), start=2):
+            _option_cell(book, ws, row + offset, column, metric, record, names, cells[record["gpu"]])
+    set_widths(ws, {1: 52, **{c: 16 for c in range(2, len(table) + 2)}})
+    ws.freeze_panes = f"B{row + 1}"
+    return cells
 
 
-def write_compare_xlsx(table: pd.DataFrame, path: str | Path, *, params: dict) -> Path:
-    """Write the comparison with live formulas; ``params``: hours_per_month, usd_per_kwh, pue, power_load."""
-    book = Book()
-    names = _assumptions(book, table, params)
-    _compare_sheet(book, table, names)
-    source_columns = [c for c in table.columns if c.endswith("_source")]
-    table_sheet(book.wb.create_sheet("Sources"), table[["gpu", *source_columns]], "Sources")
-    book.wb.properties.title = "fleetplan rent-or-buy comparison"
-    return book.save(path)
+def _option_cell(book: Book, ws, row: int, column: int, metric: Metric, record: dict, names: dict,
+                 own: dict) -> None:
+    value = record.get(metric.name)
+    number = float(value) if isinstance(value, (int, float, np.floating)) else math.nan
+    formula = _formula(metric, record["gpu"], names, own)
+    if metric.name.startswith("break_even") and math.isinf(number):
+        put(ws, row, column, "never")
+    elif formula is not None and math.isfinite(number):
+        book.formulas.put(ws, row, column, formula, number, metric.number_format)
+    elif math.isfinite(number):
+        put(ws, row, column, number, metric.number_format)
+    else:
+        put(ws, row, column, "not listed", font=NOTE_FONT)
+    ws.cell(row=row, column=column).alignment = Alignment(horizontal="right")
+
+
+def _formula(metric: Metric, gpu: str, names: dict, own: dict) -> str | None:
+    """The metric's formula for one option, or None when an input it needs is missing."""
+    if metric.formula is None:
+        return None
+    lookups = {**own, **{key: name for (g, key), name in names.items() if g == gpu}}
+    try:
+        return metric.formula.format(**lookups)
+    except KeyError:
+        return None
+
+
+def _summary(book: Book, table: pd.DataFrame, cells: dict, workload: dict, price_rule: str) -> None:
+    ws = book.wb["Summary"]
+    row = title_block(ws, f"Rent or buy: {workload.get('model', '')} ({workload.get('quant', '')})",
+                      _workload_text(workload))
+    put(ws, row, 1, "Options ranked by their lowest 3-year cost (rent on demand, reserve 3 years or buy)",
+        font=LABEL_FONT)
+    best = table[["tco_3y_on_demand_usd", "tco_3y_reserved_usd", "tco_3y_buy_usd"]].min(axis=1)
+    ranked = table.assign(best_3y_usd=best).sort_values("best_3y_usd", kind="stable", na_position="last")
+    first, headers = row + 2, ["Rank", "GPU", *[h for _, h, _ in SUMMARY], "Lowest 3-year cost (USD)"]
+    style_header(ws, first - 1, 1, headers)
+    best_column = get_column_letter(len(headers))
+    ranks = ranked["best_3y_usd"].rank(method="min").to_numpy()
+    last = first + len(ranked) - 1
+    for offset, record in enumerate(ranked.to_dict("records")):
+        line, own = first + offset, cells[record["gpu"]]
+        put(ws, line, 2, record["gpu"])
+        for column, (metric, _, number_format) in enumerate(SUMMARY, start=3):
+            _link(book, ws, line, column, record, metric, own, number_format)
+        tco = [f"Options!{own[m]}" for m in ("tco_3y_on_demand_usd", "tco_3y_reserved_usd", "tco_3y_buy_usd")]
+        if math.isfinite(record["best_3y_usd"]):
+            book.formulas.put(ws, line, len(headers), f"MIN({','.join(tco)})", record["best_3y_usd"], MONEY)
+            book.formulas.put(ws, line, 1, f"RANK({best_column}{line},${best_column}${first}:${best_column}${last},1)",
+                              ranks[offset], MONTHS)
+        else:
+            put(ws, line, 1, "-")
+    add_table(ws, "Ranking", first - 1, 1, headers, len(ranked))
+    after = _tco_chart(ws, first, last, len(ranked))
+    after = _sentences(ws, after, ranked, price_rule)
+    set_widths(ws, {1: 10, 2: 14, **{c: 13 for c in range(3, len(headers) + 1)}})
+    ws.row_dimensions[first - 1].height = 45
+
+
+def _workload_text(workload: dict) -> str:
+    parts = [f"{workload.get('demand_req_s', 0):,g} requests/s", f"prompts of {workload.get('input_len', 0):,} "
+             f"and answers of {workload.get('output_len', 0):,} tokens"]
+    for key, label in (("tpot_slo_ms", "TPOT"), ("ttft_slo_ms", "TTFT")):
+        value = workload.get(key)
+        if value is not None and pd.notna(value):
+            parts.append(f"{label} at most {value:g} ms")
+    return "; ".join(parts) + "."
+
+
+def _link(book: Book, ws, row: int, column: int, record: dict, metric: str, own: dict, number_format: str) -> None:
+    value = record.get(metric)
+    number = float(value) if isinstance(value, (int, float, np.floating)) else math.nan
+    if metric.startswith("break_even") and math.isinf(number):
+        put(ws, row, column, "never")
+    elif math.isfinite(number):
+        book.formulas.put(ws, row, column, f"Options!{own[metric]}", number, number_format)
+    else:
+        put(ws, row, column, "-")
+    ws.cell(row=row, column=column).alignment = Alignment(horizontal="right")
+
+
+def _tco_chart(ws, first: int, last: int, options: int) -> int:
+    """Clustered bars of the 3-year cost of renting, reserving and buying, per option."""
+    chart = BarChart()
+    chart.type, chart.grouping = "col", "clustered"
+    chart.title = "Cost over 3 years by option (USD)"
+    chart.y_axis.numFmt = '"$"#,##0'
+    chart.y_axis.title = "USD over 3 years"
+    chart.x_axis.delete = chart.y_axis.delete = False
+    columns = [3 + [m for m, _, _ in SUMMARY].index(m) for m in
+               ("tco_3y_on_demand_usd", "tco_3y_reserved_usd", "tco_3y_buy_usd")]
+    for column in columns:
+        chart.add_data(Reference(ws, min_col=column, min_row=first - 1, max_row=last), titles_from_data=True)
+    chart.set_categories(Reference(ws, min_col=2, min_row=first, max_row=last))
+    chart.height, chart.width = 7.5, max(16.0, 3.5 * options + 6)
+    chart.legend.position = "b"
+    ws.add_chart(chart, f"B{last + 2}")
+    return last + 3 + chart_rows(chart.height)
+
+
+def _sentences(ws, row: int, ranked: pd.DataFrame, price_rule: str) -> int:
+    put(ws, row, 1, "Reserved against on-demand prices", font=LABEL_FONT)
+    row += 1
+    for record in ranked.to_dict("records"):
+        put(ws, row, 1, record["gpu"], font=LABEL_FONT).alignment = Alignment(vertical="top")
+        ws.merge_cells(start_row=row, start_column=2, end_row=row, end_column=12)
+        wrap(ws, put(ws, row, 2, str(record.get("reserved_vs_on_demand", ""))), 150)
+        row += 1
+    warnings = sorted({f"{r['gpu']} {k}: {r[f'price_{k}_warning']}" for r in ranked.to_dict("records")
+                       for k in RENT_TYPES if r.get(f"price_{k}_warning")})
+    notes = ([f"Prices: {price_rule}."] if price_rule else []) + [f"Price warning, {w}." for w in warnings]
+    notes.append("Buying is straight-line depreciation of list prices with no financing cost or resale value.")
+    for note in notes:
+        ws.merge_cells(start_row=row + 1, start_column=1, end_row=row + 1, end_column=12)
+        wrap(ws, put(ws, row + 1, 1, note, font=NOTE_FONT), 160)
+        row += 1
+    return row + 1

@@ -1,9 +1,9 @@
 """CSV export safe to open in a spreadsheet (OWASP CSV-injection guidance).
 
-Spreadsheets execute a text field that starts with ``=``, ``+``, ``-``, ``@``, tab, carriage
-return or line feed as a formula. Such text fields get a leading single quote, and every text
-field is enclosed in double quotes (embedded quotes doubled). Numbers are left alone: ``-1.5``
-in a numeric column is a number, not a formula.
+Text fields pass the one sanitizer (``fleetplan.exports.sanitize``): one that starts like a
+formula gets a leading single quote, and every text field is enclosed in double quotes
+(embedded quotes doubled). Numbers are left alone: ``-1.5`` in a numeric column is a number,
+not a formula.
 """
 
 from __future__ import annotations
@@ -11,69 +11,41 @@ from __future__ import annotations
 import csv
 import logging
 import os
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from fleetplan.exports.atomic import atomic_open
 from fleetplan.exports.parquet import empty_sweep
+from fleetplan.exports.sanitize import UNSAFE_LEADING, safe_text
+from fleetplan.exports.sanitize import safe_frame as sanitized_frame
 
 log = logging.getLogger(__name__)
 
-#: Leading characters that make a spreadsheet read a field as a formula.
-UNSAFE_LEADING = ("=", "+", "-", "@", "\t", "\r", "\n")
-_UNSAFE = re.compile(r"^[=+\-@\t\r\n]")
+#: Significant digits kept in CSV: 49961.2 rather than binary noise such as 49961.20000000001.
+SIGNIFICANT_DIGITS = 12
 
 
-def safe_text(value: str) -> str:
-    """One text field made inert: a leading single quote when it starts like a formula.
+def significant(values: np.ndarray, digits: int = SIGNIFICANT_DIGITS) -> np.ndarray:
+    """Floats rounded to ``digits`` significant digits, so they print as short decimals.
 
-    >>> safe_text('=HYPERLINK("http://x","y")'), safe_text("h100-sxm")
-    ('\\'=HYPERLINK("http://x","y")', 'h100-sxm')
+    >>> significant(np.array([49961.20000000001, 0.1 + 0.2, -7.0])).tolist()
+    [49961.2, 0.3, -7.0]
     """
-    return "'" + value if value.startswith(UNSAFE_LEADING) else value
-
-
-def _is_text(series: pd.Series) -> bool:
-    dtype = series.dtype
-    if isinstance(dtype, pd.CategoricalDtype):
-        return True
-    return dtype == object or pd.api.types.is_string_dtype(dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exponent = digits - 1 - np.floor(np.log10(np.abs(values)))
+    exact = np.isfinite(exponent) & (np.abs(exponent) <= 22)  # powers of ten a double holds exactly
+    power = 10.0 ** np.where(exact, np.abs(exponent), 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        rounded = np.where(exponent >= 0, np.round(values * power) / power, np.round(values / power) * power)
+    return np.where(exact, rounded, values)
 
 
 def safe_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``frame`` whose text columns (and column names) are made inert.
-
-    Categorical columns are fixed through their categories only, so big sweeps stay fast.
-    """
-    safe = frame.copy(deep=False)
-    safe.columns = [safe_text(str(name)) for name in frame.columns]
-    for position, name in enumerate(frame.columns):
-        series = frame[name]
-        if not _is_text(series):
-            continue
-        if isinstance(series.dtype, pd.CategoricalDtype):
-            categories = [safe_text(str(c)) for c in series.cat.categories]
-            fixed = series.cat.rename_categories(_dedupe(categories))
-        else:
-            text = series.astype("str").where(series.notna())
-            fixed = text.where(~text.str.match(_UNSAFE, na=False), "'" + text)
-        safe.isetitem(position, fixed)
-    return safe
-
-
-def _dedupe(categories: list[str]) -> list[str]:
-    """Renamed categories must stay unique: ``'=a`` could already exist next to ``=a``."""
-    seen: set[str] = set()
-    unique = []
-    for category in categories:
-        while category in seen:
-            category = "'" + category
-        seen.add(category)
-        unique.append(category)
-    return unique
+    """A copy of ``frame`` made inert for CSV (``sanitize.safe_frame``), floats kept short."""
+    return sanitized_frame(frame, round_floats=significant)
 
 
 def write_csv(data: pd.DataFrame | Iterable[pd.DataFrame], path: str | os.PathLike) -> Path:
@@ -110,3 +82,6 @@ def _header_at_least(data: pd.DataFrame | Iterable[pd.DataFrame]):
         yield chunk
     if empty:
         yield empty_sweep()
+
+
+__all__ = ["UNSAFE_LEADING", "safe_frame", "safe_text", "significant", "write_csv", "write_sweep_csv"]

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from fleetplan.errors import InvalidValueError
+from fleetplan.errors import InvalidValueError, one_line
 from fleetplan.exports.atomic import atomic_dir, atomic_path
 from fleetplan.exports.provenance import from_key_values, provenance, to_json, to_key_values
 from fleetplan.exports.units import description_of, unit_of
@@ -187,7 +187,11 @@ def write_table_parquet(frame: pd.DataFrame, path: str | os.PathLike, record: Ma
 
 def read_provenance(path: str | os.PathLike) -> dict[str, Any]:
     """fleetplan's key/value metadata of a Parquet file, decoded (JSON values parsed)."""
-    return from_key_values(pq.read_metadata(path).metadata)
+    try:
+        return from_key_values(pq.read_metadata(path).metadata)
+    except (pa.ArrowException, OSError) as problem:
+        message = f"{path}: not a readable Parquet file ({one_line(str(problem)).splitlines()[0][:200]})"
+        raise InvalidValueError(message) from None
 
 
 #: Rows read from a Parquet sweep at a time.
@@ -197,8 +201,24 @@ BATCH_ROWS = 1_000_000
 def read_sweep_batches(source: Path) -> Iterator[pd.DataFrame]:
     """A saved sweep (one Parquet file or a hive-partitioned folder) in batches of ``BATCH_ROWS``,
     sweep columns first."""
-    dataset = ds.dataset(source, format="parquet", partitioning="hive")
-    for batch in dataset.to_batches(batch_size=BATCH_ROWS):
+    source = Path(source)
+    if not source.exists():
+        message = f"{source}: sweep not found"
+        raise InvalidValueError(message)
+    if source.is_dir() and next(iter(source.rglob("*.parquet")), None) is None:
+        message = f"{source}: the folder holds no Parquet files, so no sweep"
+        raise InvalidValueError(message)
+    try:
+        dataset = ds.dataset(source, format="parquet", partitioning="hive")
+        scanner = dataset.scanner(batch_size=BATCH_ROWS)
+    except (pa.ArrowException, OSError) as problem:
+        message = f"{source}: not a readable Parquet sweep ({one_line(str(problem))[:200]})"
+        raise InvalidValueError(message) from None
+    return _frames(scanner.to_batches())
+
+
+def _frames(batches) -> Iterator[pd.DataFrame]:
+    for batch in batches:
         frame = batch.to_pandas()
         known = [c for c in SWEEP_COLUMNS if c in frame.columns]  # partitions come back last
         yield frame[known + [c for c in frame.columns if c not in SWEEP_COLUMNS]]

@@ -10,7 +10,10 @@ import json
 import os
 from pathlib import Path
 
+from fleetplan.catalogs.input_files import read_json
+from fleetplan.errors import InvalidValueError, one_line
 from fleetplan.exports.atomic import atomic_dir, write_text_atomic
+from fleetplan.exports.csv import write_csv
 from fleetplan.optimizer.fleet_plan import FleetPlan
 
 
@@ -30,7 +33,7 @@ def write_plan_csv(plan: FleetPlan, folder: str | os.PathLike) -> Path:
     with atomic_dir(folder) as temporary:
         for name, table in plan.tables().items():
             if not table.empty:
-                write_text_atomic(temporary / f"{name}.csv", table.to_csv(index=False))
+                write_csv(table, temporary / f"{name}.csv")
         scalars = json.dumps(plan.scalars(), indent=1, allow_nan=False)
         write_text_atomic(temporary / "plan.json", scalars + "\n")
     return Path(folder)
@@ -38,4 +41,18 @@ def write_plan_csv(plan: FleetPlan, folder: str | os.PathLike) -> Path:
 
 def read_plan_json(path: str | os.PathLike) -> FleetPlan:
     """Read a plan written by :func:`write_plan_json` (tables come back as DataFrames)."""
-    return FleetPlan.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+    data = read_json(path, "plan JSON file")
+    if not isinstance(data, dict) or not isinstance(data.get("tables"), dict):
+        what = "lacks its 'tables'" if isinstance(data, dict) else f"must be a JSON object, got {type(data).__name__}"
+        message = f"{path}: not a fleetplan plan ({what})"
+        raise InvalidValueError(message)
+    bad = [name for name, rows in data["tables"].items() if not isinstance(rows, list)
+           or not all(isinstance(row, dict) for row in rows)]
+    if bad:
+        message = f"{path}: not a fleetplan plan (table '{bad[0]}' must be a list of rows)"
+        raise InvalidValueError(message)
+    try:
+        return FleetPlan.from_dict(data)
+    except (TypeError, ValueError, KeyError) as problem:
+        message = f"{path}: not a fleetplan plan ({one_line(str(problem))})"
+        raise InvalidValueError(message) from None

@@ -14,6 +14,7 @@ Every function returns plain DataFrames; no workbook code here.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 
 import numpy as np
@@ -22,6 +23,26 @@ import pandas as pd
 from fleetplan.catalogs.conventions import HOURS_PER_MONTH, RESERVED_PRICING
 
 RESERVED = RESERVED_PRICING
+
+
+def first_of_next_month(today: dt.date | None = None) -> dt.date:
+    """The default start of a plan: the first day of the coming month.
+
+    >>> first_of_next_month(dt.date(2026, 12, 5))
+    datetime.date(2027, 1, 1)
+    """
+    today = today or dt.date.today()
+    return dt.date(today.year + today.month // 12, today.month % 12 + 1, 1)
+
+
+def month_start(start: dt.date, month: int) -> dt.date:
+    """The first day of plan month ``month`` (0 = the month of ``start``).
+
+    >>> month_start(dt.date(2026, 12, 1), 13)
+    datetime.date(2028, 1, 1)
+    """
+    index = start.year * 12 + start.month - 1 + int(month)
+    return dt.date(index // 12, index % 12 + 1, 1)
 
 
 def hours_per_month(plan) -> float:
@@ -43,7 +64,8 @@ def price_table(plan) -> pd.DataFrame:
     if not {"gpu", "pricing_type", "usd_per_gpu_hour"} <= set(prices.columns):
         return pd.DataFrame(columns=["gpu", "pricing_type", "usd_per_gpu_hour"])
     keep = [c for c in ("gpu", "pricing_type", "usd_per_gpu_hour", "provider", "region",
-                        "instance", "source", "as_of", "origin") if c in prices.columns]
+                        "instance", "source", "as_of", "origin", "warning",
+                        "same_provider_on_demand_usd_per_gpu_hour") if c in prices.columns]
     return prices[keep].drop_duplicates(["gpu", "pricing_type"]).reset_index(drop=True)
 
 

@@ -8,6 +8,7 @@ are never read as SUMIFS wildcards or operators.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +33,10 @@ from fleetplan.exports.xlsx_common import (
 )
 from fleetplan.exports.xlsx_live import LiveColumn, Placed, name_range, write_live_table
 from fleetplan.exports.xlsx_package import Book
+from fleetplan.exports.xlsx_print import PageOptions, chart_rows
+
+MONTH = "mmm yyyy"
+_HORIZON_CHART_CM = 8.0
 
 
 @dataclass
@@ -47,6 +52,11 @@ class CostCells:
     gpu_rows: dict[str, int] = field(default_factory=dict)
     allocation_names: dict[str, str] = field(default_factory=dict)
     total_usd_per_month: float = float("nan")
+    start: dt.date = field(default_factory=plan_quantities.first_of_next_month)
+
+    def month_dates(self, months) -> list[dt.date]:
+        """Calendar months (their first days) of plan months 0, 1, ..."""
+        return [plan_quantities.month_start(self.start, m) for m in months]
 
 
 def fleet_sheet(book: Book, ws: Worksheet, plan, names: dict[tuple, str]) -> Placed | None:
@@ -66,17 +76,19 @@ def fleet_sheet(book: Book, ws: Worksheet, plan, names: dict[tuple, str]) -> Pla
     monthly = fleet["replicas_mean"].to_numpy(float) * fleet["tp"].to_numpy(float) * price * hpm
     labels = [LiveColumn(c, fleet[c].tolist()) for c in ("config", "pricing_type", "model", "gpu",
                                                          "quant")]
+    origin = _price_origin(plan, keys)
     numbers = [LiveColumn("tp", fleet["tp"].tolist(), number_format=INTEGER),
                LiveColumn("replicas_peak", fleet["replicas_peak"].tolist(), number_format=INTEGER),
                LiveColumn("replicas_mean", fleet["replicas_mean"].tolist(),
                           number_format="#,##0.000"),
                LiveColumn("gpus_peak", fleet["gpus_peak"].tolist(), number_format=INTEGER)]
-    order = [c.name for c in labels + numbers] + ["usd_per_gpu_hour", "usd_per_month",
+    order = [c.name for c in labels + numbers] + ["usd_per_gpu_hour", "price_from", "usd_per_month",
                                                    "usd_total"]
     at = {name: get_column_letter(i) for i, name in enumerate(order, start=1)}
     money = [
         LiveColumn("usd_per_gpu_hour", price.tolist(), lambda i, r: hourly_names[i],
                    fleet["usd_per_gpu_hour"].tolist(), USD),
+        LiveColumn("price_from", origin, header="Price from (provider, as of)"),
         LiveColumn("usd_per_month", monthly.tolist(),
                    lambda i, r: (f"{at['replicas_mean']}{r}*{at['tp']}{r}"
                                  f"*{at['usd_per_gpu_hour']}{r}*hours_per_month"),
@@ -85,8 +97,10 @@ def fleet_sheet(book: Book, ws: Worksheet, plan, names: dict[tuple, str]) -> Pla
                    lambda i, r: f"{at['usd_per_month']}{r}*horizon_months",
                    fleet["usd_total"].tolist(), USD_WHOLE),
     ]
+    sureness = [LiveColumn(c, fleet[c].tolist(), number_format=None if c == "calibration" else "0.0")
+                for c in ("calibration", "error_p10_pct", "error_p90_pct") if c in fleet]
     widths: dict[int, float] = {}
-    placed = write_live_table(book, ws, row, labels + numbers + money, "Fleet", widths)
+    placed = write_live_table(book, ws, row, labels + numbers + money + sureness, "Fleet", widths)
     for column in ("gpu", "pricing_type", "usd_per_month", "gpus_peak"):
         name_range(book, ws, f"fleet_{column}", placed, column)
     total_row = placed.last + 1
@@ -102,15 +116,34 @@ def fleet_sheet(book: Book, ws: Worksheet, plan, names: dict[tuple, str]) -> Pla
     return placed
 
 
+def _price_origin(plan, keys: list[tuple]) -> list[str]:
+    """Per fleet row, where its price came from: ``nebius eu-north1, 2026-11-22``."""
+    prices = plan_quantities.price_table(plan).set_index(["gpu", "pricing_type"])
+    texts = []
+    for key in keys:
+        if key not in prices.index:
+            texts.append("")
+            continue
+        row = prices.loc[key]
+        if row.get("origin") == "scenario":
+            texts.append("the scenario's own price")
+            continue
+        where = " ".join(str(row.get(c) or "") for c in ("provider", "region")).strip()
+        mine = " (your file)" if row.get("origin") == "your file" else ""
+        texts.append(f"{where}{mine}, {row.get('as_of') or 'no date'}")
+    return texts
+
+
 def costs_sheet(book: Book, ws: Worksheet, plan, cells: CostCells,
-                names: dict[tuple, str]) -> None:
-    """Costs by GPU type, pricing type, workload and month, from the usage table below them."""
+                names: dict[tuple, str]) -> PageOptions:
+    """Costs by GPU type, pricing type, workload and month, from the usage table below them.
+    The printout ends with the chart: the working tables stay in the file."""
     row = title_block(ws, "Costs", "Live totals: every figure is computed from the GPU usage and "
-                      "the prices on Assumptions (working tables at the bottom).")
+                      "the prices on Assumptions (working tables below the chart, not printed).")
     usage = plan_quantities.usage_table(plan)
     if usage.empty:
         put(ws, row, 1, "The plan bought no GPUs.", font=NOTE_FONT)
-        return
+        return PageOptions()
     prices = plan_quantities.price_table(plan)
     hpm, months = plan_quantities.hours_per_month(plan), plan_quantities.horizon_months(plan)
     usage = usage.assign(usd=plan_quantities.usage_usd(usage, prices, hpm))
@@ -119,8 +152,10 @@ def costs_sheet(book: Book, ws: Worksheet, plan, cells: CostCells,
     cells.allocation_names = allocation_names(workloads)
     for section in (_by_gpu, _by_pricing, _by_workload, _by_month):
         row = section(book, ws, plan, usage, months, row, widths, cells) + 2
+    printed = row - 2
     _usage_and_allocation(book, ws, plan, usage, row, widths, cells, names)
     set_widths(ws, widths)
+    return PageOptions(one_page=True, area=f"A1:F{printed}")
 
 
 def _section(ws: Worksheet, row: int, title: str) -> int:
@@ -241,7 +276,7 @@ def _by_month(book, ws, plan, usage, months, row, widths, cells: CostCells) -> i
     table = month["usd"].sum().rename("usd").reset_index()
     parts = {"reserved_usd": plan_quantities.RESERVED, "on_demand_usd": ("on_demand",),
              "spot_usd": ("spot",)}
-    columns = [LiveColumn("month", table["month"].tolist(), number_format=INTEGER),
+    columns = [LiveColumn("month", cells.month_dates(table["month"]), number_format=MONTH),
                LiveColumn("usd", table["usd"].tolist(),
                           lambda i, r: f"SUMPRODUCT((usage_month=A{r})*usage_usd)",
                           _expected(expected, table["month"], "usd"), USD_WHOLE)]
@@ -254,17 +289,17 @@ def _by_month(book, ws, plan, usage, months, row, widths, cells: CostCells) -> i
             _expected(expected, table["month"], name), USD_WHOLE))
     cells.by_month = write_live_table(book, ws, row, columns, "CostsByMonth", widths)
     _horizon_chart(ws, cells.by_month)
-    return cells.by_month.last + 16
+    return cells.by_month.last + chart_rows(_HORIZON_CHART_CM) + 2
 
 
 def _horizon_chart(ws: Worksheet, placed: Placed) -> None:
     chart = BarChart()
     chart.type, chart.grouping, chart.overlap = "col", "stacked", 100
     chart.title = "Cost over the horizon by pricing type (USD/month)"
-    chart.y_axis.title, chart.x_axis.title = "USD", "month"
-    chart.y_axis.numFmt = '"$"#,##0'
+    chart.y_axis.title, chart.x_axis.title = "USD per month", "month"
+    chart.y_axis.numFmt, chart.x_axis.number_format = '"$"#,##0', "mmm yy"
     chart.x_axis.delete = chart.y_axis.delete = False
-    chart.height, chart.width = 8, 18
+    chart.height, chart.width = _HORIZON_CHART_CM, 18
     first, last = placed.first, placed.last
     data = Reference(ws, min_col=3, max_col=5, min_row=first - 1, max_row=last)
     chart.add_data(data, titles_from_data=True)
@@ -278,7 +313,7 @@ def _usage_and_allocation(book, ws, plan, usage, row, widths, cells: CostCells,
         "each workload's share of every fleet row's cost.", font=NOTE_FONT)
     keys = list(zip(usage["gpu"], usage["pricing_type"]))
     names = [price_names.get(k) for k in keys]
-    columns = [LiveColumn("month", usage["month"].tolist(), number_format=INTEGER),
+    columns = [LiveColumn("month", cells.month_dates(usage["month"]), number_format=MONTH),
                LiveColumn("gpu", usage["gpu"].tolist()),
                LiveColumn("pricing_type", usage["pricing_type"].tolist()),
                LiveColumn("gpus_mean", usage["gpus_mean"].tolist(), number_format="#,##0.0000"),

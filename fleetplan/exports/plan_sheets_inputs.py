@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import math
 from typing import Any
@@ -10,12 +11,14 @@ import numpy as np
 import pandas as pd
 from openpyxl.formatting.rule import CellIsRule
 from openpyxl.styles import Font
+from openpyxl.utils.cell import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
 from fleetplan.errors import FleetplanError
 from fleetplan.exports import plan_quantities
 from fleetplan.exports.xlsx_common import NOTE_FONT, put, set_widths, title_block
 from fleetplan.exports.xlsx_frontier import X_COLUMN, Y_COLUMN, frontier_block
+from fleetplan.exports.xlsx_print import PageOptions, chart_rows
 from fleetplan.exports.xlsx_sheets import Assumptions, write_frame
 from fleetplan.sweeps import estimate_cases
 
@@ -24,11 +27,15 @@ log = logging.getLogger(__name__)
 #: Workloads drawn on the Frontier sheet (one chart each).
 MAX_FRONTIER_WORKLOADS = 6
 _BATCHES = np.unique(np.round(np.geomspace(1, 4096, 40)).astype(np.int64))
+#: Price table columns after the key and the price, in order; the source text wraps.
+PRICE_DETAILS = ("provider", "region", "as_of", "origin", "warning", "same_provider_on_demand_usd_per_gpu_hour",
+                 "instance", "source")
+_CHART_CM = (11.0, 16.0)  # height, width of each frontier chart
 
 
-def assumptions_sheet(ws: Worksheet, plan, catalogs: Any) -> dict[tuple, str]:
-    """General inputs, GPU prices (inputs) and the optimizer's own settings; returns the price
-    defined names by (gpu, pricing_type)."""
+def assumptions_sheet(ws: Worksheet, plan, catalogs: Any, start: dt.date) -> dict[tuple, str]:
+    """General inputs, GPU prices (inputs, each with its provider, date and source) and the
+    optimizer's own settings; returns the price defined names by (gpu, pricing_type)."""
     sheet = Assumptions(ws)
     info = plan.assumptions
     sheet.section("General", "Edit hours_per_month to restate every cost for a different month "
@@ -39,14 +46,19 @@ def assumptions_sheet(ws: Worksheet, plan, catalogs: Any) -> dict[tuple, str]:
                  "Planning horizon of the plan (fixed: re-plan to change)", "0", editable=False,
                  named=True)
     sheet.scalar("currency", "USD", "", "Every amount is in US dollars", editable=False)
+    sheet.scalar("first_month", start, "date", "Month 1 of the plan (fleetplan plan --start-date)",
+                 "mmmm yyyy", editable=False)
     for key, unit, text, fmt in (
             ("target_utilization", "fraction", "Share of a replica's capacity planned", "0%"),
             ("budget_usd_per_month", "USD/month", "Budget cap (empty = none)", '"$"#,##0'),
             ("spot_max_share", "fraction", "Largest share of GPUs that may be spot", "0%")):
         sheet.scalar(key, _number(info.get(key)), unit, text, fmt, editable=False)
     sheet.row += 1
-    sheet.section("GPU prices", "USD per GPU-hour by pricing type; the fleet's costs use these.")
-    names = sheet.prices(plan_quantities.price_table(plan), keys=["gpu", "pricing_type"])
+    sheet.section("GPU prices", "USD per GPU-hour by pricing type, chosen by the price rule on "
+                  "Summary; each with the row it came from. The fleet's costs use these.")
+    prices = plan_quantities.price_table(plan)
+    prices = prices[[c for c in ("gpu", "pricing_type", "usd_per_gpu_hour", *PRICE_DETAILS) if c in prices]]
+    names = sheet.prices(prices, keys=["gpu", "pricing_type"])
     efficiency = _efficiency(catalogs, plan)
     if not efficiency.empty:
         sheet.row += 1
@@ -72,7 +84,8 @@ def _efficiency(catalogs: Any, plan) -> pd.DataFrame:
         return pd.DataFrame()
     gpus = set(plan.fleet["gpu"]) | {"*"}
     rows = table[table["gpu"].isin(gpus)] if "gpu" in table.columns else table
-    return rows.reset_index(drop=True)
+    shown = [c for c in rows.columns if c not in ("source", "notes")]  # both are on Sources
+    return rows[shown].reset_index(drop=True)
 
 
 def candidates_sheet(ws: Worksheet, plan) -> None:
@@ -94,33 +107,55 @@ def candidates_sheet(ws: Worksheet, plan) -> None:
     set_widths(ws, widths)
 
 
-def frontier_sheet(ws: Worksheet, plan, catalogs: Any, estimate=None) -> None:
+def frontier_sheet(ws: Worksheet, plan, catalogs: Any, estimate=None) -> PageOptions:
     """Per workload, decode throughput vs TPOT of the configurations serving it, with its TPOT
-    SLO and each configuration's operating point (the knee the optimizer used)."""
+    SLO and each configuration's operating point (the knee the optimizer used). The charts come
+    first, two abreast, and are what prints; their data follows below."""
     row = title_block(ws, "Frontier: throughput vs TPOT", "For each workload, the "
                       "configurations that serve it as the batch grows; the dashed line is its "
                       "TPOT SLO and the diamonds the operating points the plan uses.")
     used = _used_candidates(plan)
     if used.empty:
         put(ws, row, 1, "No configuration serves a workload in this plan.", font=NOTE_FONT)
-        return
+        return PageOptions()
     try:
         curves = _curves(used, catalogs, estimate)
     except (FleetplanError, KeyError, ValueError) as error:
         log.info("no frontier curves: %s", error)
         put(ws, row, 1, f"Throughput curves unavailable: {error}", font=NOTE_FONT)
-        return
+        return PageOptions()
     slos = plan.workloads.set_index("workload")["tpot_slo_ms"] if not plan.workloads.empty \
         else pd.Series(dtype=float)
+    groups = list(curves.groupby("workload", sort=False))
+    per_chart = chart_rows(_CHART_CM[0]) + 1
+    data_row = row + per_chart * math.ceil(len(groups) / 2) + 1
+    put(ws, data_row - 1, 1, "Chart data (not printed)", font=NOTE_FONT)
     widths: dict[int, float] = {}
-    for number, (workload, group) in enumerate(curves.groupby("workload", sort=False)):
+    for number, (workload, group) in enumerate(groups):
         slo = plan_quantities.finite(slos.get(workload)) and float(slos.get(workload)) or None
         knees = group[group["knee"]][["config", "batch", X_COLUMN, Y_COLUMN]]
-        put(ws, row, 1, f"Workload {workload}", font=Font(bold=True))
-        row = frontier_block(ws, row + 1, group[["config", "batch", X_COLUMN, Y_COLUMN]], slo,
-                             knees, widths, suffix=str(number + 1),
-                             title=f"{workload}: decode tokens/s per GPU vs TPOT")
+        put(ws, data_row, 1, f"Workload {workload}", font=Font(bold=True))
+        anchor = f"A{row + per_chart * (number // 2)}"
+        data_row = frontier_block(ws, data_row + 1, group[["config", "batch", X_COLUMN, Y_COLUMN]], slo,
+                                  knees, widths, suffix=str(number + 1),
+                                  title=f"{workload}: decode tokens/s per GPU vs TPOT",
+                                  anchor=anchor, size=_CHART_CM)
     set_widths(ws, {1: max(widths.get(1, 20), 34), **{k: v for k, v in widths.items() if k > 1}})
+    right = _column_after(ws, _CHART_CM[1])
+    for number, chart in enumerate(ws._charts):  # every second chart moves beside the first
+        if number % 2:
+            chart.anchor = f"{get_column_letter(right)}{chart.anchor[1:]}"
+    last_chart = row + per_chart * math.ceil(len(groups) / 2) - 1
+    return PageOptions(one_page=True, area=f"A1:{get_column_letter(_column_after(ws, 2 * _CHART_CM[1]))}{last_chart}")
+
+
+def _column_after(ws: Worksheet, width_cm: float) -> int:
+    """The first column starting at least ``width_cm`` (plus a gap) right of column A."""
+    column, covered = 1, 0.0
+    while covered < width_cm + 0.5:
+        covered += (ws.column_dimensions[get_column_letter(column)].width or 8.43) * 0.23
+        column += 1
+    return column
 
 
 def _used_candidates(plan) -> pd.DataFrame:

@@ -28,6 +28,7 @@ from fleetplan.exports.xlsx_common import (
 )
 from fleetplan.exports.xlsx_live import LiveColumn, Placed, agrees, write_live_table
 from fleetplan.exports.xlsx_package import Book
+from fleetplan.exports.xlsx_print import PageOptions, chart_rows
 from fleetplan.exports.xlsx_sheets import write_frame
 from fleetplan.optimizer.fleet_plan import STATUSES
 
@@ -36,6 +37,7 @@ REOPTIMIZE_NOTE = ("Costs are live: edit the yellow cells on Assumptions (prices
                    "optimized for the original prices: changed prices do not re-optimize; run "
                    "fleetplan plan again for a new fleet.")
 _RED, _AMBER, _GREEN = "F8CBAD", "FFE699", "C6EFCE"
+_SUMMARY_WIDTHS = {1: 34, 2: 18, 3: 18, 4: 18, 5: 14, 6: 16}
 
 
 def workloads_sheet(book: Book, ws: Worksheet, plan, cells: CostCells) -> Placed | None:
@@ -120,8 +122,9 @@ def _highlight(ws: Worksheet, placed: Placed) -> None:
 
 
 def summary_sheet(book: Book, ws: Worksheet, plan, cells: CostCells,
-                  workloads: Placed | None) -> None:
-    """Scenario, totals, cost per workload and per GPU type, the solve, and what binds."""
+                  workloads: Placed | None, price_rule: str = "") -> PageOptions:
+    """Scenario, totals, cost per workload and per GPU type (with a chart), what binds and the
+    notes, laid out in six columns to print on one page."""
     name = str(plan.scenario.get("name") or "scenario")
     row = title_block(ws, f"Fleet plan: {name}", str(plan.scenario.get("description") or ""))
     note = put(ws, row, 1, REOPTIMIZE_NOTE, font=Font(bold=True, color="7F6000"))
@@ -129,7 +132,7 @@ def summary_sheet(book: Book, ws: Worksheet, plan, cells: CostCells,
     note.alignment = Alignment(wrap_text=True, vertical="top")
     ws.merge_cells(start_row=row, start_column=1, end_row=row, end_column=6)
     ws.row_dimensions[row].height = 48
-    row = _key_figures(book, ws, plan, cells, row + 2)
+    row = _key_figures(book, ws, plan, cells, row + 2, price_rule)
     row = _workload_block(book, ws, plan, workloads, row + 1)
     row = _gpu_block(book, ws, plan, cells, row + 1)
     row = _constraints_block(ws, plan, row + 1)
@@ -138,14 +141,17 @@ def summary_sheet(book: Book, ws: Worksheet, plan, cells: CostCells,
         for offset, message in enumerate(plan.messages, start=1):
             ws.merge_cells(start_row=row + offset, start_column=1, end_row=row + offset,
                            end_column=6)
-            wrap(ws, put(ws, row + offset, 1, message), 110)
-    set_widths(ws, {1: 30, 2: 18, 3: 18, 4: 18, 5: 16, 6: 16})
+            wrap(ws, put(ws, row + offset, 1, message), sum(_SUMMARY_WIDTHS.values()))
+    set_widths(ws, _SUMMARY_WIDTHS)
+    return PageOptions(one_page=True)
 
 
-def _key_figures(book: Book, ws: Worksheet, plan, cells: CostCells, row: int) -> int:
+def _key_figures(book: Book, ws: Worksheet, plan, cells: CostCells, row: int,
+                 price_rule: str) -> int:
     months = plan_quantities.horizon_months(plan)
     monthly = cells.total_usd_per_month
     put(ws, row, 1, "Cost", font=LABEL_FONT)
+    put(ws, row, 4, "Solve", font=LABEL_FONT)
     figures = [("Total cost per month", "total_usd_per_month", monthly, plan.usd_per_month),
                ("Total cost per year", f"B{row + 1}*12", monthly * 12, plan.usd_per_month * 12),
                (f"Total over the horizon ({months:g} months)", f"B{row + 1}*horizon_months",
@@ -157,19 +163,29 @@ def _key_figures(book: Book, ws: Worksheet, plan, cells: CostCells, row: int) ->
         else:
             put(ws, row + offset, 2, reported, USD_WHOLE)
         ws.cell(row=row + offset, column=2).font = Font(bold=True, size=12)
-    row += len(figures) + 2
-    put(ws, row, 1, "Solve", font=LABEL_FONT)
-    status = plan.status
-
-    facts = [("Status", f"{status}: {STATUSES.get(status, '')}", None),
-             ("Relative gap", plan.gap, "0.000%"), ("Solver", plan.solver, None),
-             ("Solve time (s)", plan.solve_seconds, "0.00"),
-             ("GPUs at peak", float(plan.costs_by_gpu["gpus_peak"].sum())
-              if not plan.costs_by_gpu.empty else 0.0, INTEGER)]
-    for offset, (label, value, number_format) in enumerate(facts, start=1):
+    gpus = float(plan.costs_by_gpu["gpus_peak"].sum()) if not plan.costs_by_gpu.empty else 0.0
+    more = [("GPUs at peak", gpus, INTEGER),
+            ("First month", cells.month_dates([0])[0], "mmmm yyyy"), ("", None, None)]
+    for offset, (label, value, number_format) in enumerate(more, start=len(figures) + 1):
         put(ws, row + offset, 1, label)
         put(ws, row + offset, 2, value, number_format)
-    return row + len(facts) + 2
+    status = plan.status
+    facts = [("Status", status, None), ("", STATUSES.get(status, ""), None), ("", None, None),
+             ("Relative gap", plan.gap, "0.000%"), ("Solver", plan.solver, None),
+             ("Solve time (s)", plan.solve_seconds, "0.00")]
+    for offset, (label, value, number_format) in enumerate(facts, start=1):
+        put(ws, row + offset, 4, label)
+        put(ws, row + offset, 5, value, number_format).alignment = Alignment(horizontal="left")
+    ws.merge_cells(start_row=row + 2, start_column=5, end_row=row + 3, end_column=6)
+    explained = ws.cell(row=row + 2, column=5)
+    explained.font, explained.alignment = NOTE_FONT, Alignment(wrap_text=True, vertical="top")
+    last = row + len(figures) + len(more)
+    if price_rule:
+        put(ws, last + 1, 1, "Prices").alignment = Alignment(vertical="top")
+        ws.merge_cells(start_row=last + 1, start_column=2, end_row=last + 1, end_column=6)
+        wrap(ws, put(ws, last + 1, 2, f"{price_rule} (rows on Assumptions)"), 80)
+        last += 1
+    return last + 2
 
 
 def _workload_block(book: Book, ws: Worksheet, plan, workloads: Placed | None, row: int) -> int:
@@ -220,12 +236,12 @@ def _gpu_block(book: Book, ws: Worksheet, plan, cells: CostCells, row: int) -> i
     chart.x_axis.delete = chart.y_axis.delete = False
     chart.y_axis.numFmt = '"$"#,##0'
     chart.legend = None
-    chart.height, chart.width = max(5.0, 1.2 * len(gpus) + 3), 14
+    chart.height, chart.width = max(4.5, 0.9 * len(gpus) + 2.5), 22
     chart.add_data(Reference(ws, min_col=3, min_row=placed.first - 1, max_row=placed.last),
                    titles_from_data=True)
     chart.set_categories(Reference(ws, min_col=1, min_row=placed.first, max_row=placed.last))
-    ws.add_chart(chart, "H4")
-    return placed.last + 1
+    ws.add_chart(chart, f"A{placed.last + 2}")
+    return placed.last + 2 + chart_rows(chart.height)
 
 
 def _constraints_block(ws: Worksheet, plan, row: int) -> int:

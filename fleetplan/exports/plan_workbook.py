@@ -8,12 +8,14 @@ optimizer's decisions). Formulas are written only where they reproduce the plan'
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
-from fleetplan.catalogs import load_catalogs
+from fleetplan.catalogs import PriceRule, load_catalogs
+from fleetplan.exports import plan_quantities
 from fleetplan.exports.plan_sheets_costs import CostCells, costs_sheet, fleet_sheet
 from fleetplan.exports.plan_sheets_inputs import (
     assumptions_sheet,
@@ -23,7 +25,8 @@ from fleetplan.exports.plan_sheets_inputs import (
 from fleetplan.exports.plan_sheets_summary import summary_sheet, workloads_sheet
 from fleetplan.exports.provenance import provenance
 from fleetplan.exports.xlsx_package import Book, set_properties
-from fleetplan.exports.xlsx_sheets import catalog_rows, readme_sheet, sources_sheet
+from fleetplan.exports.xlsx_print import PrintHeader
+from fleetplan.exports.xlsx_sources import catalog_rows, readme_sheet, sources_sheet
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +48,8 @@ _SHEET_NOTES = (
      "under the SLOs; chosen configurations marked TRUE."),
     ("Frontier", "Throughput per GPU against TPOT as the batch grows, per workload, with the "
      "TPOT SLO line and the operating points used."),
-    ("Sources", "fleetplan version, scenario, catalog versions, and every catalog row used "
-     "with its source and date."),
+    ("Sources", "fleetplan version, the price rule, every catalog row used with its source, "
+     "date and catalog SHA-256, and the scenario's settings."),
     ("Read me", "This sheet."),
 )
 _HOW_TO = (
@@ -55,13 +58,17 @@ _HOW_TO = (
     "Replica counts and GPU usage are the optimizer's decisions for the original prices and "
     "stay fixed: changed prices do not re-optimize. Run fleetplan plan again for a new fleet.",
     "Tables have filter buttons in their header rows; units are in the headers.",
+    "Prices come from the price rule named on Summary; rows from your own catalog files win over "
+    "public listings. Each price's provider, date and source are on Assumptions and Fleet.",
 )
 
 
 def write_plan_xlsx(plan, path: str | os.PathLike, *, catalogs: Any = None,
-                    estimate=None) -> Path:
-    """Write the plan workbook to ``path`` atomically; returns the path."""
-    return build_plan_book(plan, catalogs=catalogs, estimate=estimate).save(path)
+                    estimate=None, start_date: dt.date | None = None) -> Path:
+    """Write the plan workbook to ``path`` atomically; returns the path. Months are labelled
+    from ``start_date`` (default: the first of next month)."""
+    return build_plan_book(plan, catalogs=catalogs, estimate=estimate,
+                           start_date=start_date).save(path)
 
 
 def plan_catalogs(plan) -> Any:
@@ -77,34 +84,52 @@ def plan_catalogs(plan) -> Any:
         return None
 
 
-def build_plan_book(plan, *, catalogs: Any = None, estimate=None) -> Book:
+def build_plan_book(plan, *, catalogs: Any = None, estimate=None,
+                    start_date: dt.date | None = None) -> Book:
     """The plan workbook, ready to save (tests inspect its formula records)."""
     catalogs = catalogs if catalogs is not None else plan_catalogs(plan)
-    book = Book()
+    name = str(plan.scenario.get("name") or "scenario")
+    book = Book(header=PrintHeader(f"Fleet plan: {name}"))
     wb = book.wb
     wb.active.title = SHEETS[0]
     for title in SHEETS[1:]:
         wb.create_sheet(title)
-    names = assumptions_sheet(wb["Assumptions"], plan, catalogs)
-    cells = CostCells()
+    cells = CostCells(start=start_date or plan_quantities.first_of_next_month())
+    names = assumptions_sheet(wb["Assumptions"], plan, catalogs, cells.start)
     cells.fleet = fleet_sheet(book, wb["Fleet"], plan, names)
-    costs_sheet(book, wb["Costs"], plan, cells, names)
+    book.pages["Costs"] = costs_sheet(book, wb["Costs"], plan, cells, names)
     workloads = workloads_sheet(book, wb["Workloads"], plan, cells)
-    summary_sheet(book, wb["Summary"], plan, cells, workloads)
+    rule = price_rule_text(plan.scenario)
+    book.pages["Summary"] = summary_sheet(book, wb["Summary"], plan, cells, workloads, rule)
     candidates_sheet(wb["Candidates"], plan)
-    frontier_sheet(wb["Frontier"], plan, catalogs, estimate)
+    book.pages["Frontier"] = frontier_sheet(wb["Frontier"], plan, catalogs, estimate)
+    used = plan.assumptions.get("prices_used")
     record = provenance("plan", {"scenario": plan.scenario, "catalog_versions":
-                                 plan.assumptions.get("catalog_versions")})
-    sources_sheet(wb["Sources"], record, catalog_rows(catalogs, _ids(plan)))
-    readme_sheet(wb["Read me"], "fleetplan plan", "The cheapest GPU fleet found for the "
-                 "scenario, as a live cost model.", _SHEET_NOTES, _HOW_TO, record)
-    name = str(plan.scenario.get("name") or "scenario")
+                                 plan.assumptions.get("catalog_versions"), "price_rule": rule,
+                                 "prices_used": used or []})
+    book.pages["Sources"] = sources_sheet(wb["Sources"], record,
+                                          catalog_rows(catalogs, _ids(plan), prices=used))
+    book.pages["Read me"] = readme_sheet(wb["Read me"], "fleetplan plan", "The cheapest GPU fleet "
+                                         "found for the scenario, as a live cost model.",
+                                         _SHEET_NOTES, _HOW_TO, record)
     set_properties(wb, f"fleetplan plan: {name}", f"GPU fleet plan for {name}, status "
                    f"{plan.status}", "fleetplan, GPU, fleet plan, LLM serving")
     if book.mismatches:
         log.warning("%d workbook cells kept the plan's numbers instead of a formula",
                     len(book.mismatches))
     return book
+
+
+def price_rule_text(scenario: dict) -> str:
+    """The scenario's price rule in words (older plans without one: the default rule)."""
+    fleet = scenario.get("fleet") or {}
+    try:
+        rule = PriceRule(fleet.get("price_rule") or "cheapest", fleet.get("provider"), fleet.get("region"),
+                         int(fleet.get("max_price_age_days") or PriceRule().max_age_days),
+                         bool(fleet.get("mix_providers")))
+    except ValueError:
+        return str(fleet.get("price_rule") or "")
+    return rule.describe()
 
 
 def _ids(plan) -> dict[str, list[str]]:

@@ -15,12 +15,14 @@ from typing import Any
 import fleetplan
 from fleetplan.catalogs import Catalogs, load_catalogs
 from fleetplan.catalogs.jsonable import jsonable
+from fleetplan.exports.price_provenance import prices_used
 
 log = logging.getLogger(__name__)
 
 #: Parquet key/value metadata keys written by fleetplan, in this order.
 METADATA_KEYS: tuple[str, ...] = ("fleetplan_version", "created", "kind", "catalog_versions",
-                                  "parameters")
+                                  "parameters", "price_rule", "prices_used")
+_TEXT_KEYS = ("fleetplan_version", "created", "kind", "price_rule")
 
 
 def to_json(value: Any) -> str:
@@ -49,13 +51,21 @@ def now_utc() -> dt.datetime:
 
 
 def provenance(kind: str, metadata: Mapping[str, Any] | None = None, *,
-               catalogs: Catalogs | None = None) -> dict[str, Any]:
+               catalogs: Catalogs | None = None, prices: Any = None) -> dict[str, Any]:
     """The provenance record of one export.
 
     ``metadata`` holds the sweep or scenario parameters; a ``catalog_versions`` entry in it (as a
-    FleetPlan's assumptions carry) wins over loading the catalogs again.
+    FleetPlan's assumptions carry) wins over loading the catalogs again. ``price_rule`` and
+    ``prices_used`` (the price rows chosen, as records) come from ``metadata`` or else from
+    ``catalogs``' rule and the ``prices`` table.
     """
     parameters = dict(metadata or {})
+    rule = parameters.pop("price_rule", None)
+    if rule is None and catalogs is not None and hasattr(catalogs, "price_rule"):
+        rule = catalogs.price_rule.describe()
+    used = parameters.pop("prices_used", None)
+    if used is None and prices is not None:
+        used = prices_used(prices)
     versions = parameters.pop("catalog_versions", None)
     if versions is None and isinstance(parameters.get("catalogs"), Mapping):
         versions = parameters.pop("catalogs")  # the sweep CLI's run record
@@ -73,6 +83,8 @@ def provenance(kind: str, metadata: Mapping[str, Any] | None = None, *,
         "kind": kind,
         "catalog_versions": jsonable(versions),
         "parameters": jsonable(parameters),
+        "price_rule": str(rule or ""),
+        "prices_used": jsonable(used or []),
     }
 
 
@@ -93,5 +105,5 @@ def from_key_values(pairs: Mapping[bytes, bytes] | None) -> dict[str, Any]:
         if raw is None:
             continue
         text = raw.decode()
-        record[key] = text if key in ("fleetplan_version", "created", "kind") else json.loads(text)
+        record[key] = text if key in _TEXT_KEYS else json.loads(text)
     return record

@@ -72,14 +72,16 @@ class CostFormulas:
     live: bool = False
 
     @classmethod
-    def from_grid(cls, grid: pd.DataFrame, assumptions: Assumptions) -> CostFormulas:
-        """Add the GPU prices to ``assumptions`` and build the grid's cost formulas."""
+    def from_grid(cls, grid: pd.DataFrame, assumptions: Assumptions,
+                  chosen: pd.DataFrame | None = None) -> CostFormulas:
+        """Add the GPU prices to ``assumptions`` (each with the price rule's row it came from,
+        ``chosen``, where it is that row's price) and build the grid's cost formulas."""
         prices = gpu_prices(grid)
         if prices.empty:
             return cls()
-        assumptions.section("GPU prices", "USD per GPU-hour each sweep row was costed with.")
-        names = assumptions.prices(prices.rename("usd_per_gpu_hour").rename_axis("gpu")
-                                   .reset_index(), keys=["gpu"])
+        assumptions.section("GPU prices", "USD per GPU-hour each sweep row was costed with, and the "
+                            "catalog row it came from (given: a price set on the command line).")
+        names = assumptions.prices(_with_origin(prices, chosen), keys=["gpu"])
         letters = {name: get_column_letter(i) for i, name in enumerate(grid.columns, start=1)}
         name_of_gpu = {gpu: names[(gpu,)] for gpu in prices.index}
         gpu_names = grid["gpu"].astype(str).map(name_of_gpu).to_numpy(dtype=object)
@@ -95,6 +97,21 @@ class CostFormulas:
         linked = int(hourly_ok.sum())
         log.debug("linked %d of %d sweep rows to Assumptions prices", linked, len(grid))
         return cls(builders, live=linked > 0)
+
+
+def _with_origin(prices: pd.Series, chosen: pd.DataFrame | None) -> pd.DataFrame:
+    """gpu, usd_per_gpu_hour and, where the price is the rule's row, its provider, region, as_of
+    and source."""
+    frame = prices.rename("usd_per_gpu_hour").rename_axis("gpu").reset_index()
+    if chosen is None or chosen.empty:
+        return frame
+    rows = chosen[chosen["pricing_type"] == "on_demand"].drop_duplicates("gpu").set_index("gpu")
+    matched = rows.reindex(frame["gpu"]).reset_index(drop=True)
+    same = np.isclose(matched["usd_per_gpu_hour"].to_numpy(dtype=float), frame["usd_per_gpu_hour"].to_numpy(),
+                      rtol=RELATIVE_TOLERANCE)
+    for column in ("provider", "region", "as_of", "warning", "source"):
+        frame[column] = np.where(same, matched[column].fillna("").astype(str), "given" if column == "provider" else "")
+    return frame
 
 
 def _per_token(grid: pd.DataFrame, column: str) -> np.ndarray:

@@ -23,10 +23,13 @@ from openpyxl.utils.cell import get_column_letter
 
 from fleetplan.catalogs import load_catalogs
 from fleetplan.errors import InvalidValueError, check_range
+from fleetplan.exports.labels import header_of
+from fleetplan.exports.price_provenance import prices_used
 from fleetplan.exports.provenance import provenance
 from fleetplan.exports.sweep_costs import CostFormulas
-from fleetplan.exports.units import header_of, unit_of
+from fleetplan.exports.units import unit_of
 from fleetplan.exports.xlsx_common import (
+    LABEL_FONT,
     NOTE_FONT,
     add_table,
     number_format_for,
@@ -38,19 +41,20 @@ from fleetplan.exports.xlsx_common import (
 )
 from fleetplan.exports.xlsx_frontier import frontier_curves, frontier_sheet
 from fleetplan.exports.xlsx_package import Book, set_properties
+from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, used_area
 from fleetplan.exports.xlsx_rows import BulkColumn, BulkSheet
-from fleetplan.exports.xlsx_sheets import (
-    Assumptions,
-    catalog_rows,
-    readme_sheet,
-    sources_sheet,
-    write_frame,
-)
+from fleetplan.exports.xlsx_sheets import Assumptions, write_frame
+from fleetplan.exports.xlsx_sources import catalog_rows, readme_sheet, sources_sheet
 
 log = logging.getLogger(__name__)
 
 #: Data rows an Excel sheet holds below its header row.
 EXCEL_MAX_ROWS = 1_048_575
+SHEETS = ("Summary", "Sweep", "Frontier", "Assumptions", "Sources", "Read me")
+CHEAPEST_SHOWN = 10
+CHEAPEST_COLUMNS = ("gpu", "model", "quant", "tp", "context_len", "input_len", "output_len", "batch", "tpot_ms",
+                    "ttft_ms", "decode_tok_s_per_gpu", "usd_per_hour", "usd_per_m_output_tokens")
+FRONTIER_PRINT_ROWS = 40
 RANK_COLUMN = "usd_per_m_output_tokens"
 _CURVE_KEYS = ("gpu", "model", "quant", "kv_quant", "tp", "context_len", "input_len", "output_len")
 
@@ -130,37 +134,55 @@ def build_sweep_book(df: pd.DataFrame, *, metadata: Mapping[str, Any] | None = N
     tpot_slo_ms = tpot_slo_ms if tpot_slo_ms is not None else metadata.get("tpot_slo_ms")
     if tpot_slo_ms is not None:
         check_range("tpot_slo_ms", tpot_slo_ms, 0, low_inclusive=False)
+    summary = summarize(df) if summary is None else summary
     if top_n is not None:
-        summary = summarize(df) if summary is None else summary
         df = top_rows(df, top_n)
         metadata.update(top_n=top_n, total_rows=total_rows)
     grid = df.reset_index(drop=True)
+    catalogs = catalogs or _default_catalogs()
+    ids = {kind: [str(i) for i in grid[kind].dropna().unique()] for kind in ("gpu", "model", "quant")
+           if kind in grid.columns}
+    chosen = _chosen(catalogs, ids.get("gpu", []))
+    metadata.setdefault("prices_used", prices_used(chosen) if chosen is not None else [])
     record = provenance("sweep", metadata, catalogs=catalogs)
-    book = Book()
+    book = Book(header=PrintHeader(f"Sweep of {total_rows:,} configurations"))
     wb = book.wb
-    sheets = (["Summary"] if top_n is not None else []) + [
-        "Sweep", "Frontier", "Assumptions", "Sources", "Read me"]
-    wb.active.title = sheets[0]
-    for title in sheets[1:]:
+    wb.active.title = SHEETS[0]
+    for title in SHEETS[1:]:
         wb.create_sheet(title)
     assumptions = Assumptions(wb["Assumptions"])
-    costs = CostFormulas.from_grid(grid, assumptions)
+    costs = CostFormulas.from_grid(grid, assumptions, chosen)
     assumptions.finish()
     _grid_sheet(book, grid, costs)
-    if top_n is not None:
-        _summary_sheet(wb["Summary"], summary, top_n, total_rows)
+    book.pages["Summary"] = _summary_sheet(wb["Summary"], summary, grid, top_n, total_rows, record)
     keys = [k for k in _CURVE_KEYS if k in grid.columns]
     curves = frontier_curves(grid, keys, RANK_COLUMN if RANK_COLUMN in grid.columns else None)
     frontier_sheet(wb["Frontier"], curves, tpot_slo_ms,
                    "Decode tokens/s per GPU against TPOT as the batch grows; the cheapest "
                    "configurations by $/1M output tokens.")
-    ids = {kind: grid[kind].dropna().unique() for kind in ("gpu", "model", "quant")
-           if kind in grid.columns}
-    sources_sheet(wb["Sources"], record, catalog_rows(catalogs or _default_catalogs(), ids))
-    _readme(wb["Read me"], record, top_n, total_rows, costs.live)
+    book.pages["Frontier"] = PageOptions(one_page=True, area=_chart_area(wb["Frontier"]))
+    book.pages["Sources"] = sources_sheet(wb["Sources"], record,
+                                          catalog_rows(catalogs, ids, prices=record["prices_used"]))
+    book.pages["Read me"] = _readme(wb["Read me"], record, top_n, total_rows, costs.live)
     set_properties(wb, "fleetplan sweep", f"Sweep of {total_rows:,} configurations",
                    "fleetplan, sweep, GPU, LLM serving")
     return book
+
+
+def _chosen(catalogs: Any, gpus: list[str]) -> pd.DataFrame | None:
+    """The price rule's on-demand rows of the grid's GPUs, if the catalogs know them."""
+    try:
+        return catalogs.chosen_prices(gpus, ["on_demand"])
+    except (AttributeError, ValueError, KeyError) as error:
+        log.debug("no price rows for the grid's GPUs: %s", error)
+        return None
+
+
+def _chart_area(ws) -> str:
+    """The Frontier sheet's printed part: its title, the chart and the table rows beside it."""
+    corner = used_area(ws).split(":")[1]
+    last_row = min(int("".join(c for c in corner if c.isdigit())), FRONTIER_PRINT_ROWS)
+    return f"A1:{''.join(c for c in corner if c.isalpha())}{last_row}"
 
 
 def _default_catalogs() -> Any:
@@ -231,20 +253,31 @@ def _grid_highlights(ws, grid: pd.DataFrame) -> None:
                 operator="equal", formula=["FALSE"], font=Font(color="C00000", bold=True)))
 
 
-def _summary_sheet(ws, summary: pd.DataFrame, top_n: int, total_rows: int) -> None:
-    row = title_block(ws, "Sweep summary", f"The Sweep sheet holds the {top_n:,} cheapest rows "
-                      f"by {RANK_COLUMN} of a grid of {total_rows:,} rows; this summary covers "
-                      "the whole grid. Write .parquet for every row.")
-    put(ws, row, 1, "Best values per GPU and model over the whole grid (runnable rows only).",
-        font=NOTE_FONT)
+def _summary_sheet(ws, summary: pd.DataFrame, grid: pd.DataFrame, top_n: int | None, total_rows: int,
+                   record: Mapping[str, Any]) -> PageOptions:
+    """The whole grid's bests per GPU and model, and its cheapest configurations: one page."""
+    held = (f"The Sweep sheet holds the {top_n:,} cheapest rows by cost per 1M output tokens of a grid of "
+            f"{total_rows:,} rows; write .parquet for every row." if top_n is not None
+            else f"The Sweep sheet holds all {total_rows:,} rows of the grid.")
+    row = title_block(ws, "Sweep summary", held)
+    if record.get("price_rule"):
+        put(ws, row, 1, f"Prices: {record['price_rule']} (rows on Assumptions).", font=NOTE_FONT)
+        row += 2
+    put(ws, row, 1, "Best values per GPU and model over the whole grid (rows that run only)", font=LABEL_FONT)
     widths: dict[int, float] = {}
-    write_frame(ws, summary, row + 1, "GridSummary", widths)
-    set_widths(ws, widths)
-    ws.freeze_panes = f"A{row + 2}"
+    row = write_frame(ws, summary, row + 1, "GridSummary", widths) + 1
+    cheapest = top_rows(grid, CHEAPEST_SHOWN) if RANK_COLUMN in grid.columns else grid.head(0)
+    shown = [c for c in CHEAPEST_COLUMNS if c in cheapest.columns]
+    if len(cheapest) and shown:
+        put(ws, row, 1, f"The {len(cheapest)} cheapest configurations by cost per 1M output tokens",
+            font=LABEL_FONT)
+        write_frame(ws, cheapest[shown].reset_index(drop=True), row + 1, "Cheapest", widths)
+    set_widths(ws, {1: 12, 2: 16, **{column: 12 for column in range(3, max(widths, default=2) + 1)}})
+    return PageOptions(one_page=True)
 
 
 def _readme(ws, record: Mapping[str, Any], top_n: int | None, total_rows: int,
-            live: bool) -> None:
+            live: bool) -> PageOptions:
     sheets = [("Sweep", "One row per configuration as an Excel table with filters; units in "
                "the headers. The cost columns are live formulas on the Assumptions prices."),
               ("Frontier", "Decode throughput per GPU against TPOT as the batch grows, for the "
@@ -253,13 +286,14 @@ def _readme(ws, record: Mapping[str, Any], top_n: int | None, total_rows: int,
               ("Sources", "fleetplan version, sweep parameters, catalog versions and the "
                "catalog rows used, each with its source and date."),
               ("Read me", "This sheet.")]
-    if top_n is not None:
-        sheets.insert(0, ("Summary", f"The grid had {total_rows:,} rows; the Sweep sheet keeps "
-                          f"the {top_n:,} cheapest by {RANK_COLUMN}. Per GPU and model bests."))
+    kept = (f"the Sweep sheet keeps the {top_n:,} cheapest by cost per 1M output tokens" if top_n is not None
+            else "the Sweep sheet has every row")
+    sheets.insert(0, ("Summary", f"The grid had {total_rows:,} rows; {kept}. Bests per GPU and model and "
+                      "the cheapest configurations. The Sweep sheet prints its first rows only."))
     how_to = ["Filter and sort the Sweep table with the buttons in its header row.",
               "Change a GPU price on Assumptions (yellow cell): usd_per_hour and the per-token "
               "and per-request costs of that GPU's rows recalculate." if live else
               "Costs are fixed values: this sweep had no single price per GPU to link them to.",
               "Throughput, latency and memory are model outputs and do not change with prices."]
-    readme_sheet(ws, "fleetplan sweep", "Performance and cost of LLM serving configurations, "
-                 "computed by fleetplan's analytical model.", sheets, how_to, record)
+    return readme_sheet(ws, "fleetplan sweep", "Performance and cost of LLM serving configurations, "
+                        "computed by fleetplan's analytical model.", sheets, how_to, record)

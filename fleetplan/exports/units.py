@@ -2,7 +2,8 @@
 
 Sweep columns are documented in ``fleetplan.sweeps.columns.SWEEP_COLUMNS``; plan tables follow
 the naming convention of ``fleetplan.optimizer.fleet_plan`` (units in column names), so their units
-are read from the name. Both feed Parquet field metadata and workbook headers.
+are read from the name. Both feed Parquet field metadata and workbook headers
+(``fleetplan.exports.labels``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ _NAME_UNITS: tuple[tuple[str, str], ...] = (
     ("gpus", "GPUs"),
     ("hours", "hours"),
     ("_len", "tokens"),
+    ("_per_decode_replica", "replicas/replica"),
     ("replicas_mean", "replicas"),
     ("replicas_peak", "replicas"),
     ("replicas", "replicas"),
@@ -72,13 +74,3 @@ def description_of(name: str) -> str:
     """Description of a sweep column; ``""`` for other columns."""
     column = ALL_SWEEP_COLUMNS.get(name)
     return column.description if column is not None else ""
-
-
-def header_of(name: str) -> str:
-    """A workbook header: the column name plus its unit, e.g. ``tpot_ms (ms)``.
-
-    >>> header_of("usd_per_hour"), header_of("gpu")
-    ('usd_per_hour (USD/hour)', 'gpu')
-    """
-    unit = unit_of(name)
-    return f"{name} ({unit})" if unit else name

@@ -1,56 +1,115 @@
-"""Predicted-vs-measured report: a per-row CSV, or a workbook with a table, summaries and a chart."""
+"""Predicted-vs-measured report: a per-row CSV, or a workbook with a one-page Summary (error by
+metric and a predicted-vs-measured chart per metric), the rows, the error by GPU, model and
+metric, Sources and Read me."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
-from openpyxl import Workbook
 from openpyxl.chart import Reference, ScatterChart, Series
+from openpyxl.chart.marker import Marker
+from openpyxl.chart.shapes import GraphicalProperties
 
 from fleetplan.errors import InvalidValueError
-from fleetplan.exports.atomic import atomic_path
 from fleetplan.exports.csv import write_csv
-from fleetplan.exports.xlsx_common import table_sheet
+from fleetplan.exports.provenance import provenance
+from fleetplan.exports.xlsx_common import set_widths, title_block
+from fleetplan.exports.xlsx_package import Book, set_properties
+from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, chart_rows
+from fleetplan.exports.xlsx_sheets import write_frame
+from fleetplan.exports.xlsx_sources import catalog_rows, readme_sheet, sources_sheet
 from fleetplan.sweeps.model_validation import summaries
 
 COLUMNS = ["source", "gpu", "model", "quant", "tp", "input_len", "output_len", "scenario", "qps", "metric",
            "value", "predicted", "ape_pct"]
+FORMATS = {"value": "#,##0.00", "predicted": "#,##0.00", "ape_pct": "0.0", "qps": "#,##0.00",
+           "median_ape_pct": "0.0", "p90_ape_pct": "0.0", "rows": "#,##0", "n": "#,##0"}
+_CHART_CM = (8.0, 11.0)
+_SHEETS = (("Summary", "Absolute percentage error of the model's predictions by metric (median and 90th "
+            "percentile), and predicted against measured per metric: points on the line are exact."),
+           ("Rows", "Every measurement the model could predict: its inputs, measured and predicted value, "
+            "error."),
+           ("By GPU, model", "The same errors by GPU, model and metric."),
+           ("Sources", "fleetplan version, the measurement files and the catalog rows used."))
 
 
-def _chart(ws, n_rows: int, value_column: int, predicted_column: int) -> ScatterChart:
-    chart = ScatterChart()
-    chart.title, chart.style = "Predicted vs measured", 13
-    chart.x_axis.title, chart.y_axis.title = "measured", "predicted"
-    chart.x_axis.scaling.logBase = chart.y_axis.scaling.logBase = 10
-    xs = Reference(ws, min_col=value_column, min_row=2, max_row=n_rows + 1)
-    ys = Reference(ws, min_col=predicted_column, min_row=2, max_row=n_rows + 1)
-    series = Series(ys, xs, title="rows")
-    series.marker.symbol, series.graphicalProperties.line.noFill = "circle", True
-    chart.series.append(series)
-    chart.height, chart.width = 12, 18
-    return chart
-
-
-def write_validation(compared: pd.DataFrame, path: str | Path) -> Path:
-    """Write the per-row comparison (``validation.compare``) to ``.csv`` or ``.xlsx`` atomically."""
+def write_validation(compared: pd.DataFrame, path: str | Path, *, catalogs: Any = None,
+                     files: list[str] | None = None) -> Path:
+    """Write the per-row comparison (``model_validation.compare``) to ``.csv`` or ``.xlsx``."""
     path = Path(path)
-    rows = compared[[c for c in COLUMNS if c in compared.columns]]
+    rows = compared[[c for c in COLUMNS if c in compared.columns]].reset_index(drop=True)
     if path.suffix.lower() == ".csv":
         return write_csv(rows, path)
     if path.suffix.lower() != ".xlsx":
         message = f"validation report must be .csv or .xlsx, got '{path.name}'"
         raise InvalidValueError(message)
-    wb = Workbook()
-    ws = wb.active
-    ws.title = "Rows"
-    table_sheet(ws, rows, "Validation")
-    ws.add_chart(_chart(ws, len(rows), rows.columns.get_loc("value") + 1, rows.columns.get_loc("predicted") + 1),
-                 "P2")
-    for name, table in summaries(compared).items():
-        sheet = wb.create_sheet(name.replace(",", "")[:31])
-        table_sheet(sheet, table.round(2).reset_index(), "Summary_" + name.replace(",", "").replace(" ", "_"))
-    with atomic_path(path) as temporary:
-        wb.save(temporary)
-    return path
+    book = Book(header=PrintHeader("Model against measurements"))
+    wb = book.wb
+    wb.active.title = "Summary"
+    rows_sheet = wb.create_sheet("Rows")
+    widths: dict[int, float] = {}
+    ordered = rows.sort_values(["metric", "value"], kind="stable").reset_index(drop=True)
+    write_frame(rows_sheet, ordered, 1, "Validation", widths, formats=FORMATS)
+    set_widths(rows_sheet, {**widths, 1: min(widths.get(1, 30), 40)})
+    rows_sheet.freeze_panes = "B2"
+    tables = summaries(compared)
+    by_group = wb.create_sheet("By GPU, model")
+    widths = {}
+    write_frame(by_group, tables["by gpu, model, metric"].round(2).reset_index(), 1, "ByGpuModel", widths,
+                formats=FORMATS)
+    set_widths(by_group, widths)
+    book.pages["Summary"] = _summary(wb["Summary"], tables["by metric"].round(2).reset_index(), ordered)
+    record = provenance("validation", {"files": files or sorted(set(rows.get("source", [])))}, catalogs=catalogs)
+    ids = {kind: rows[kind].dropna().astype(str).unique() for kind in ("gpu", "model", "quant") if kind in rows}
+    book.pages["Sources"] = sources_sheet(wb.create_sheet("Sources"), record, catalog_rows(catalogs, ids, prices=[]))
+    book.pages["Read me"] = readme_sheet(wb.create_sheet("Read me"), "fleetplan validate", "The performance "
+                                         "model's predictions against measured benchmark results.", _SHEETS,
+                                         ["Filter the Rows table by GPU, model or metric with its header buttons."],
+                                         record)
+    set_properties(wb, "fleetplan validation", f"{len(rows):,} predicted rows", "fleetplan, validation")
+    return book.save(path)
 
+
+def _summary(ws, by_metric: pd.DataFrame, rows: pd.DataFrame) -> PageOptions:
+    """The error table and, per metric, predicted against measured (Rows sheet data)."""
+    row = title_block(ws, "Model against measurements", "Absolute percentage error of the predictions; "
+                      "each chart puts one metric's predicted values against the measured ones.")
+    after = write_frame(ws, by_metric, row, "ByMetric", formats=FORMATS)
+    set_widths(ws, {1: 22, 2: 12, 3: 12, 4: 12, 5: 12})
+    anchor_row = after + 1
+    value_column, predicted_column = COLUMNS.index("value") + 1, COLUMNS.index("predicted") + 1
+    positions = rows.groupby("metric", sort=False).indices
+    for number, (metric, at) in enumerate(positions.items()):
+        first, last = 2 + int(at.min()), 2 + int(at.max())
+        chart = _scatter(ws.parent["Rows"], metric, first, last, value_column, predicted_column)
+        column = "A" if number % 2 == 0 else "G"
+        ws.add_chart(chart, f"{column}{anchor_row + (number // 2) * (chart_rows(_CHART_CM[0]) + 1)}")
+    return PageOptions(one_page=True)
+
+
+def _scatter(rows_ws, metric: str, first: int, last: int, x_column: int, y_column: int) -> ScatterChart:
+    chart = ScatterChart()
+    chart.title = f"{metric}: predicted vs measured"
+    chart.style = 13
+    chart.scatterStyle = "lineMarker"
+    xs = Reference(rows_ws, min_col=x_column, min_row=first, max_row=last)
+    ys = Reference(rows_ws, min_col=y_column, min_row=first, max_row=last)
+    points = Series(ys, xs, title="measurements")
+    points.marker = Marker(symbol="circle", size=5)
+    points.marker.graphicalProperties = GraphicalProperties(solidFill="1F77B4")  # LibreOffice draws no
+    points.marker.graphicalProperties.line.solidFill = "1F77B4"  # marker without a fill of its own
+    points.graphicalProperties.line.noFill = True
+    chart.series.append(points)
+    diagonal = Series(Reference(rows_ws, min_col=x_column, min_row=first, max_row=last),
+                      Reference(rows_ws, min_col=x_column, min_row=first, max_row=last), title="exact")
+    diagonal.marker = Marker(symbol="none")
+    diagonal.graphicalProperties.line.solidFill = "C00000"
+    chart.series.append(diagonal)
+    chart.x_axis.title, chart.y_axis.title = "measured", "predicted"
+    chart.x_axis.delete = chart.y_axis.delete = False
+    chart.x_axis.numFmt = chart.y_axis.numFmt = "#,##0"
+    chart.legend.position = "b"
+    chart.height, chart.width = _CHART_CM
+    return chart

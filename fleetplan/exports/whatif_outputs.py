@@ -1,82 +1,25 @@
-"""What-if grid outputs: the comparison workbook (one row per scenario, a pivot sheet and chart
-per axis, the base plan's fleet) and the same tables as Parquet."""
+"""What-if grid outputs by suffix: the workbook (``fleetplan.exports.whatif_workbook``), the same
+tables as a folder of Parquet files, or the scenarios as CSV."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
-from openpyxl import Workbook
-from openpyxl.chart import LineChart, Reference
 
 from fleetplan.errors import InvalidValueError
-from fleetplan.exports.atomic import atomic_dir, atomic_path
+from fleetplan.exports.atomic import atomic_dir
 from fleetplan.exports.csv import write_csv
 from fleetplan.exports.parquet import write_table_parquet
 from fleetplan.exports.provenance import provenance
-from fleetplan.exports.xlsx_common import table_sheet
-
-OUTPUTS = ("usd_per_month", "usd_per_m_tokens", "gpus_peak")
-
-
-def pivots(results: pd.DataFrame, axes: list[str]) -> dict[str, pd.DataFrame]:
-    """Per axis: mean, min and max of the outputs over the solved scenarios at each axis value."""
-    solved = results[results["status"].isin(["optimal", "time_limit"])]
-    tables = {}
-    for axis in axes:
-        grouped = solved.groupby(solved[axis].astype(str), sort=False)[list(OUTPUTS)]
-        table = grouped.agg(["mean", "min", "max"])
-        table.columns = [f"{column}_{stat}" for column, stat in table.columns]
-        table.insert(0, "scenarios", grouped.size())
-        tables[axis] = table.reset_index().rename(columns={axis: axis})
-    return tables
-
-
-def _sheet_name(text: str, taken: set[str]) -> str:
-    name = re.sub(r"[\[\]:*?/\\]", "_", text)[:28]
-    while name in taken:
-        name = name[:26] + f"_{len(taken)}"
-    taken.add(name)
-    return name
-
-
-def _cost_chart(ws, n_rows: int, axis: str) -> LineChart:
-    chart = LineChart()
-    chart.title, chart.style = f"Mean cost vs {axis}", 12
-    chart.y_axis.title, chart.x_axis.title = "USD/month", axis
-    data = Reference(ws, min_col=3, min_row=1, max_row=n_rows + 1)  # usd_per_month_mean
-    chart.add_data(data, titles_from_data=True)
-    chart.set_categories(Reference(ws, min_col=1, min_row=2, max_row=n_rows + 1))
-    chart.height, chart.width = 8, 16
-    return chart
-
-
-def write_grid_xlsx(results: pd.DataFrame, path: Path, *, axes: list[str], base_fleet: pd.DataFrame | None,
-                    metadata: dict) -> Path:
-    wb = Workbook()
-    ws = wb.active
-    ws.title = "Scenarios"
-    table_sheet(ws, results, "Scenarios")
-    taken = {"Scenarios"}
-    for axis, table in pivots(results, axes).items():
-        sheet = wb.create_sheet(_sheet_name(f"By {axis}", taken))
-        table_sheet(sheet, table, "By_" + re.sub(r"\W", "_", axis))
-        if len(table):
-            sheet.add_chart(_cost_chart(sheet, len(table), axis), f"A{len(table) + 4}")
-    if base_fleet is not None:
-        table_sheet(wb.create_sheet(_sheet_name("Base plan fleet", taken)), base_fleet, "Base_fleet")
-    notes = wb.create_sheet(_sheet_name("Read me", taken))
-    table_sheet(notes, pd.DataFrame({"key": list(metadata), "value": [str(v) for v in metadata.values()]}),
-                      "Provenance")
-    with atomic_path(path) as temporary:
-        wb.save(temporary)
-    return path
+from fleetplan.exports.whatif_workbook import pivots, write_grid_xlsx
 
 
 def write_grid_parquet(results: pd.DataFrame, folder: Path, *, axes: list[str], base_fleet: pd.DataFrame | None,
-                       metadata: dict) -> Path:
-    record = provenance("whatif", metadata)
+                       metadata: dict, catalogs: Any = None, prices_used: list | None = None) -> Path:
+    record = provenance("whatif", {**metadata, "prices_used": prices_used or []}, catalogs=catalogs)
     tables = {"scenarios": results, **{f"by_{re.sub(r'[^A-Za-z0-9_.-]', '_', a)}": t for a, t in pivots(results, axes).items()}}
     if base_fleet is not None:
         tables["base_fleet"] = base_fleet
@@ -86,14 +29,22 @@ def write_grid_parquet(results: pd.DataFrame, folder: Path, *, axes: list[str], 
     return folder
 
 
-def write_grid(results: pd.DataFrame, path: str | Path, *, axes: list[str], base_fleet=None, metadata=None) -> Path:
-    """Write the grid's tables by suffix: ``.xlsx``, ``.parquet`` (a folder) or ``.csv`` (scenarios)."""
+def write_grid(results: pd.DataFrame, path: str | Path, *, axes: list[str], base_fleet=None, metadata=None,
+               base_usd_per_month: float | None = None, catalogs: Any = None, prices_used: list | None = None) -> Path:
+    """Write the grid's tables by suffix: ``.xlsx``, ``.parquet`` (a folder) or ``.csv`` (scenarios).
+
+    ``base_usd_per_month`` (the base scenario's cost) lets the workbook draw a tornado chart of a
+    grid that varies one input at a time; ``catalogs`` and ``prices_used`` (the base plan's price
+    rows) fill its Sources.
+    """
     path, metadata = Path(path), dict(metadata or {})
     suffix = path.suffix.lower()
     if suffix == ".xlsx":
-        return write_grid_xlsx(results, path, axes=axes, base_fleet=base_fleet, metadata=metadata)
+        return write_grid_xlsx(results, path, axes=axes, base_fleet=base_fleet, metadata=metadata,
+                               base_usd_per_month=base_usd_per_month, catalogs=catalogs, prices_used=prices_used)
     if suffix == ".parquet":
-        return write_grid_parquet(results, path, axes=axes, base_fleet=base_fleet, metadata=metadata)
+        return write_grid_parquet(results, path, axes=axes, base_fleet=base_fleet, metadata=metadata,
+                                  catalogs=catalogs, prices_used=prices_used)
     if suffix == ".csv":
         return write_csv(results, path)
     message = f"what-if output must be .xlsx, .parquet or .csv, got '{path.name}'"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -91,26 +92,31 @@ def _collect(data, top_n: int | None) -> tuple[pd.DataFrame, pd.DataFrame | None
     return frame, summary, total
 
 
-def write_plan(plan: Any, path: str | os.PathLike, *, layout: str = "folder") -> Path:
+def write_plan(plan: Any, path: str | os.PathLike, *, layout: str = "folder",
+               start_date: dt.date | None = None) -> Path:
     """Write a ``FleetPlan`` by suffix; returns ``path``.
 
-    ``.xlsx``: the live workbook. ``.json``: ``write_plan_json``. ``.parquet``: one Parquet file per
-    table, in a folder named ``path`` (``layout="folder"``) or as ``<stem>.<table>.parquet``
-    files next to it (``layout="files"``).
+    ``.xlsx``: the live workbook, months labelled from ``start_date`` (default: the first of
+    next month). ``.json``: ``write_plan_json``. ``.parquet``: one Parquet file per table, in a
+    folder named ``path`` (``layout="folder"``) or as ``<stem>.<table>.parquet`` files next to
+    it (``layout="files"``).
     """
     suffix = _suffix(path, PLAN_SUFFIXES, "plan")
     if suffix == ".json":
         return write_plan_json(plan, output_path(path))
     if suffix == ".parquet":
         return write_plan_parquet(plan, path, layout=layout)
-    return write_plan_xlsx(plan, path)
+    return write_plan_xlsx(plan, path, start_date=start_date)
 
 
-def write_compare(table: pd.DataFrame, path: str | os.PathLike, params: Mapping[str, Any]) -> Path:
-    """Write a rent-or-buy comparison by suffix: ``.csv``, ``.json`` or a live ``.xlsx``."""
+def write_compare(table: pd.DataFrame, path: str | os.PathLike, params: Mapping[str, Any], *,
+                  workload: Mapping[str, Any] | None = None, catalogs: Any = None, price_rule: str = "") -> Path:
+    """Write a rent-or-buy comparison by suffix: ``.csv``, ``.json`` or a live ``.xlsx``
+    (``workload``, ``catalogs`` and ``price_rule`` fill its Summary, Assumptions and Sources)."""
     suffix = _suffix(path, COMPARE_SUFFIXES, "comparison")
     if suffix == ".csv":
         return write_csv(table, path)
     if suffix == ".json":
-        return write_text_atomic(path, table.to_json(orient="records", indent=2))
-    return write_compare_xlsx(table, path, params=dict(params))
+        return write_text_atomic(path, table.to_json(orient="records", indent=2, double_precision=15))
+    return write_compare_xlsx(table, path, params=dict(params), workload=workload, catalogs=catalogs,
+                              price_rule=price_rule)

@@ -27,6 +27,8 @@ from openpyxl.worksheet.filters import AutoFilter
 from openpyxl.worksheet.table import Table, TableColumn, TableStyleInfo
 from openpyxl.worksheet.worksheet import Worksheet
 
+from fleetplan.exports.sanitize import clean_text
+
 # Finance convention: inputs in blue on a pale yellow fill; headers white on dark blue.
 HEADER_FONT = Font(bold=True, color="FFFFFF")
 HEADER_FILL = PatternFill("solid", fgColor="1F4E78")
@@ -52,9 +54,21 @@ _UNIT_FORMATS = {
     "requests/s": DECIMAL, "tokens/month": INTEGER, "tokens": INTEGER, "sequences": INTEGER,
     "GPUs": INTEGER, "replicas": DECIMAL, "nodes": INTEGER, "hours": INTEGER,
 }
-EXCEL_MAX_TEXT = 32_767
-_ILLEGAL_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.]+")
+
+
+def default_format(value: Any) -> str | None:
+    """The display format of a lone number: whole numbers with separators, small fractions with
+    three decimals, others with two; None for anything but a number.
+
+    >>> default_format(12), default_format(0.0042), default_format(1234.5), default_format("x")
+    ('#,##0', '0.000', '#,##0.00', None)
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, int) or (math.isfinite(value) and value == round(value)):
+        return INTEGER
+    return "0.000" if abs(value) < 1 else DECIMAL
 
 
 def number_format_for(unit: str, integer: bool = False) -> str:
@@ -62,11 +76,6 @@ def number_format_for(unit: str, integer: bool = False) -> str:
     if integer and unit not in ("fraction",) and not unit.startswith("USD"):
         return INTEGER
     return _UNIT_FORMATS.get(unit, DECIMAL)
-
-
-def clean_text(value: Any) -> str:
-    """``value`` as text a workbook can hold: no XML-illegal characters, Excel's length cap."""
-    return _ILLEGAL_XML.sub("", str(value))[:EXCEL_MAX_TEXT]
 
 
 def plain_value(value: Any) -> Any:
@@ -89,7 +98,8 @@ def plain_value(value: Any) -> Any:
 
 def put(ws: Worksheet, row: int, column: int, value: Any, number_format: str | None = None,
         font: Font | None = None) -> Cell:
-    """Write a constant: text is always a text cell, never a formula. Returns the cell."""
+    """Write a constant: text is always a text cell, never a formula; a number without a format
+    gets :func:`default_format`. Returns the cell."""
     cell = ws.cell(row=row, column=column)
     value = plain_value(value)
     if isinstance(value, str):
@@ -97,6 +107,7 @@ def put(ws: Worksheet, row: int, column: int, value: Any, number_format: str | N
         cell.data_type = "s"  # openpyxl made "=..." a formula on assignment: undo it
     else:
         cell.value = value
+    number_format = number_format or default_format(value)
     if number_format:
         cell.number_format = number_format
     if font is not None:
@@ -144,7 +155,8 @@ def style_header(ws: Worksheet, row: int, first_column: int, headers: list[str])
         cell = put(ws, row, first_column + offset, header, font=HEADER_FONT)
         cell.fill = HEADER_FILL
         cell.alignment = Alignment(wrap_text=True, vertical="center")
-    ws.row_dimensions[row].height = 30  # room for a wrapped unit
+    lines = max((math.ceil(len(str(h)) / 12) for h in headers), default=1)
+    ws.row_dimensions[row].height = min(60, max(30, 15 * lines))  # room for wrapped words and units
 
 
 def table_name(text: str) -> str:
@@ -196,21 +208,29 @@ def define_name(wb, name: str, ws: Worksheet, coordinate: str) -> None:
 def set_widths(ws: Worksheet, widths: dict[int, float]) -> None:
     """Column widths in characters, keyed by 1-based column number."""
     for column, width in widths.items():
-        ws.column_dimensions[get_column_letter(column)].width = max(6.0, min(width, 60.0))
+        ws.column_dimensions[get_column_letter(column)].width = max(6.0, min(width, 110.0))
 
 
 def text_width(values, header: str, number_format: str | None = None) -> float:
     """Width that fits a header and sample values, in characters."""
-    longest = max((len(str(v)) for v in values), default=0)
+    longest = max((_shown_length(v) for v in values), default=0)
     if number_format and number_format != "General":
-        longest = max(longest, 12)
-    return max(len(header) * 0.9, longest) + 2
+        longest = max(longest, 10)
+    words = max((len(word) for word in str(header).split()), default=0)
+    return min(max(len(header) / 2.2, words, longest) + 2, 60.0)  # headers wrap over up to 3 lines
+
+
+def _shown_length(value: Any) -> int:
+    """Characters a value takes on screen: numbers with separators, a currency sign and decimals."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return len(f"{value:,.2f}") + 1 if math.isfinite(value) else 0
+    return len(str(value))
 
 
 def wrap(ws: Worksheet, cell: Cell, width_chars: float) -> Cell:
     """Wrap a long text cell and give its row the height the lines need (Excel caps at 409)."""
     cell.alignment = WRAP
-    per_line = max(width_chars * 0.65, 1.0)  # proportional fonts fit fewer characters
+    per_line = max(width_chars * 1.1, 1.0)  # Calibri (or metric-compatible Carlito) text
     lines = sum(max(1, math.ceil(len(part) / per_line))
                 for part in str(cell.value or "").split("\n"))
     current = ws.row_dimensions[cell.row].height or 15.0

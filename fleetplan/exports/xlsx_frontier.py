@@ -97,8 +97,11 @@ def frontier_sheet(ws: Worksheet, curves: pd.DataFrame, tpot_slo_ms: float | Non
 
 def frontier_block(ws: Worksheet, row: int, curves: pd.DataFrame, tpot_slo_ms: float | None,
                    knees: pd.DataFrame, widths: dict[int, float], suffix: str = "",
-                   title: str = "Decode throughput per GPU vs time per output token") -> int:
-    """One chart with its data tables from ``row``; returns the first free row below both."""
+                   title: str = "Decode throughput per GPU vs time per output token",
+                   anchor: str | None = None, size: tuple[float, float] = (12, 20)) -> int:
+    """One chart with its data tables from ``row``; returns the first free row below both.
+    The chart sits beside its data (column G) unless an ``anchor`` cell places it elsewhere;
+    ``size`` is its height and width [cm]."""
     curves = thin_curves(curves)
     after = write_frame(ws, curves, row, f"FrontierCurves{suffix}", widths)
     chart = ScatterChart()
@@ -109,7 +112,7 @@ def frontier_block(ws: Worksheet, row: int, curves: pd.DataFrame, tpot_slo_ms: f
     chart.x_axis.delete = chart.y_axis.delete = False
     chart.x_axis.numFmt, chart.y_axis.numFmt = "0", "#,##0"
     chart.legend.position = "b"
-    chart.height, chart.width = 12, 20
+    chart.height, chart.width = size
     starts = curves.groupby("config", sort=False).indices
     for number, (label, positions) in enumerate(starts.items()):
         first, last = row + 1 + positions.min(), row + 1 + positions.max()
@@ -119,8 +122,8 @@ def frontier_block(ws: Worksheet, row: int, curves: pd.DataFrame, tpot_slo_ms: f
         chart.series.append(series)
     if tpot_slo_ms is not None:
         after = _slo_and_knees(ws, chart, curves, knees, tpot_slo_ms, after + 1, widths, suffix)
-    ws.add_chart(chart, f"G{row}")
-    return max(after, row + 24) + 1
+    ws.add_chart(chart, anchor or f"G{row}")
+    return (max(after, row + 24) if anchor is None else after) + 1
 
 
 def _series(ws: Worksheet, x_column: int, y_column: int, first: int, last: int,

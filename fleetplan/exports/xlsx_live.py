@@ -18,7 +18,7 @@ from typing import Any
 from openpyxl.utils.cell import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
-from fleetplan.exports.units import header_of
+from fleetplan.exports.labels import header_of
 from fleetplan.exports.xlsx_common import (
     add_table,
     define_name,
@@ -93,7 +93,7 @@ def write_live_table(book: Book, ws: Worksheet, first_row: int, columns: list[Li
         for position in range(rows):
             _write_cell(book, ws, first_row + 1 + position, number, column, position)
         if widths is not None:
-            sample = [v for v in column.values[:100] if isinstance(v, str)]
+            sample = list(column.values[:100])
             widths[number] = max(widths.get(number, 0),
                                  text_width(sample, headers[offset], column.number_format))
     if columns:

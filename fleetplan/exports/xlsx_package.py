@@ -1,4 +1,5 @@
-"""Saving a workbook: openpyxl writes the package, then fleetplan finishes it.
+"""Saving a workbook: every sheet gets its page setup, openpyxl writes the package, then
+fleetplan finishes it.
 
 Finishing rewrites the ZIP package once, streaming: each formula cell openpyxl wrote gets its
 Python value as cached result, and each bulk sheet (``xlsx_rows``) gets its data rows spliced
@@ -26,7 +27,9 @@ from openpyxl.utils.cell import get_column_letter
 
 import fleetplan
 from fleetplan.exports.atomic import atomic_path
+from fleetplan.exports.sanitize import property_text
 from fleetplan.exports.xlsx_common import Formulas
+from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, setup_sheet
 from fleetplan.exports.xlsx_rows import BulkSheet
 
 log = logging.getLogger(__name__)
@@ -41,12 +44,25 @@ _SHEET_DATA_END = b"</sheetData>"
 
 @dataclass
 class Book:
-    """A workbook being built: openpyxl's object plus fleetplan's formula and bulk records."""
+    """A workbook being built: openpyxl's object plus fleetplan's formula and bulk records, and
+    how each sheet prints (``pages``: options by sheet title; ``header``: the printed pages'
+    subject and date, by default the workbook's title and today)."""
 
     wb: Workbook = field(default_factory=Workbook)
     formulas: Formulas = field(default_factory=Formulas)
     bulk: dict[str, BulkSheet] = field(default_factory=dict)
     mismatches: list[str] = field(default_factory=list)
+    pages: dict[str, PageOptions] = field(default_factory=dict)
+    header: PrintHeader | None = None
+
+    def setup_pages(self) -> None:
+        """Page setup for every sheet (``fleetplan.exports.xlsx_print``)."""
+        header = self.header or PrintHeader(self.wb.properties.title or "fleetplan")
+        for ws in self.wb.worksheets:
+            bulk = self.bulk.get(ws.title)
+            setup_sheet(ws, header, self.pages.get(ws.title),
+                        bulk_rows=len(bulk.frame) if bulk else None,
+                        bulk_columns=len(bulk.columns) if bulk else None)
 
     def formula_cell_count(self) -> int:
         """Formula cells in the saved workbook (bulk sheets counted after saving)."""
@@ -54,6 +70,7 @@ class Book:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the finished workbook to ``path`` atomically."""
+        self.setup_pages()
         self.wb.calculation.fullCalcOnLoad = True
         buffer = io.BytesIO()
         self.wb.save(buffer)
@@ -130,12 +147,12 @@ def set_properties(wb: Workbook, title: str, description: str, keywords: str,
     created = (created or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
     created = created.replace(tzinfo=None, microsecond=0)
     props = wb.properties
-    props.title = title
+    props.title = property_text(title)
     props.subject = "GPU fleet planning"
     props.creator = f"fleetplan {fleetplan.__version__}"
     props.lastModifiedBy = f"fleetplan {fleetplan.__version__}"
-    props.description = description
-    props.keywords = keywords
+    props.description = property_text(description, limit=2000)
+    props.keywords = property_text(keywords)
     props.version = fleetplan.__version__
     props.created = created
     props.modified = created

@@ -20,10 +20,13 @@ from fleetplan.sweeps import estimate_cases
 from fleetplan.sweeps.assumptions import check_engine
 
 #: Columns of the candidate table the optimizer reads (plus ``variant`` for what-ifs).
+#: How sure each candidate's capacity is (``fleetplan.sweeps.uncertainty``): measured, transferred or
+#: prior efficiency rows, and the p10/p90 signed error [%] of held-out rows like it.
+UNCERTAINTY_COLUMNS = ("calibration", "error_p10_pct", "error_p90_pct")
 CANDIDATE_COLUMNS = ["workload", "bucket", "config", "route", "stage", "stages", "pool", "model",
                      "gpu", "quant", "tp", "input_len", "output_len", "tpot_slo_ms",
                      "ttft_slo_ms", "req_s_per_replica", "batch", "tpot_ms", "ttft_ms", "valid",
-                     "reason"]
+                     "reason", *UNCERTAINTY_COLUMNS]
 
 
 def config_ids(model, gpu, quant, tp) -> pd.Series:
@@ -118,10 +121,15 @@ def engine_cases(scenario: Scenario, buckets: pd.DataFrame, names: dict,
     return cases.reset_index(drop=True)
 
 
-def from_engine(cases: pd.DataFrame, catalogs: Catalogs, estimate=None) -> pd.DataFrame:
-    """Run the cases through the performance engine in one call; candidate columns out."""
-    estimate = estimate_cases if estimate is None else estimate
-    result = estimate(cases, catalogs)
+def from_engine(cases: pd.DataFrame, catalogs: Catalogs, estimate=None,
+                capacity_quantile: str = "p50") -> pd.DataFrame:
+    """Run the cases through the performance engine in one call; candidate columns out
+    (capacities at ``capacity_quantile`` of the calibration error band)."""
+    if estimate is None:
+        quantile = {} if capacity_quantile == "p50" else {"capacity_quantile": capacity_quantile}
+        result = estimate_cases(cases, catalogs, **quantile)
+    else:
+        result = estimate(cases, catalogs)
     valid = result["valid"].astype(bool) & result["fits"].astype(bool) \
         if "fits" in result else result["valid"].astype(bool)
     capacity = np.where(valid, result["req_s"].to_numpy(dtype=float), 0.0)
@@ -133,6 +141,9 @@ def from_engine(cases: pd.DataFrame, catalogs: Catalogs, estimate=None) -> pd.Da
     out["valid"] = valid.to_numpy()
     out["reason"] = result["reason"].astype(str).replace({"nan": ""}).to_numpy() \
         if "reason" in result else ""
+    for column in UNCERTAINTY_COLUMNS:
+        if column in result:
+            out[column] = result[column].to_numpy()
     return out
 
 

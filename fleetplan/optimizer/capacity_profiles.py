@@ -16,21 +16,28 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fleetplan.errors import ScenarioError
+from fleetplan.catalogs.input_files import read_csv_table
+from fleetplan.errors import ScenarioError, did_you_mean
 
 REQUIRED = ("gpu", "tp", "input_tokens", "output_tokens", "max_req_s")
 OPTIONAL_TEXT = ("model", "quant", "workload")
 OPTIONAL_NUMBERS = ("tpot_ms", "ttft_ms")
 
 
-def read_profiles(path: str | Path) -> pd.DataFrame:
-    """A validated profile table (one-line ScenarioError naming the row and column if not)."""
+#: Allowed range of each numeric column: a positive ``max_req_s`` below the lower bound is a
+#: typo (1e-300 would make the fleet astronomically large), above the upper one a lost unit.
+BOUNDS = {"tp": (1, 64), "input_tokens": (1, 10_000_000), "output_tokens": (1, 10_000_000),
+          "max_req_s": (1e-3, 1e6), "tpot_ms": (0, 1e6), "ttft_ms": (0, 1e7)}
+
+
+def read_profiles(path: str | Path, known_gpus=None) -> pd.DataFrame:
+    """A validated profile table (one-line ScenarioError naming the row and column if not).
+
+    ``known_gpus`` (catalog ids): a GPU outside it is an error with a "did you mean".
+    """
     path = Path(path)
     where = f"capacity_profiles: {path}"
-    if not path.is_file():
-        message = f"{where}: file not found"
-        raise ScenarioError(message)
-    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    table = read_csv_table(path, "capacity profile", error=ScenarioError, dtype=str, keep_default_na=False)
     table.columns = [c.strip().lower() for c in table.columns]
     missing = [c for c in REQUIRED if c not in table.columns]
     if missing:
@@ -39,6 +46,7 @@ def read_profiles(path: str | Path) -> pd.DataFrame:
     for column in OPTIONAL_TEXT:
         table[column] = table[column].str.strip().str.lower() if column in table else ""
     table["gpu"] = table["gpu"].str.strip().str.lower()
+    _check_gpus(table["gpu"], known_gpus, where)
     for column in ("tp", "input_tokens", "output_tokens", "max_req_s", *OPTIONAL_NUMBERS):
         table[column] = _numbers(table, column, where)
     return table
@@ -50,15 +58,31 @@ def _numbers(table: pd.DataFrame, column: str, where: str) -> pd.Series:
     raw = table[column].str.strip()
     values = pd.to_numeric(raw, errors="coerce")
     optional = column in OPTIONAL_NUMBERS
-    bad = (values.isna() & ~(optional & (raw == ""))) | (values < 0)
-    if column != "max_req_s" and not optional:
-        bad |= (values <= 0) | (values != values.round())
+    low, high = BOUNDS[column]
+    bad = (values.isna() & ~(optional & (raw == ""))) | (values < low) | (values > high)
+    if column == "max_req_s":  # 0 says the configuration cannot meet the SLO
+        bad = (values.isna() | (values > high) | ((values != 0) & ~(values >= low)))
+        kind = f"0 (cannot meet the SLO) or a finite number >= {low:g} and <= {high:g}"
+    elif optional:
+        kind = f"a finite number >= {low:g} and <= {high:g}"
+    else:
+        bad |= values != values.round()
+        kind = f"a whole number >= {low:g} and <= {high:g}"
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
-        kind = "a number >= 0" if column == "max_req_s" or optional else "a whole number > 0"
         message = f"{where}: row {row + 2}, column {column}: must be {kind}, got {raw.iloc[row]!r}"
         raise ScenarioError(message)
     return values
+
+
+def _check_gpus(gpus: pd.Series, known, where: str) -> None:
+    if known is None:
+        return
+    unknown = sorted(set(gpus) - set(known))
+    if unknown:
+        row = int(np.flatnonzero((gpus == unknown[0]).to_numpy())[0])
+        message = f"{where}: row {row + 2}, column gpu: {did_you_mean(unknown[0], known, kind='gpu')}"
+        raise ScenarioError(message)
 
 
 def profile_candidates(profiles: pd.DataFrame, buckets: pd.DataFrame, names: dict,

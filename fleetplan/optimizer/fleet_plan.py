@@ -74,7 +74,9 @@ class FleetPlan:
     Tables (pandas DataFrames, one row per key listed first):
         fleet: (config, pricing_type): model, gpu, quant, tp, replicas_peak,
             replicas_mean (hour-weighted), gpus_peak, usd_per_gpu_hour, usd_per_month,
-            usd_total. Costs are for the GPUs the replicas occupy; rounding to whole nodes
+            usd_total, calibration (measured, transferred or prior efficiency rows) and
+            error_p10_pct / error_p90_pct (signed error band of rows like it [%]) where the
+            capacity came from the performance model. Costs are for the GPUs the replicas occupy; rounding to whole nodes
             shows as ``idle_usd_per_month`` in costs_by_gpu.
         fleet_by_period: (period, config, pricing_type): month, hour, gpu, replicas,
             gpus (= replicas x tp).

@@ -21,6 +21,7 @@ from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.period_merging import merge_identical_periods, spread_periods
 from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.plan_summary import usd
+from fleetplan.optimizer.problem_checks import check_problem
 from fleetplan.optimizer.solution_tables import assemble_plan
 from fleetplan.optimizer.solver import SolveOptions
 
@@ -49,6 +50,7 @@ def optimize_problem(problem: Problem, options: SolveOptions | None = None,
     constraint family at full resolution (every period of ``problem``) before it is returned."""
     options = options or SolveOptions()
     deadline = Deadline(options.time_limit_s)
+    check_problem(problem)
     original = problem
     problem, representative = merge_identical_periods(problem)
     plan = _solve(problem, options, what_if or WhatIfOptions(enabled=False), metadata, deadline)

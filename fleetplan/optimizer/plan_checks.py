@@ -140,8 +140,8 @@ def check_availability(view: PlanView) -> list[str]:
     per_gpu = gpus.groupby(["gpu", "period"]).agg(bought=("bought", "sum"),
                                                   cap=("max_gpus", "first"))
     over = per_gpu[per_gpu["bought"] > per_gpu["cap"].astype(float).fillna(np.inf) + TOLERANCE]
-    return [f"availability: {gpu} in period {period}: {row.bought:.0f} GPUs > cap {row.cap:.0f}"
-            for (gpu, period), row in over.iterrows()]
+    return [f"availability: {gpu} in period {period}: {bought:.0f} GPUs > cap {cap:.0f}"
+            for (gpu, period), bought, cap in zip(over.index, over["bought"], over["cap"], strict=True)]
 
 
 def check_offer_caps(view: PlanView) -> list[str]:

@@ -48,7 +48,8 @@ def summary_text(plan: FleetPlan, max_rows: int = 12) -> str:
     ]
     lines += _table("fleet (peak replicas):", plan.fleet,
                     ["config", "pricing_type", "replicas_peak", "replicas_mean", "gpus_peak",
-                     "usd_per_gpu_hour", "usd_per_month"], max_rows)
+                     "usd_per_gpu_hour", "usd_per_month", "calibration", "error_p10_pct", "error_p90_pct"],
+                    max_rows)
     lines += _table("cost by pricing type:", plan.costs_by_pricing,
                     ["pricing_type", "gpus_peak", "usd_per_month", "share"], max_rows)
     lines += _table("workloads:", plan.workloads,

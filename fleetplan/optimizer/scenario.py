@@ -13,12 +13,23 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
 
 from fleetplan.catalogs.conventions import HOURS_PER_MONTH, PRICING_TYPES
+from fleetplan.catalogs.prices import (
+    DEFAULT_MAX_PRICE_AGE_DAYS,
+    DEFAULT_PRICE_RULE,
+    parse_price_rule,
+)
 
 PricingType = Literal[PRICING_TYPES]
 SolverName = Literal["auto", "highs", "cbc"]
 
 #: Most values of an hourly demand profile: the hours of a leap year.
 MAX_PROFILE_HOURS = 8784
+#: Most workloads one scenario may hold: the MILP grows with workloads x configurations.
+MAX_WORKLOADS = 500
+#: Largest availability cap [GPUs] and own price [USD/GPU-hour] a scenario may give (the price
+#: bound is the prices catalog's).
+MAX_GPUS = 1_000_000
+MAX_USD_PER_GPU_HOUR = 1000.0
 
 _PROFILE_SCHEMA = {
     "anyOf": [{"type": "array", "items": {"type": "number", "minimum": 0},
@@ -33,7 +44,7 @@ _PROFILE_SCHEMA = {
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
+    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
 
 
 class RequestBucket(_Strict):
@@ -41,7 +52,7 @@ class RequestBucket(_Strict):
 
     input_tokens: int = Field(gt=0, le=10_000_000, description="Prompt tokens per request")
     output_tokens: int = Field(gt=0, le=10_000_000, description="Output tokens per request")
-    weight: float = Field(gt=0, description="Relative share of requests (normalized to sum 1)")
+    weight: float = Field(gt=0, le=1e6, description="Relative share of requests (normalized to sum 1)")
 
 
 class Workload(_Strict):
@@ -49,9 +60,9 @@ class Workload(_Strict):
 
     name: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.\-]+$")
     model: str = Field(min_length=1, description="Model id (models catalog)")
-    requests_per_s: float | None = Field(None, gt=0, description="Mean demand [requests/s]")
-    tokens_per_s: float | None = Field(None, gt=0, description="Mean demand [tokens/s]")
-    tokens_per_month: float | None = Field(None, gt=0, description="Demand [tokens/month]")
+    requests_per_s: float | None = Field(None, gt=0, le=1e7, description="Mean demand [requests/s]")
+    tokens_per_s: float | None = Field(None, gt=0, le=1e10, description="Mean demand [tokens/s]")
+    tokens_per_month: float | None = Field(None, gt=0, le=1e16, description="Demand [tokens/month]")
     token_basis: Literal["total", "output"] = Field(
         "total", description="Whether token demand counts prompt + output or output tokens only")
     input_tokens: int | None = Field(None, gt=0, le=10_000_000,
@@ -60,8 +71,8 @@ class Workload(_Strict):
                                       description="Mean output tokens per request")
     histogram: list[RequestBucket] | None = Field(
         None, min_length=1, max_length=400, description="Request sizes as weighted buckets")
-    tpot_slo_ms: float | None = Field(None, gt=0, description="Time per output token SLO [ms]")
-    ttft_slo_ms: float | None = Field(None, gt=0, description="Time to first token SLO [ms]")
+    tpot_slo_ms: float | None = Field(None, gt=0, le=1e5, description="Time per output token SLO [ms]")
+    ttft_slo_ms: float | None = Field(None, gt=0, le=1e6, description="Time to first token SLO [ms]")
     quants: list[str] = Field(["bf16"], min_length=1, description="Allowed quantizations")
     hourly_profile: Annotated[Any, WithJsonSchema(_PROFILE_SCHEMA)] = None
     monthly_growth: float = Field(0.0, gt=-1, le=10,
@@ -140,7 +151,7 @@ class GpuOption(_Strict):
     id: str = Field(min_length=1, description="GPU id (gpus catalog)")
     pricing: list[PricingType] | None = Field(
         None, min_length=1, description="Pricing types allowed for this GPU (default: fleet's)")
-    max_gpus: int | None = Field(None, ge=0, description="Availability cap at any time [GPUs]")
+    max_gpus: int | None = Field(None, ge=0, le=MAX_GPUS, description="Availability cap at any time [GPUs]")
     max_gpus_by_pricing: dict[PricingType, int] | None = Field(
         None, description="Availability cap per pricing type [GPUs]")
     gpus_per_node: int | None = Field(None, ge=1, le=1024,
@@ -157,10 +168,15 @@ class GpuOption(_Strict):
 
     @field_validator("usd_per_gpu_hour", "max_gpus_by_pricing")
     @classmethod
-    def _positive(cls, value: dict | None) -> dict | None:
+    def _positive(cls, value: dict | None, info) -> dict | None:
+        high = MAX_USD_PER_GPU_HOUR if info.field_name == "usd_per_gpu_hour" else MAX_GPUS
         for pricing, number in (value or {}).items():
-            if not math.isfinite(number) or number < 0:
-                message = f"{pricing}: must be >= 0, got {number!r}"
+            if not math.isfinite(number):
+                message = f"{pricing}: must be a finite number, got {number}"
+                raise ValueError(message)
+            if number < 0 or number > high:
+                bound = ">= 0" if number < 0 else f"<= {high:g}"
+                message = f"{pricing}: must be {bound}, got {number:g}"
                 raise ValueError(message)
         return value
 
@@ -203,10 +219,15 @@ class Fleet(_Strict):
                                        description="Pricing types allowed by default")
     provider: str | None = Field(None, description="Take catalog prices from this provider only")
     region: str | None = Field(None, description="Take catalog prices from this region only")
+    price_rule: str = Field(DEFAULT_PRICE_RULE, description="Which catalog price: cheapest, median or "
+                                                            "provider:NAME (fleetplan.catalogs.prices)")
+    max_price_age_days: int = Field(DEFAULT_MAX_PRICE_AGE_DAYS, ge=0, description="Warn about older prices [days]")
+    mix_providers: bool = Field(False, description="Choose each pricing type's price on its own instead "
+                                                   "of from the on-demand price's provider")
     spot_max_share: float | None = Field(None, ge=0, le=1,
                                          description="Largest share of GPUs that may be spot")
     whole_nodes: bool = Field(False, description="Buy GPUs in whole nodes (gpus_per_node)")
-    budget_usd_per_month: float | None = Field(None, gt=0, description="Budget cap [USD/month]")
+    budget_usd_per_month: float | None = Field(None, gt=0, le=1e10, description="Budget cap [USD/month]")
     reserved_beyond_horizon: Literal["charge", "forbid"] = Field(
         "charge", description="A reserved term longer than the horizon: 'charge' its whole term "
                               "(spread over the horizon) or 'forbid' that pricing type")
@@ -222,6 +243,9 @@ class Fleet(_Strict):
     engine: str | None = Field(
         None, min_length=1, description="Serving engine whose efficiency rows to use (e.g. from fleetplan "
                                         "calibrate); default: the catalog's * rows")
+    capacity_quantile: Literal["p50", "p90"] = Field(
+        "p50", description="Replica capacity as modelled (p50) or divided by 1 + the p90 of the calibration "
+                           "error band of rows like it (p90: a pessimistic plan)")
     disaggregation: Disaggregation | None = Field(
         None, description="Also offer prefill/decode disaggregated pairs as candidates")
 
@@ -230,6 +254,11 @@ class Fleet(_Strict):
     def _tp(cls, values: list[int]) -> list[int]:
         return _tp_degrees(values)
 
+    @field_validator("price_rule")
+    @classmethod
+    def _price_rule(cls, value: str) -> str:
+        return parse_price_rule(value)
+
 
 class WhatIf(_Strict):
     """Re-solves that price binding constraints (marginal values)."""
@@ -237,7 +266,7 @@ class WhatIf(_Strict):
     enabled: bool = Field(True, description="Measure savings of relaxing binding constraints")
     tpot_slo_factor: float = Field(1.5, gt=1, le=100,
                                    description="Looser TPOT SLO tried per workload (x SLO)")
-    time_limit_s: float = Field(10.0, gt=0, description="Time limit of each re-solve [s]")
+    time_limit_s: float = Field(10.0, gt=0, le=86400, description="Time limit of each re-solve [s]")
 
 
 class SolverOptions(_Strict):
@@ -254,7 +283,7 @@ class Scenario(_Strict):
 
     name: str = Field("scenario", min_length=1, max_length=120)
     description: str = ""
-    workloads: list[Workload] = Field(min_length=1, max_length=500)
+    workloads: list[Workload] = Field(min_length=1, max_length=MAX_WORKLOADS)
     fleet: Fleet
     capacity_profiles: str | None = Field(
         None, description="CSV of measured max requests/s per replica (replaces the model)")

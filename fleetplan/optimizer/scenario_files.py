@@ -8,19 +8,19 @@ are resolved against the scenario file's folder.
 from __future__ import annotations
 
 import difflib
-import tomllib
 import typing
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 from pydantic import BaseModel, ValidationError
 
+from fleetplan.catalogs.input_files import read_csv_table, read_mapping
 from fleetplan.errors import ScenarioError
 from fleetplan.optimizer.scenario import (
     MAX_PROFILE_HOURS,
+    MAX_WORKLOADS,
     Scenario,
     check_profile,
     check_profile_cycle,
@@ -43,9 +43,9 @@ def field_path(location: tuple) -> str:
     return text or "(top level)"
 
 
-def _model_at(location: tuple) -> type[BaseModel] | None:
-    """The pydantic model class that holds the last field of ``location``."""
-    model: Any = Scenario
+def _model_at(location: tuple, root: type[BaseModel] = Scenario) -> type[BaseModel] | None:
+    """The pydantic model class that holds the last field of ``location`` (from ``root``)."""
+    model: Any = root
     for part in location[:-1]:
         if isinstance(part, int):
             continue
@@ -71,8 +71,8 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def error_message(error: dict) -> str:
-    """One pydantic error as ``<path>: <what is wrong>``."""
+def error_message(error: dict, root: type[BaseModel] = Scenario) -> str:
+    """One pydantic error as ``<path>: <what is wrong>`` (``root``: the model validated)."""
     kind, location = error["type"], tuple(error["loc"])
     context, value = error.get("ctx", {}), error.get("input")
     path = field_path(location)
@@ -82,7 +82,7 @@ def error_message(error: dict) -> str:
     if kind == "missing":
         return f"{path}: is required"
     if kind == "extra_forbidden":
-        return _unknown_field(location)
+        return _unknown_field(location, root)
     if kind == "literal_error":
         return f"{path}: must be {context.get('expected')}, got {_shown(value)}"
     if kind == "value_error":
@@ -92,8 +92,8 @@ def error_message(error: dict) -> str:
     return f"{path}: {message}, got {_shown(value)}"
 
 
-def _unknown_field(location: tuple) -> str:
-    name, model = str(location[-1]), _model_at(location)
+def _unknown_field(location: tuple, root: type[BaseModel] = Scenario) -> str:
+    name, model = str(location[-1]), _model_at(location, root)
     valid = sorted(model.model_fields) if model is not None else []
     close = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
     hint = f"; did you mean '{close[0]}'?" if close else ""
@@ -102,27 +102,12 @@ def _unknown_field(location: tuple) -> str:
 
 
 def read_data(path: Path) -> dict:
-    """The raw mapping in a YAML or TOML file (one-line ScenarioError when unreadable)."""
-    if not path.is_file():
-        message = f"{path}: scenario file not found"
-        raise ScenarioError(message)
-    text = path.read_text(encoding="utf-8")
-    try:
-        data = tomllib.loads(text) if path.suffix.lower() == ".toml" else yaml.safe_load(text)
-    except yaml.YAMLError as problem:
-        mark = getattr(problem, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        what = getattr(problem, "problem", None) or "not valid YAML"
-        message = f"{path}: {where}invalid YAML: {what}"
-        raise ScenarioError(message) from None
-    except tomllib.TOMLDecodeError as problem:
-        message = f"{path}: invalid TOML: {problem}"
-        raise ScenarioError(message) from None
-    if not isinstance(data, dict):
-        message = (f"{path}: must be a mapping of fields (workloads, fleet, ...), "
-                   f"got {type(data).__name__}")
-        raise ScenarioError(message)
-    return data
+    """The raw mapping in a YAML or TOML file (one-line ScenarioError when unreadable).
+
+    The workload count is checked before anything is built from the file, so a huge file is
+    refused quickly.
+    """
+    return read_mapping(path, "scenario file", error=ScenarioError, limits={"workloads": MAX_WORKLOADS})
 
 
 def validate_scenario(data: dict, source: str = "scenario") -> Scenario:
@@ -175,7 +160,7 @@ def read_profile_csv(path: Path, where: str) -> list[float]:
     if not path.is_file():
         message = f"{where}: file not found: {path}"
         raise ScenarioError(message)
-    table = pd.read_csv(path)
+    table = read_csv_table(path, "hourly profile", error=ScenarioError)
     stamps = _timestamps(table)
     if stamps is not None:
         order = np.argsort(stamps.to_numpy(), kind="stable")

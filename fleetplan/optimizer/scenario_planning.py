@@ -95,7 +95,7 @@ def _candidates(scenario: Scenario, catalogs: Catalogs, buckets: pd.DataFrame, n
     pairs = disaggregated_candidates(scenario, catalogs, buckets, names)
     if scenario.capacity_profiles is not None:
         quants = {w.name: q for w, q in zip(scenario.workloads, names["quants"], strict=True)}
-        profiles = read_profiles(scenario.capacity_profiles)
+        profiles = read_profiles(scenario.capacity_profiles, catalogs.gpus.index)
         table = profile_candidates(profiles[profiles["tp"].isin(scenario.fleet.tp)], buckets,
                                    names, quants)
         own_level = slo_levels(candidate_tables.workload_slos(scenario, names), shared=False)
@@ -109,7 +109,7 @@ def _candidates(scenario: Scenario, catalogs: Catalogs, buckets: pd.DataFrame, n
         return pairs, "engine", []
     cases = candidate_tables.engine_cases(scenario, buckets, names,
                                           catalogs.gpus["gpus_per_node"])
-    colocated = candidate_tables.from_engine(cases, catalogs, estimate)
+    colocated = candidate_tables.from_engine(cases, catalogs, estimate, scenario.fleet.capacity_quantile)
     return pd.concat([colocated, pairs], ignore_index=True), "engine", []
 
 
@@ -152,9 +152,31 @@ def plan_scenario(scenario: Scenario, catalogs: Catalogs | None = None, *, estim
                                     prepared.relaxed_candidates, scenario.what_if.time_limit_s)
     assumptions = {"catalog_versions": prepared.catalog_versions,
                    "capacity_source": prepared.capacity_source,
+                   "engine": scenario.fleet.engine or "*",
+                   "capacity_quantile": scenario.fleet.capacity_quantile,
                    "prices_used": prepared.prices.to_dict(orient="records")}
     plan = optimize_problem(prepared.problem, options, what_if_options,
                             scenario=scenario.model_dump(mode="json"), assumptions=assumptions,
                             prices=prepared.prices)
-    plan.messages = [*prepared.problem.notes, *plan.messages]
+    plan.fleet = with_calibration(plan.fleet, prepared.candidates)
+    plan.messages = [*prepared.problem.notes, *plan.messages, *prior_warnings(plan.fleet)]
     return plan
+
+
+def with_calibration(fleet: pd.DataFrame, candidates: pd.DataFrame) -> pd.DataFrame:
+    """The fleet table with each configuration's calibration label and error band."""
+    columns = [c for c in candidate_tables.UNCERTAINTY_COLUMNS if c in candidates]
+    if fleet.empty or not columns:
+        return fleet
+    labels = candidates.drop_duplicates("config").set_index("config")[columns]
+    return fleet.join(labels, on="config")
+
+
+def prior_warnings(fleet: pd.DataFrame) -> list[str]:
+    """One line per chosen configuration whose capacity rests on priors only."""
+    if fleet.empty or "calibration" not in fleet:
+        return []
+    prior = fleet[fleet["calibration"] == "prior"].drop_duplicates("config")
+    return [f"warning: {config} rests on prior efficiencies (no measurements of this engine, GPU and "
+            f"precision or a sibling); held-out rows like it were off by {low:+.0f}% to {high:+.0f}% (p10 to p90)"
+            for config, low, high in zip(prior["config"], prior["error_p10_pct"], prior["error_p90_pct"])]

@@ -2,8 +2,10 @@
 
 Order of precedence for each allowed (GPU, pricing type):
 1. the scenario's own ``usd_per_gpu_hour`` for that GPU (origin ``scenario``);
-2. the cheapest catalog row after the GPU's (else the fleet's) provider and region filters
-   (origin ``catalog``; provider, region, instance, source and as_of name the row).
+2. the catalog row the price rule chooses (``fleetplan.catalogs.prices``: the fleet's
+   ``price_rule``, the GPU's or else the fleet's provider and region filters; origin ``catalog``,
+   or ``your file`` for a row from the scenario's catalog files; provider, region, instance,
+   source and as_of name the row; a warning note for an old or single-provider price).
 A pricing type without a price is dropped for that GPU with a note; a GPU left without any
 price is an error naming the field to fill.
 """
@@ -14,22 +16,13 @@ import math
 
 import pandas as pd
 
-from fleetplan.catalogs.prices import cheapest_rows
+from fleetplan.catalogs.prices import PriceRule, choose_prices, warning_lines
 from fleetplan.errors import ScenarioError
 from fleetplan.optimizer.scenario import Scenario
 
 PRICE_COLUMNS = ["gpu", "pricing_type", "usd_per_gpu_hour", "provider", "region", "instance",
-                 "includes_host", "source", "as_of", "origin"]
-
-
-def _catalog_rows(catalog_prices: pd.DataFrame, gpu: str, provider: str | None,
-                  region: str | None) -> pd.DataFrame:
-    rows = catalog_prices[catalog_prices["gpu"] == gpu]
-    if provider is not None:
-        rows = rows[rows["provider"].astype(str).str.lower() == provider.lower()]
-    if region is not None:
-        rows = rows[rows["region"].astype(str).str.lower() == region.lower()]
-    return rows
+                 "includes_host", "source", "as_of", "origin", "same_provider_on_demand_usd_per_gpu_hour",
+                 "warning"]
 
 
 def select_prices(scenario: Scenario, catalog_prices: pd.DataFrame,
@@ -39,16 +32,17 @@ def select_prices(scenario: Scenario, catalog_prices: pd.DataFrame,
     ``gpu_ids`` are the canonical ids of ``scenario.fleet.gpus`` in the same order.
     """
     fleet = scenario.fleet
+    rule = PriceRule(fleet.price_rule, max_age_days=fleet.max_price_age_days, mix_providers=fleet.mix_providers)
     tables, notes = [], []
     for index, (option, gpu) in enumerate(zip(fleet.gpus, gpu_ids, strict=True)):
         allowed = list(option.pricing or fleet.pricing)
         provider = option.provider or fleet.provider
         region = option.region or fleet.region
         own = {p: v for p, v in (option.usd_per_gpu_hour or {}).items() if p in allowed}
-        rows = cheapest_rows(_catalog_rows(catalog_prices, gpu, provider, region))
+        rows = choose_prices(catalog_prices, [gpu], allowed, rule.narrowed(provider, region))
         rows = rows[rows["pricing_type"].isin([p for p in allowed if p not in own])]
-        table = pd.concat([_own_rows(gpu, own), rows.assign(origin="catalog")],
-                          ignore_index=True)
+        notes += [f"price warning: {line}" for line in warning_lines(rows)]
+        table = pd.concat([_own_rows(gpu, own), rows], ignore_index=True)
         missing = [p for p in allowed if p not in set(table["pricing_type"])]
         if table.empty:
             message = _no_price_message(index, gpu, allowed, provider, region)

@@ -40,7 +40,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetplan.catalogs import Catalogs, load_catalogs
-from fleetplan.errors import ScenarioError
+from fleetplan.errors import ScenarioError, did_you_mean
 from fleetplan.optimizer.example import example_data
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.scenario_files import error_message, read_data, validate_scenario
@@ -56,7 +56,8 @@ _DEMAND_FIELDS = ("requests_per_s", "tokens_per_s", "tokens_per_month")
 
 
 class Axes(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # inf/nan survive the JSON trip to worker processes: each case is checked on its own there
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
     demand_multiplier: list[float] | None = Field(None, min_length=1)
     tpot_slo_ms: list[float] | None = Field(None, min_length=1)
@@ -74,7 +75,7 @@ class Axes(BaseModel):
 class Grid(BaseModel):
     """A what-if grid file."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
     base: str = Field(description="Base scenario: a path relative to the grid file, or 'example'")
     axes: Axes | None = None
@@ -88,12 +89,27 @@ def load_grid(path: str | Path) -> tuple[Grid, dict]:
     try:
         grid = Grid.model_validate(data)
     except ValidationError as error:
-        message = f"{path.name}: {error_message(error.errors()[0])}"
+        message = f"{path.name}: {error_message(error.errors()[0], Grid)}"
         raise ScenarioError(message) from None
     if (grid.axes is None) == (grid.cases is None):
         message = f"{path.name}: give either axes or cases"
         raise ScenarioError(message)
     return grid, _base_data(grid.base, path.parent)
+
+
+def check_gpu_ids(grid: Grid, gpu_ids) -> None:
+    """GPU ids named by the axes (per-GPU keys, allowed sets) must be catalog ids."""
+    axes = grid.axes
+    if axes is None:
+        return
+    named = [(f"axes.{name}", key) for name in PER_GPU_AXES for key in (getattr(axes, name) or {})
+             if not key.startswith("provider:")]
+    named += [(f"axes.allowed_gpus.{name}", gpu) for name, gpus in (axes.allowed_gpus or {}).items() for gpu in gpus]
+    known = set(gpu_ids)
+    for where, gpu in named:
+        if gpu.strip().lower() not in known:
+            message = f"{where}: {did_you_mean(gpu, known, kind='gpu')}"
+            raise ScenarioError(message)
 
 
 def _base_data(base: str, folder: Path) -> dict:

@@ -1,22 +1,22 @@
 """Named assumption sets of the performance model, and how per-call overrides apply.
 
-Efficiency factors (MBU, MFU, step overhead) come from the ``efficiency`` catalog (fitted to
-published measurements by ``scripts/fit_efficiency.py``), looked up by (GPU, compute precision)
-with ``*`` rows as fallbacks. The other assumptions are module constants documented here, never
-numbers buried in a formula. Every one can be overridden per call (``sweep(..., mbu=0.7)``).
+Per-operator efficiencies (GEMMs, expert GEMMs, attention, all-reduce, engine iteration) come
+from the ``efficiency`` catalog (fitted to published measurements by
+``scripts/fit_efficiency.py``, with documented priors where nothing is measured), and memory
+rules and batch caps from the serving engine's profile in the ``engines`` catalog. The other
+assumptions are module constants documented here, never numbers buried in a formula. Every one
+can be overridden per call (``sweep(..., mbu=0.7)``) or per case (a column of ``estimate_cases``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-import numpy as np
 import pandas as pd
 
-from fleetplan.errors import InvalidValueError, check_range, did_you_mean
+from fleetplan.errors import check_range, did_you_mean
 
 WILDCARD = "*"
-
 
 # Lever -> (low, high, integer): the allowed range of each serving lever.
 LEVER_RANGES = {"pp": (1, 64, True), "prefix_hit_rate": (0.0, 0.99, False), "spec_tokens": (0, 16, True),
@@ -24,32 +24,54 @@ LEVER_RANGES = {"pp": (1, 64, True), "prefix_hit_rate": (0.0, 0.99, False), "spe
                 "dequant_overhead": (0.0, 5.0, False), "prefill_chunk_tokens": (0, 1_000_000, True)}
 LEVERS = tuple(LEVER_RANGES)
 
+# Assumption -> (low, high, low inclusive, integer): the allowed range of each override.
+ASSUMPTION_RANGES = {
+    "mbu": (0.0, 1.0, False, False), "mfu": (0.0, 1.0, False, False), "mfu_prefill": (0.0, 1.0, False, False),
+    "step_overhead_ms": (0.0, 1000.0, True, False), "step_overhead_us_per_seq": (0.0, 1000.0, True, False),
+    "layer_overhead_us": (0.0, 10000.0, True, False),
+    "tp_scaling": (0.3, 1.0, True, False), "request_overhead_ms": (0.0, 1000.0, True, False),
+    "reserve_fraction": (0.0, 0.95, True, False), "memory_fraction": (0.1, 1.0, True, False),
+    "allreduce_latency_us": (0.0, 1e4, True, False), "activation_bytes": (0.5, 8.0, True, False),
+    "max_num_seqs": (1, 1e7, True, True), "max_batched_tokens": (1, 1e8, True, True),
+    "usd_per_gpu_hour": (0.0, 1e4, False, False), "network_gb_s": (0.0, 1e5, False, False),
+    "pp_hop_latency_us": (0.0, 1e5, True, False),
+}
+
 
 @dataclass(frozen=True)
 class Assumptions:
-    """Per-call model assumptions; ``None`` means "take it from the efficiency catalog".
+    """Per-call model assumptions; ``None`` means "take it from the catalogs".
 
     Attributes
     ----------
-    engine : serving engine whose efficiency rows to use (e.g. ``vllm``); ``None`` = the ``*`` rows
-    mbu : memory-bandwidth utilization of a decode step [fraction]
-    mfu : model FLOPs utilization of decode matmuls [fraction]
-    mfu_prefill : model FLOPs utilization of prefill matmuls [fraction]; ``None`` = the catalog's,
-        which defaults to ``mfu``
-    step_overhead_ms : fixed time added to every forward step [ms]
-    tp_scaling : share of MBU and MFU kept per doubling of the tensor-parallel degree [fraction]
+    engine : serving engine whose profile and efficiency rows apply (``engines`` catalog id);
+        ``None`` = ``efficiencies.DEFAULT_ENGINE``
+    mbu : memory-bandwidth utilization of every weight and KV-cache read [fraction]
+    mfu : FLOPs utilization of every decode-step operator [fraction]; also prefill's unless
+        ``mfu_prefill`` is given (the seed's single MFU)
+    mfu_prefill : FLOPs utilization of prompt tokens [fraction]
+    step_overhead_ms : fixed host time of one engine iteration [ms]; given alone, it replaces all of
+        the engine's overheads (the per-sequence and per-layer ones become 0)
+    step_overhead_us_per_seq : host time per running sequence of one iteration [us]
+    layer_overhead_us : GPU time per layer and step outside the operators' rooflines (kernel
+        launches and gaps) [us]
+    tp_scaling : share of the GEMM efficiencies kept per doubling of the TP degree [fraction]
     request_overhead_ms : time a request spends outside the forward steps before its prefill
         (HTTP, tokenization, hand-off to the engine), added to TTFT [ms]
-    reserve_fraction : share of GPU memory kept for activations and fragmentation [fraction];
-        0.10 matches vLLM's default ``gpu_memory_utilization=0.9``
-    allreduce_latency_us : fixed latency of one tensor-parallel all-reduce [us]; NCCL's small
-        message all-reduce over NVLink takes roughly 5-10 us
+    reserve_fraction : share of GPU memory kept outside weights and KV cache [fraction]; replaces
+        the engine's memory rule (KV = (1 - reserve) * memory - weights); ``None`` = engine rule
+    memory_fraction : the engine's kv_cache_free_gpu_mem_fraction / gpu_memory_utilization /
+        mem_fraction_static [fraction]; ``None`` = the engine profile's
+    allreduce_latency_us : fixed latency of one tensor-parallel all-reduce of two GPUs, growing
+        with ``log2(tp)`` [us]; ``None`` = the efficiency catalog's (allreduce rows; NCCL's small
+        message all-reduce over NVLink takes roughly 5-10 us, over PCIe several times more)
     activation_bytes : bytes per activation element exchanged by all-reduce [bytes]
-    max_num_seqs : the serving engine's cap on concurrent sequences [sequences]; TensorRT-LLM's
-        default max_batch_size is 2048, vLLM's max_num_seqs 256 to 1024
+    max_num_seqs : the engine's cap on running sequences [sequences]; ``None`` = the profile's
+    max_batched_tokens : the engine's token budget per iteration [tokens]; ``None`` = the profile's
     usd_per_gpu_hour : price of one GPU-hour [USD]; ``None`` = the median on-demand price of that
         GPU in the prices catalog
-    network_gb_s : inter-node bandwidth per GPU for pipeline hops [GB/s]; 50 = one 400 Gb/s NIC
+    network_gb_s : inter-node bandwidth per GPU for pipeline hops and KV transfer [GB/s]; 50 = one
+        400 Gb/s NIC
     pp_hop_latency_us : fixed latency of one activation hop between pipeline stages [us]
 
     Levers (each off by default; each can be a sweep axis):
@@ -70,12 +92,16 @@ class Assumptions:
     mfu: float | None = None
     mfu_prefill: float | None = None
     step_overhead_ms: float | None = None
+    step_overhead_us_per_seq: float | None = None
+    layer_overhead_us: float | None = None
     tp_scaling: float | None = None
     request_overhead_ms: float | None = None
-    reserve_fraction: float = 0.10
-    allreduce_latency_us: float = 8.0
+    reserve_fraction: float | None = None
+    memory_fraction: float | None = None
+    allreduce_latency_us: float | None = None
     activation_bytes: float = 2.0
-    max_num_seqs: int = 2048
+    max_num_seqs: int | None = None
+    max_batched_tokens: int | None = None
     usd_per_gpu_hour: float | None = None
     network_gb_s: float = 50.0
     pp_hop_latency_us: float = 20.0
@@ -89,22 +115,22 @@ class Assumptions:
 
     def validated(self) -> Assumptions:
         """Check every value is in its allowed range; return self."""
-        ranges = {"mbu": (0.0, 1.0), "mfu": (0.0, 1.0), "mfu_prefill": (0.0, 1.0), "step_overhead_ms": (0.0, 1000.0), "tp_scaling": (0.5, 1.0), "request_overhead_ms": (0.0, 1000.0),
-                  "reserve_fraction": (0.0, 0.95), "allreduce_latency_us": (0.0, 1e4),
-                  "activation_bytes": (0.5, 8.0), "max_num_seqs": (1, 1e7),
-                  "usd_per_gpu_hour": (0.0, 1e4), "network_gb_s": (0.1, 1e5), "pp_hop_latency_us": (0.0, 1e5),
-                  **{name: (low, high) for name, (low, high, _) in LEVER_RANGES.items()}}
-        for name, (low, high) in ranges.items():
+        ranges = {**ASSUMPTION_RANGES, **{name: (low, high, True, integer)
+                                          for name, (low, high, integer) in LEVER_RANGES.items()}}
+        for name, (low, high, inclusive, integer) in ranges.items():
             value = getattr(self, name)
-            if value is None:
-                continue
-            exclusive_low = name in ("mbu", "mfu", "mfu_prefill", "usd_per_gpu_hour", "network_gb_s")
-            check_range(name, value, low, high, low_inclusive=not exclusive_low,
-                        integer=name in ("max_num_seqs", "pp", "spec_tokens", "prefill_chunk_tokens"))
+            if value is not None:
+                check_range(name, value, low, high, low_inclusive=inclusive, integer=integer)
         return self
 
 
 ASSUMPTION_NAMES = tuple(f.name for f in fields(Assumptions))
+#: Assumptions that may also be given per case (columns of ``estimate_cases``), NaN = the call's.
+PER_CASE_ASSUMPTIONS = ("mbu", "mfu", "mfu_prefill", "step_overhead_ms", "step_overhead_us_per_seq", "layer_overhead_us",
+                        "allreduce_latency_us",
+                        "tp_scaling",
+                        "request_overhead_ms", "reserve_fraction", "memory_fraction", "max_num_seqs",
+                        "max_batched_tokens", "usd_per_gpu_hour")
 
 
 def assumptions_from(overrides: dict) -> Assumptions:
@@ -116,40 +142,8 @@ def assumptions_from(overrides: dict) -> Assumptions:
     return replace(Assumptions(), **given).validated()
 
 
-def efficiency_for(efficiency: pd.DataFrame, gpu: pd.Series, precision: pd.Series, engine=None) -> pd.DataFrame:
-    """MBU, MFU, step overhead and TP scaling for each (gpu, precision) pair, most specific row first.
-
-    ``engine`` (one name or one per pair; None = any) picks an engine's own rows where the catalog
-    has them. Lookup order: exact (gpu, precision), then (gpu, *), (*, precision), (*, *) among the
-    engine's rows, then the same among engine ``*`` rows.
-    """
-    wanted = pd.DataFrame({"gpu": np.asarray(gpu, dtype=object), "precision": np.asarray(precision, dtype=object)})
-    wanted["engine"] = np.broadcast_to(np.asarray(WILDCARD if engine is None else engine, dtype=object), len(wanted))
-    wanted["engine"] = wanted["engine"].fillna(WILDCARD)
-    factors = ["mbu", "mfu", "mfu_prefill", "step_overhead_ms", "tp_scaling", "request_overhead_ms"]
-    result = pd.DataFrame(index=wanted.index, columns=factors, dtype=float)
-    table = efficiency.set_index(["engine", "gpu", "precision"]).reindex(columns=factors)
-    any_engine = np.full(len(wanted), WILDCARD, dtype=object)
-    for engine_keys in (wanted["engine"].to_numpy(dtype=object), any_engine):
-        for gpu_key, precision_key in (("gpu", "precision"), ("gpu", "*"), ("*", "precision"), ("*", "*")):
-            keys = pd.MultiIndex.from_arrays([
-                engine_keys,
-                wanted[gpu_key] if gpu_key != "*" else any_engine,
-                wanted[precision_key] if precision_key != "*" else any_engine,
-            ])
-            found = table.reindex(keys).set_axis(wanted.index)
-            result = result.fillna(found)
-    result["tp_scaling"] = result["tp_scaling"].fillna(1.0)
-    result["mfu_prefill"] = result["mfu_prefill"].fillna(result["mfu"])
-    result["request_overhead_ms"] = result["request_overhead_ms"].fillna(0.0)
-    if result.isna().any().any():
-        message = "efficiency catalog has no '*,*' default row and no row for some GPUs"
-        raise InvalidValueError(message)
-    return result
-
-
 def check_engine(efficiency: pd.DataFrame, engine: str | None) -> None:
-    """An engine must have rows in the efficiency catalog (``*`` or None = any engine)."""
+    """An engine must have rows in the efficiency catalog (``*`` or None = the default engine)."""
     if engine is None or engine == WILDCARD:
         return
     known = sorted(set(efficiency["engine"].astype(str)) - {WILDCARD})

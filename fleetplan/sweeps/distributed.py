@@ -17,11 +17,13 @@ from contextlib import contextmanager
 
 import pandas as pd
 
-from fleetplan.errors import InvalidValueError
+from fleetplan.errors import InvalidValueError, UnavailableError
 from fleetplan.sweeps.sweep_grid import Grid, iter_sweep
 
 log = logging.getLogger(__name__)
 SCHEDULER_ENV = "FLEETPLAN_SCHEDULER"
+#: Seconds to wait for a Dask scheduler before giving up.
+CONNECT_TIMEOUT_S = 10
 PARTITION_COLUMNS = ("gpu", "model")
 
 #: ``write_part(chunks, folder, partition values, metadata)`` -> rows written.
@@ -47,7 +49,12 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, client
     distributed = _dask()
     scheduler = scheduler or os.environ.get(SCHEDULER_ENV)
     if scheduler:
-        with distributed.Client(scheduler) as connected:
+        try:
+            connected = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT_S)
+        except OSError as problem:  # TimeoutError included
+            message = f"cannot reach the Dask scheduler at {scheduler} within {CONNECT_TIMEOUT_S} s ({problem})"
+            raise UnavailableError(message) from None
+        with connected:
             yield connected
         return
     logging.getLogger("distributed").setLevel(logging.WARNING)  # its INFO chatter is not ours to print

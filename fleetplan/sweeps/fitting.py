@@ -1,96 +1,233 @@
-"""Fit efficiency factors (MBU, MFU, step overhead, TP scaling, request overhead) to measurements.
+"""Fit the per-operator efficiencies to measurements, with priors, never per row.
 
-Least squares on log(predicted / measured) with a weak prior on each factor, so groups with little
-data stay near the seed's values and groups with much data follow the data.
+The model is hierarchical in log space: each efficiency of a row is its documented prior (the
+efficiency catalog's ``*`` rows) times ``exp`` of a sum of offsets, shared at the level where
+data can identify them:
+
+- global offsets (weight and KV reads, decode and prefill FLOPs, expert GEMMs, all-reduce,
+  TP scaling), pulled towards the priors with a spread of 0.5 in log space;
+- per compute precision (FP8, FP4 against 16-bit), spread 0.5;
+- per GPU with data (reads, FLOPs, prefill FLOPs, all-reduce and TP scaling where it has TP
+  rows), spread 0.3; per (GPU, precision) where a GPU has two or more precisions, spread 0.2;
+- per engine: the iteration overhead ``a + b * batch`` and the request overhead, spread 1.0;
+  per (engine, GPU): the per-sequence host time ``b`` (a Grace CPU differs from an x86 host).
+
+Least squares on ``log(predicted / measured)`` plus the prior terms (scipy ``least_squares``
+with a sparse Jacobian: an offset only moves the rows of its GPU, precision or engine).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
+from scipy.sparse import lil_matrix
 
-from fleetplan.sweeps.assumptions import WILDCARD
-from fleetplan.sweeps.measurements import predict_rows
+from fleetplan.catalogs import Catalogs
+from fleetplan.sweeps.predictions import MeasurementModel
 
-PRIOR = {"mbu": 0.7, "mfu": 0.5, "mfu_prefill": 0.5, "step_overhead_ms": 0.5, "tp_scaling": 0.9,
-         "request_overhead_ms": 0.0}
-# Spread of the prior: in log space for the utilizations, absolute for the overheads [ms] and the
-# TP scaling; wide enough that data dominates wherever there is some.
-PRIOR_SIGMA = {"mbu": 0.5, "mfu": 0.5, "mfu_prefill": 0.5, "step_overhead_ms": 2.0, "tp_scaling": 0.2,
-               "request_overhead_ms": 10.0}
-BOUNDS = ([0.2, 0.1, 0.1, 0.0, 0.5, 0.0], [0.95, 0.95, 0.95, 10.0, 1.0, 100.0])
-FACTORS = list(PRIOR)
-_LOG_FACTORS = ("mbu", "mfu", "mfu_prefill")
-
-
-def constant_factors(rows: pd.DataFrame, theta) -> pd.DataFrame:
-    """The same factors on every row, as the per-row table ``predict_offline`` takes."""
-    return pd.DataFrame({name: theta[i] for i, name in enumerate(FACTORS)}, index=rows.index)
-
-
-def _residuals(theta, rows, catalogs) -> np.ndarray:
-    predicted = predict_rows(rows, catalogs, constant_factors(rows, theta))
-    data = np.log(predicted / rows["value"].to_numpy(dtype=float))
-    prior = [np.log(theta[i] / PRIOR[name]) / PRIOR_SIGMA[name] if name in _LOG_FACTORS
-             else (theta[i] - PRIOR[name]) / PRIOR_SIGMA[name] for i, name in enumerate(FACTORS)]
-    return np.concatenate([np.nan_to_num(data, nan=10.0), prior])
-
-
-def fit_factors(rows: pd.DataFrame, catalogs=None) -> dict[str, float]:
-    """Factors that best explain the measured ``rows`` (columns as ``load_measurements``; rows the model
-    cannot predict must have been left out, see ``calibration.predictable``)."""
-    start = [PRIOR[name] for name in FACTORS]
-    result = least_squares(_residuals, start, bounds=BOUNDS, args=(rows, catalogs), diff_step=1e-3)
-    return dict(zip(FACTORS, result.x))
-
-
-def fit_by_gpu(rows: pd.DataFrame, catalogs, engine: str = WILDCARD) -> pd.DataFrame:
-    """One fit per (GPU, weight quantization) group, keyed like the efficiency catalog by
-    (engine, GPU, compute precision)."""
-    fitted = []
-    for (gpu, quant), group in rows.groupby(["gpu", "quant"]):
-        precision = catalogs.quants.loc[quant, "compute_precision"]
-        fitted.append({"engine": engine, "gpu": gpu, "precision": precision, **fit_factors(group, catalogs),
-                       "n_points": len(group)})
-    return pd.DataFrame(fitted)
+WILDCARD = "*"
+MAX_EFFICIENCY = 0.98
+# Group -> the ReplicaConstants fields it scales (log space) or shifts (``tp``, ``request_ms``).
+GROUPS = {
+    "memory": ("gemm_memory", "expert_memory", "attention_memory"),
+    "compute": ("gemm_compute", "expert_compute", "attention_compute"),
+    "prefill": ("gemm_prefill", "expert_prefill", "attention_prefill"),
+    "expert": ("expert_compute", "expert_prefill", "expert_memory"),
+    "kv": ("attention_memory",),
+    "allreduce": ("allreduce_efficiency",),
+    "ar_latency": ("allreduce_latency_us",),
+    "tp": ("tp_scaling",),
+    "iteration_ms": ("iteration_ms",),
+    "iteration_us": ("iteration_us_per_seq",),
+    "layer_us": ("layer_overhead_us",),
+    "tiles": ("expert_tile_tokens",),
+    "routing": ("routing_ns_per_token",),
+    "request_ms": ("request_overhead_ms",),
+}
+ADDITIVE = ("tp", "request_ms")
+EFFICIENCY_FIELDS = tuple(sorted({f for g in ("memory", "compute", "prefill", "expert", "kv", "allreduce")
+                                  for f in GROUPS[g]}))  # fractions, capped below 1
+SIGMA = {"global": 0.5, "precision": 0.5, "gpu": 0.3, "gpu_precision": 0.2, "engine": 1.0, "engine_gpu": 1.0,
+         "release": 0.5}
+TP_SIGMA = {"global": 0.1, "gpu": 0.05}
+REQUEST_SIGMA_MS = 10.0
+TILE_SIGMA = 1.0  # the tile prior is a kernel's tile height, not a measurement
+NAN_RESIDUAL = 3.0  # a row the model cannot evaluate counts as a factor-20 miss
 
 
-def fit_profiles(rows: pd.DataFrame, catalogs) -> pd.DataFrame:
-    """Efficiency rows fitted to ``rows``: per (GPU, precision) over every engine (engine ``*``),
-    and, when the rows come from two or more engines, per (engine, GPU, precision) as well, so that
-    each engine gets its own profile and any other engine the pooled one."""
-    pooled = fit_by_gpu(rows, catalogs)
-    engines = sorted(set(rows["engine_id"]) - {WILDCARD}) if "engine_id" in rows else []
-    if len(engines) < 2:
-        return pooled
-    per_engine = [fit_by_gpu(rows[rows["engine_id"] == engine], catalogs, engine) for engine in engines]
-    return pd.concat([pooled, *per_engine], ignore_index=True)
+@dataclass(frozen=True)
+class Parameter:
+    """One fitted offset: its group, level and key (``""``, a precision, a GPU, ``gpu/precision``,
+    an engine or ``engine/gpu``)."""
+
+    group: str
+    level: str
+    key: str
+
+    @property
+    def sigma(self) -> float:
+        if self.group == "tp":
+            return TP_SIGMA.get(self.level, 0.05)
+        if self.group == "request_ms":
+            return REQUEST_SIGMA_MS
+        if self.group in ("tiles", "routing", "ar_latency") and self.level in ("global", "gpu"):
+            return TILE_SIGMA
+        return SIGMA[self.level]
 
 
-def factors_for_rows(rows: pd.DataFrame, groups: pd.DataFrame, catalogs) -> pd.DataFrame:
-    """Each row's fitted factors from ``fit_profiles`` or ``fit_by_gpu`` output, matched on GPU and
-    compute precision, and on the row's engine where the fit has a profile for it."""
-    precision = catalogs.quants["compute_precision"].reindex(rows["quant"]).to_numpy()
-    engine = rows["engine_id"].to_numpy(dtype=object) if "engine_id" in rows else WILDCARD
-    keys = pd.DataFrame({"engine": engine, "gpu": rows["gpu"].to_numpy(), "precision": precision})
-    own = keys.merge(groups, on=["engine", "gpu", "precision"], how="left")[FACTORS]
-    pooled = keys.assign(engine=WILDCARD).merge(groups, on=["engine", "gpu", "precision"], how="left")[FACTORS]
-    return own.fillna(pooled)
+class FitSpace:
+    """The parameters a set of measurement rows can identify, and how they map onto the rows."""
+
+    def __init__(self, model: MeasurementModel):
+        self.model = model
+        rows, configs = model.rows, model.configs
+        self.gpu = configs["gpu"].to_numpy(dtype=object)
+        self.precision = configs["gemm_precision"].to_numpy(dtype=object)
+        self.engine = configs["engine"].to_numpy(dtype=object)
+        self.release = releases(self.engine, rows.get("engine_version", pd.Series("", index=rows.index)))
+        self.base = {f: getattr(model.constants, f) for g in GROUPS.values() for f in g}
+        tp_rows = configs["tp"].to_numpy() > 1
+        server = (rows["regime"] == "server").to_numpy()
+        moe = (configs["n_experts"] > configs["n_experts_active"]).to_numpy()
+        self.parameters = self._parameters(tp_rows, server, moe)
+        self.masks = [self._mask(p) for p in self.parameters]
+
+    def _parameters(self, tp_rows, server, moe) -> list[Parameter]:
+        params = [Parameter(g, "global", "") for g in ("memory", "compute", "prefill", "kv")]
+        params += [Parameter("expert", "global", ""), Parameter("tiles", "global", ""),
+                   Parameter("routing", "global", "")] if moe.any() else []
+        params += [Parameter(g, "global", "") for g in ("allreduce", "ar_latency", "tp")] if tp_rows.any() else []
+        for precision in sorted(set(self.precision) - {"bf16", "fp16"}):
+            params += [Parameter("compute", "precision", precision), Parameter("prefill", "precision", precision)]
+        for gpu in sorted(set(self.gpu)):
+            params += [Parameter(g, "gpu", gpu) for g in ("memory", "compute", "prefill")]
+            if (tp_rows & (self.gpu == gpu)).any():
+                params += [Parameter(g, "gpu", gpu) for g in ("allreduce", "ar_latency", "tp")]
+            if (moe & (self.gpu == gpu)).any():
+                params += [Parameter("tiles", "gpu", gpu), Parameter("routing", "gpu", gpu)]
+            precisions = sorted(set(self.precision[self.gpu == gpu]))
+            if len(precisions) > 1:
+                params += [Parameter(g, "gpu_precision", f"{gpu}/{p}") for p in precisions for g in ("compute", "prefill")]
+        for engine in sorted(set(self.engine)):
+            params += [Parameter(g, "engine", engine) for g in ("iteration_ms", "iteration_us", "layer_us")]
+            if (server & (self.engine == engine)).any():
+                params += [Parameter("request_ms", "engine", engine)]
+            params += [Parameter(g, "engine_gpu", f"{engine}/{gpu}") for gpu in sorted(set(self.gpu[self.engine == engine]))
+                       for g in ("iteration_us", "layer_us")]
+        for release in sorted(set(self.release) - {""}):
+            params += [Parameter(g, "release", release)
+                       for g in ("memory", "compute", "prefill", "iteration_ms", "iteration_us", "layer_us")]
+        return params
+
+    def _mask(self, p: Parameter) -> np.ndarray:
+        if p.level == "global":
+            return np.ones(len(self.gpu), dtype=bool)
+        if p.level == "precision":
+            return self.precision == p.key
+        if p.level == "gpu":
+            return self.gpu == p.key
+        if p.level == "gpu_precision":
+            gpu, precision = p.key.split("/")
+            return (self.gpu == gpu) & (self.precision == precision)
+        if p.level == "engine":
+            return self.engine == p.key
+        if p.level == "release":
+            return self.release == p.key
+        engine, gpu = p.key.split("/")
+        return (self.engine == engine) & (self.gpu == gpu)
+
+    def fields(self, theta: np.ndarray) -> dict[str, np.ndarray]:
+        """The rows' efficiency constants under offsets ``theta``."""
+        log_scale = {f: np.zeros(len(self.gpu)) for f in self.base}
+        shift = {f: np.zeros(len(self.gpu)) for f in self.base}
+        for value, p, mask in zip(theta, self.parameters, self.masks):
+            target = shift if p.group in ADDITIVE else log_scale
+            for field in GROUPS[p.group]:
+                target[field] = target[field] + np.where(mask, value, 0.0)
+        out = {}
+        for field, base in self.base.items():
+            value = base * np.exp(log_scale[field]) + shift[field]
+            if field in EFFICIENCY_FIELDS or field == "tp_scaling":
+                value = np.clip(value, 0.01, MAX_EFFICIENCY if field != "tp_scaling" else 1.0)
+            out[field] = np.maximum(value, 0.0)
+        return out
+
+    def jacobian_sparsity(self) -> lil_matrix:
+        n_rows, n_params = len(self.gpu), len(self.parameters)
+        sparsity = lil_matrix((n_rows + n_params, n_params), dtype=int)
+        for column, mask in enumerate(self.masks):
+            for row in np.flatnonzero(mask):
+                sparsity[row, column] = 1
+            sparsity[n_rows + column, column] = 1
+        return sparsity
 
 
-def with_prediction(rows: pd.DataFrame, catalogs, factors: pd.DataFrame) -> pd.DataFrame:
-    """``rows`` with a ``predicted`` column under per-row ``factors``."""
-    out = rows.copy()
-    out["predicted"] = predict_rows(rows, catalogs, factors)
-    return out
+def releases(engines: np.ndarray, versions: pd.Series) -> np.ndarray:
+    """``engine@major.minor`` of each row's engine release, ``""`` for its engine's newest release
+    (the one the fitted catalog describes; 1.x releases count as one).
+
+    >>> releases(np.array(["tensorrt-llm", "tensorrt-llm", "vllm"]), pd.Series(["0.9.0", "1.0", "0.6.7"])).tolist()
+    ['tensorrt-llm@0.9', '', '']
+    """
+    found = versions.fillna("").astype(str).str.extract(r"(\d+)\.(\d+)")
+    major = pd.to_numeric(found[0], errors="coerce").fillna(-1).to_numpy()
+    minor = pd.to_numeric(found[1], errors="coerce").fillna(-1).to_numpy()
+    minor = np.where(major >= 1, 0, minor)  # 1.x: one release line
+    order = major * 1000 + minor
+    label = np.array([f"{e}@{int(a)}.{int(b)}" if a >= 0 else "" for e, a, b in zip(engines, major, minor)], dtype=object)
+    newest = pd.Series(order).groupby(pd.Series(engines)).transform("max").to_numpy()
+    return np.where((order == newest) | (major < 0), "", label).astype(object)
 
 
-def leave_one_gpu_out(rows: pd.DataFrame, catalogs) -> pd.DataFrame:
-    """Predictions for each GPU from factors fitted to the other GPUs only."""
-    held_out = []
-    for gpu in sorted(rows["gpu"].unique()):
-        train, test = rows[rows["gpu"] != gpu], rows[rows["gpu"] == gpu]
-        theta = list(fit_factors(train, catalogs).values())
-        held_out.append(with_prediction(test, catalogs, constant_factors(test, theta)))
-    return pd.concat(held_out, ignore_index=True)
+def residuals(theta: np.ndarray, space: FitSpace, measured: np.ndarray) -> np.ndarray:
+    """Log errors of every row, then the prior terms of every offset."""
+    predicted = space.model.predict(space.fields(theta))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        data = np.log(predicted / measured)
+    data = np.where(np.isfinite(data), data, NAN_RESIDUAL)
+    prior = theta / np.array([p.sigma for p in space.parameters])
+    return np.concatenate([data, prior])
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A fitted parameter vector, the space it lives in, and the fit's row count."""
+
+    space: FitSpace
+    theta: np.ndarray
+
+    def offsets(self) -> pd.DataFrame:
+        """One row per parameter: group, level, key and fitted offset."""
+        return pd.DataFrame([{"group": p.group, "level": p.level, "key": p.key, "offset": v}
+                             for p, v in zip(self.space.parameters, self.theta)])
+
+    def offset(self, group: str, level: str, key: str) -> float:
+        for p, v in zip(self.space.parameters, self.theta):
+            if (p.group, p.level, p.key) == (group, level, key):
+                return float(v)
+        return 0.0
+
+
+def fit(rows: pd.DataFrame, catalogs: Catalogs, max_nfev: int = 60) -> Fit:
+    """Offsets that best explain ``rows`` (predictable measurement rows), starting from the
+    catalogs' efficiencies (pass priors-only catalogs, ``priors_only``)."""
+    model = MeasurementModel(rows, catalogs)
+    space = FitSpace(model)
+    measured = model.rows["value"].to_numpy(dtype=float)
+    start = np.zeros(len(space.parameters))
+    result = least_squares(residuals, start, args=(space, measured), jac_sparsity=space.jacobian_sparsity(),
+                           diff_step=1e-3, max_nfev=max_nfev, x_scale=1.0)
+    return Fit(space, result.x)
+
+
+def priors_only(catalogs: Catalogs) -> Catalogs:
+    """A copy of ``catalogs`` whose efficiency catalog keeps only the documented priors
+    (rows for every GPU, ``n_points`` 0): the starting point of every fit."""
+    copy = catalogs.copy()
+    efficiency = copy.efficiency
+    keep = (efficiency["gpu"] == WILDCARD) & (efficiency["n_points"] == 0)
+    object.__setattr__(copy, "efficiency", efficiency[keep].reset_index(drop=True))
+    return copy

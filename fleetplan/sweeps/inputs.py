@@ -1,4 +1,5 @@
-"""Input validation for the engine's public functions: ids, numeric axes and ranges.
+"""Input validation for the engine's public functions: ids, numeric axes and ranges, and the
+columns and modes of ``estimate_cases``.
 
 Kept apart from the maths: the kernel marks infeasible points, this module raises for bad input
 with one-line messages that name the field.
@@ -11,14 +12,14 @@ import re
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs import load_catalogs
+from fleetplan.catalogs import Catalogs, load_catalogs
 from fleetplan.errors import InvalidValueError, UnknownNameError, did_you_mean
-from fleetplan.sweeps.assumptions import LEVER_RANGES
+from fleetplan.sweeps.assumptions import ASSUMPTION_RANGES, LEVER_RANGES, PER_CASE_ASSUMPTIONS
 
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*(?::\s*(\d+)\s*)?$")
 
 
-def catalog_or_default(catalogs):
+def catalog_or_default(catalogs: Catalogs | None) -> Catalogs:
     """The given catalogs, or the shipped ones."""
     if catalogs is not None:
         return catalogs
@@ -26,7 +27,7 @@ def catalog_or_default(catalogs):
     return load_catalogs()
 
 
-def resolve_ids(catalogs, kind: str, names, *, field: str | None = None) -> list[str]:
+def resolve_ids(catalogs: Catalogs, kind: str, names, *, field: str | None = None) -> list[str]:
     """Canonical ids for ``names`` of ``kind``; unknown ones raise with 'did you mean'."""
     if isinstance(names, str):
         names = [names]
@@ -35,6 +36,11 @@ def resolve_ids(catalogs, kind: str, names, *, field: str | None = None) -> list
         message = f"{field or kind + 's'} must name at least one {kind}"
         raise InvalidValueError(message)
     return list(dict.fromkeys(catalogs.require(kind, names)))
+
+
+#: Most values one axis may hold: a longer one is a typo (a missing step) and would build a
+#: grid of billions of rows.
+MAX_AXIS_VALUES = 100_000
 
 
 def parse_axis(text: str) -> list[int]:
@@ -53,6 +59,9 @@ def parse_axis(text: str) -> list[int]:
         else:
             message = f"'{part.strip()}' is not a whole number or a range such as 1-512 or 128-4096:128"
             raise InvalidValueError(message)
+        if len(values) > MAX_AXIS_VALUES:
+            message = f"'{text}' has more than {MAX_AXIS_VALUES:,} values; an axis holds at most {MAX_AXIS_VALUES:,}"
+            raise InvalidValueError(message)
     return values
 
 
@@ -62,6 +71,11 @@ def _expand_range(text: str, low: str, high: str, step: str | None) -> list[int]
         message = f"range '{text.strip()}' must go from a positive start up to an end >= start"
         raise InvalidValueError(message)
     if step is not None:
+        count = (high_value - low_value) // int(step) + 1
+        if count > MAX_AXIS_VALUES:
+            message = (f"range '{text.strip()}' has {count:,} values; an axis holds at most "
+                       f"{MAX_AXIS_VALUES:,} (use a larger step)")
+            raise InvalidValueError(message)
         return list(range(low_value, high_value + 1, int(step)))
     values, value = [], low_value
     while value <= high_value:
@@ -103,7 +117,7 @@ def lever_values(name: str, values) -> np.ndarray:
 COLOCATED = "none"  # the prefill_gpus value of a configuration without a separate prefill replica
 
 
-def prefill_pairs(catalogs, prefill_gpus, prefill_tps) -> pd.DataFrame | None:
+def prefill_pairs(catalogs: Catalogs, prefill_gpus, prefill_tps) -> pd.DataFrame | None:
     """The disaggregation axis: one row per (prefill_gpu, prefill_tp), ``None`` when it is off.
 
     ``"none"`` (colocated) is one pair with ``prefill_tp`` 0; every GPU id is crossed with every
@@ -126,10 +140,104 @@ def prefill_pairs(catalogs, prefill_gpus, prefill_tps) -> pd.DataFrame | None:
     return pd.DataFrame(pairs, columns=["prefill_gpu", "prefill_tp"])
 
 
-def _prefill_gpu_id(catalogs, name) -> str:
+def _prefill_gpu_id(catalogs: Catalogs, name) -> str:
     key = str(name).strip().lower()
     valid = [str(gpu) for gpu in catalogs.gpus.index]
     if key != COLOCATED and key not in valid:
         message = f"prefill_gpus: {did_you_mean(str(name), [*valid, COLOCATED], kind='gpu')}"
         raise UnknownNameError(message)
     return key
+
+
+# --- estimate_cases input
+
+LOAD_MODES = ("rate", "max_rate", "concurrency")
+REQUIRED = ("gpu", "model", "quant", "tp", "input_len", "output_len")
+OPTIONAL_NUMBERS = {  # column -> (low, low inclusive, high)
+    "batch": (1, True, 10_000_000), "tpot_slo_ms": (0, False, 1e7), "ttft_slo_ms": (0, False, 1e8),
+    "rate_req_s": (0, False, 1e7), "concurrency": (1, True, 10_000_000), "n_requests": (1, True, 10_000_000),
+    **{name: (low, inclusive, high) for name, (low, high, inclusive, _) in ASSUMPTION_RANGES.items()
+       if name in PER_CASE_ASSUMPTIONS},
+}
+INTEGER_COLUMNS = ("batch", "concurrency", "n_requests", "max_num_seqs", "max_batched_tokens")
+POSITIVE_INTEGERS = {"tp": 1024, "input_len": 100_000_000, "output_len": 10_000_000}
+MODES = ("batch", "slo", "offline", *LOAD_MODES)
+LEVER_NUMBERS = {name: (low, True, high) for name, (low, high, _) in LEVER_RANGES.items()}
+
+
+def checked_cases(cases: pd.DataFrame, catalogs: Catalogs) -> pd.DataFrame:
+    """Validated copy of ``cases`` with ids canonical and optional columns filled."""
+    if not isinstance(cases, pd.DataFrame) or cases.empty:
+        message = "cases must be a non-empty table with columns " + ", ".join(REQUIRED)
+        raise InvalidValueError(message)
+    missing = [c for c in REQUIRED if c not in cases.columns]
+    if missing:
+        message = f"cases lack the required column {missing[0]} (required: {', '.join(REQUIRED)})"
+        raise InvalidValueError(message)
+    cases = cases.copy()
+    for kind in ("gpu", "model", "quant"):
+        cases[kind] = catalogs.require(kind, cases[kind].astype(str).tolist())
+    _check_numbers(cases)
+    if "kv_quant" not in cases or cases["kv_quant"].isna().all():
+        cases["kv_quant"] = np.nan
+    default_kv = catalogs.quants["default_kv_quant"].reindex(cases["quant"]).to_numpy()
+    given_kv = cases["kv_quant"].where(cases["kv_quant"].notna() & (cases["kv_quant"].astype(str) != ""))
+    cases["kv_quant"] = np.where(given_kv.isna(), default_kv, given_kv.astype(str))
+    cases["kv_quant"] = catalogs.require("quant", cases["kv_quant"].tolist())
+    cases["mode"] = _modes(cases)
+    return cases
+
+
+def _check_numbers(cases: pd.DataFrame) -> None:
+    for column, high in POSITIVE_INTEGERS.items():
+        _check_column(cases, column, 1, True, high, integer=True, required=True)
+    for column, (low, inclusive, high) in OPTIONAL_NUMBERS.items():
+        if column not in cases:
+            cases[column] = np.nan
+        _check_column(cases, column, low, inclusive, high, integer=column in INTEGER_COLUMNS, required=False)
+    for column, (low, inclusive, high) in LEVER_NUMBERS.items():
+        if column in cases:
+            _check_column(cases, column, low, inclusive, high, integer=LEVER_RANGES[column][2], required=False)
+
+
+def _check_column(cases, column, low, inclusive, high, *, integer, required) -> None:
+    raw = cases[column]
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    blank = raw.isna().to_numpy() | (raw.astype(str).str.strip() == "").to_numpy()
+    too_low = values < low if inclusive else values <= low
+    bad = (np.isnan(values) & (required | ~blank)) | too_low | (values > high) | ~np.isfinite(values) & ~blank
+    if integer:
+        bad |= ~np.isnan(values) & (values != np.round(values))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        kind = "a whole number" if integer else "a number"
+        bound = f"{'>=' if inclusive else '>'} {low:g} and <= {high:g}"
+        message = f"cases row {row + 1}, column {column}: must be {kind} {bound}, got {raw.iloc[row]!r}"
+        raise InvalidValueError(message)
+    cases[column] = values.astype(np.int64) if required and integer else np.where(blank, np.nan, values)
+
+
+def _modes(cases: pd.DataFrame) -> np.ndarray:
+    has_batch = cases["batch"].notna().to_numpy()
+    has_slo = (cases["tpot_slo_ms"].notna() | cases["ttft_slo_ms"].notna()).to_numpy()
+    has_rate = cases["rate_req_s"].notna().to_numpy()
+    has_concurrency = cases["concurrency"].notna().to_numpy()
+    inferred = np.where(has_batch, "batch", np.where(has_rate, "rate", np.where(
+        has_concurrency, "concurrency", np.where(has_slo, "slo", "offline"))))
+    if "mode" not in cases:
+        return inferred
+    given = cases["mode"].astype(object).where(cases["mode"].notna(), "").astype(str).str.strip().str.lower()
+    unknown = ~given.isin(MODES + ("",))
+    if unknown.any():
+        row = int(np.flatnonzero(unknown.to_numpy())[0])
+        message = f"cases row {row + 1}, column mode: must be one of {', '.join(MODES)}, got {cases['mode'].iloc[row]!r}"
+        raise InvalidValueError(message)
+    mode = np.where(given == "", inferred, given)
+    for wanted, present, column in (("batch", has_batch, "batch"), ("rate", has_rate, "rate_req_s"),
+                                    ("max_rate", has_slo, "tpot_slo_ms"), ("concurrency", has_concurrency, "concurrency")):
+        missing = (mode == wanted) & ~present
+        if missing.any():
+            row = int(np.flatnonzero(missing)[0])
+            message = f"cases row {row + 1}, column {column}: mode '{wanted}' needs a {column}"
+            raise InvalidValueError(message)
+    return mode

@@ -1,9 +1,17 @@
-"""Published measurements and the model's prediction of each, for calibration and validation.
+"""Published measurements: reading them, and which of them the model predicts.
 
 The measurement format is the one of ``fleetplan/sweeps/data/measured.csv`` (see
 ``measured.README.md`` beside it): one published figure per row with its source. Names as the
-sources wrote them (``H100 80GB HBM3 (SXM)``, ``Llama-3.1-8B``, ``FP8``) are mapped to catalog ids through the
-catalogs' ``aliases`` columns (``Catalogs.alias_map``).
+sources wrote them (``H100 80GB HBM3 (SXM)``, ``Llama-3.1-8B``, ``FP8``, ``TensorRT-LLM (PyTorch
+backend)``) are mapped to catalog ids through the catalogs' ``aliases`` columns
+(``Catalogs.alias_map``). The ``settings`` column carries engine settings the source states
+(``memory_fraction=0.95``), which override the engine profile for that row only.
+
+Each predictable row belongs to one regime (``REGIMES``): ``offline`` (maximum-load throughput
+under continuous batching), ``static`` (throughput of a fixed batch processed together),
+``e2e`` (end-to-end latency of such a batch), ``ttft`` (time to first token of one prompt) and
+``server`` (serving metrics at a fixed request rate). Rows of layouts the model does not
+represent (attention data parallel with expert parallelism, ``DEP``) are kept but not predicted.
 """
 
 from __future__ import annotations
@@ -16,20 +24,15 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import Catalogs
+from fleetplan.catalogs.input_files import read_csv_table
 from fleetplan.errors import InvalidValueError
-from fleetplan.sweeps import operating_points, queueing
-from fleetplan.sweeps.estimate import case_arrays, estimate_cases
 from fleetplan.sweeps.inputs import catalog_or_default
 
-# TensorRT-LLM's benchmark defaults: kv_cache_free_gpu_mem_fraction 0.95, max batch 2048.
-TRTLLM_ASSUMPTIONS = {"reserve_fraction": 0.05, "max_num_seqs": 2048}
-# The online-serving table ran the Triton backend, whose example configurations cap the batch at
-# 256 sequences; the source states no cap, so this one is an assumption.
-SERVING_ASSUMPTIONS = {"reserve_fraction": 0.05, "max_num_seqs": 256}
 DEFAULT_RUN_REQUESTS = 1000  # vLLM's benchmark default num_prompts, for runs that do not say
-FACTOR_COLUMNS = ("mbu", "mfu", "mfu_prefill", "step_overhead_ms", "tp_scaling", "request_overhead_ms")
 SERVER_METRICS = ("tpot_ms", "ttft_ms", "req_s", "output_tok_s", "total_tok_s")
+REGIMES = ("offline", "static", "e2e", "ttft", "server")
 REQUIRED = ("gpu", "tp", "model", "precision_weights", "input_len", "output_len", "scenario", "metric", "value")
+SETTINGS = {"memory_fraction": float, "max_num_seqs": int, "max_batched_tokens": int}
 
 
 def shipped_measurements_path() -> Path:
@@ -43,38 +46,57 @@ def _canonical(name: str, aliases: dict[str, str]) -> str:
 
 
 def load_measurements(path: str | Path | None = None, catalogs: Catalogs | None = None) -> pd.DataFrame:
-    """Measurements with catalog ids (gpu, model, quant, kv_quant) and numeric ``qps`` added."""
+    """Measurements with catalog ids (gpu, model, quant, kv_quant, engine_id), the numeric ``qps``,
+    ``static_batch`` and ``n_requests``, the stated settings as columns, and ``regime``."""
     catalogs = catalog_or_default(catalogs)
-    gpu_names, quant_names = catalogs.alias_map("gpu"), catalogs.alias_map("quant")
     path = Path(path) if path is not None else shipped_measurements_path()
-    if not path.is_file():
+    if not path.exists():
         message = f"measurements file {path} does not exist"
         raise InvalidValueError(message)
-    frame = pd.read_csv(path)
+    frame = read_csv_table(path, "measurements file")
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         message = f"{path.name}: missing column {missing[0]} (required: {', '.join(REQUIRED)})"
         raise InvalidValueError(message)
+    return with_ids(frame, catalogs)
+
+
+def with_ids(frame: pd.DataFrame, catalogs: Catalogs) -> pd.DataFrame:
+    """``frame`` (measurement rows as the sources wrote them) with catalog ids and derived columns."""
+    frame = frame.copy()
+    gpu_names, quant_names = catalogs.alias_map("gpu"), catalogs.alias_map("quant")
     frame["gpu_name"], frame["model_name"] = frame["gpu"], frame["model"]
     frame["gpu"] = frame["gpu_name"].map(lambda n: _canonical(n, gpu_names))
     frame["model"] = frame["model_name"].map(lambda n: _canonical(n, {}))
     frame["quant"] = frame["precision_weights"].map(lambda n: _canonical(n, quant_names))
-    kv = frame["precision_kv"] if "precision_kv" in frame else frame["precision_weights"]
-    frame["kv_quant"] = kv.map(lambda n: _canonical(n, quant_names))
-    frame["tp"] = frame["tp"].astype(int)
-    frame["engine_id"] = engine_ids(frame)
-    frame["qps"] = _qps(frame.get("concurrency_or_batch", pd.Series("", index=frame.index)))
+    kv = frame["precision_kv"] if "precision_kv" in frame else pd.Series(np.nan, index=frame.index)
+    default_kv = catalogs.quants["default_kv_quant"].reindex(frame["quant"]).to_numpy(dtype=object)
+    frame["kv_quant"] = np.where(kv.isna().to_numpy() | (kv.astype(str).str.strip() == "").to_numpy(), default_kv,
+                                 kv.map(lambda n: _canonical(n, quant_names)).to_numpy(dtype=object))
+    frame["n_gpus"] = pd.to_numeric(frame.get("n_gpus", frame["tp"]), errors="coerce")
+    frame["tp"] = pd.to_numeric(frame["tp"], errors="coerce").fillna(frame["n_gpus"]).fillna(1).astype(int)
+    frame["n_gpus"] = frame["n_gpus"].fillna(frame["tp"])
+    frame["engine_id"] = engine_ids(frame, catalogs)
+    load = frame.get("concurrency_or_batch", pd.Series("", index=frame.index)).astype(str)
+    frame["qps"] = _qps(load)
+    frame["static_batch"] = pd.to_numeric(load.str.extract(r"(?:static batch|^batch)\s*(\d+)", flags=re.IGNORECASE)[0],
+                                          errors="coerce")
     if "n_requests" not in frame:
         counted = frame.get("dataset", pd.Series("", index=frame.index)).astype(str).str.extract(r"(\d+) requests")[0]
         frame["n_requests"] = pd.to_numeric(counted, errors="coerce").fillna(DEFAULT_RUN_REQUESTS)
+    _add_settings(frame)
+    frame["regime"] = regimes(frame, catalogs)
     return frame
 
 
-def engine_ids(frame: pd.DataFrame) -> pd.Series:
-    """Catalog ids of the rows' serving engines (``TensorRT-LLM`` -> ``tensorrt-llm``); ``*`` if unnamed."""
+def engine_ids(frame: pd.DataFrame, catalogs: Catalogs | None = None) -> pd.Series:
+    """Catalog ids of the rows' serving engines (``TensorRT-LLM (PyTorch backend)`` -> ``tensorrt-llm``);
+    ``*`` where unnamed or unknown to the engines catalog."""
+    catalogs = catalog_or_default(catalogs)
     names = frame["engine"] if "engine" in frame else pd.Series("", index=frame.index)
-    ids = names.fillna("").astype(str).map(lambda n: _canonical(n, {}))
-    return ids.where(ids != "", "*")
+    aliases = catalogs.alias_map("engine")
+    ids = names.fillna("").astype(str).map(lambda n: _canonical(n, aliases))
+    return ids.where(ids.isin(list(catalogs.engines.index)), "*")
 
 
 def _qps(text: pd.Series) -> np.ndarray:
@@ -82,92 +104,44 @@ def _qps(text: pd.Series) -> np.ndarray:
     return pd.to_numeric(found.str.upper().replace("INF", "inf"), errors="coerce").to_numpy(dtype=float)
 
 
-def offline_throughput_rows(measurements: pd.DataFrame) -> pd.DataFrame:
-    """The rows the offline model predicts: maximum-load output tokens/s of one TP group."""
-    chosen = (measurements["scenario"] == "offline") & (measurements["metric"] == "output_tok_s")
-    return measurements[chosen].reset_index(drop=True)
+def _add_settings(frame: pd.DataFrame) -> None:
+    """Columns for the engine settings a row's source states (``settings``: ``name=value;...``)."""
+    text = frame.get("settings", pd.Series("", index=frame.index)).fillna("").astype(str)
+    for name in SETTINGS:
+        found = text.str.extract(rf"(?:^|;)\s*{name}\s*=\s*([0-9.]+)")[0]
+        frame[name] = pd.to_numeric(found, errors="coerce")
 
 
-def predict_offline(rows: pd.DataFrame, catalogs=None, factors: pd.DataFrame | None = None,
-                    **assumptions) -> np.ndarray:
-    """Predicted output tokens/s for offline rows [tokens/s], one vectorized call for all rows.
-
-    ``factors`` may hold per-row columns mbu, mfu, step_overhead_ms, tp_scaling (NaN = catalog default).
-    """
-    cases = _cases(rows, factors)
-    cases["mode"] = "offline"
-    merged = {**TRTLLM_ASSUMPTIONS, **assumptions}
-    return estimate_cases(cases, catalogs, **merged)["output_tok_s"].to_numpy(dtype=float)
-
-
-def _cases(rows: pd.DataFrame, factors: pd.DataFrame | None) -> pd.DataFrame:
-    """Engine cases of measurement rows: their configuration, engine and (optional) factors."""
-    cases = rows[["gpu", "model", "quant", "kv_quant", "tp", "input_len", "output_len"]].copy()
-    if "engine_id" in rows:  # an engine's own efficiency rows apply where the catalog has them
-        cases["engine"] = rows["engine_id"].to_numpy(dtype=object)
-    return _with_factors(cases, factors)
-
-
-def _with_factors(cases: pd.DataFrame, factors: pd.DataFrame | None) -> pd.DataFrame:
-    if factors is not None:
-        for column in FACTOR_COLUMNS:
-            cases[column] = factors[column].to_numpy(dtype=float)
-    return cases
-
-
-def _kinds(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    offline = ((rows["scenario"] == "offline") & (rows["metric"] == "output_tok_s")).to_numpy()
-    server = ((rows["scenario"] == "server") & rows["metric"].isin(SERVER_METRICS)).to_numpy() & ~np.isnan(
-        rows["qps"].to_numpy(dtype=float))
-    return offline, server
+def regimes(frame: pd.DataFrame, catalogs: Catalogs) -> np.ndarray:
+    """The regime each row belongs to, '' where the model does not predict it."""
+    scenario, metric = frame["scenario"].astype(str), frame["metric"].astype(str)
+    static = frame["static_batch"].notna()
+    known = (frame["gpu"].isin(list(catalogs.gpus.index)) & frame["model"].isin(list(catalogs.models.index))
+             & frame["quant"].isin(list(catalogs.quants.index)) & frame["kv_quant"].isin(list(catalogs.quants.index)))
+    layout = frame.get("parallelism", pd.Series("", index=frame.index)).fillna("").astype(str)
+    tensor_parallel = ~layout.str.upper().str.contains("DEP|EP") & frame["tp"].ge(1)
+    choices = [
+        (scenario == "offline") & (metric == "output_tok_s") & ~static,
+        (scenario == "offline") & (metric == "output_tok_s") & static,
+        (metric == "e2e_ms") & static,
+        (scenario == "latency") & (metric == "ttft_ms") & static,
+        (scenario == "server") & metric.isin(SERVER_METRICS) & frame["qps"].notna(),
+    ]
+    regime = np.select([c.to_numpy() for c in choices], list(REGIMES), "")
+    return np.where((known & tensor_parallel).to_numpy(), regime, "").astype(object)
 
 
 def predictable(rows: pd.DataFrame) -> pd.DataFrame:
-    """The rows the model predicts: offline output tokens/s, and serving metrics at a known rate."""
-    offline, server = _kinds(rows)
-    return rows[offline | server].reset_index(drop=True)
-
-
-def predict_rows(rows: pd.DataFrame, catalogs=None, factors: pd.DataFrame | None = None) -> np.ndarray:
-    """The model's value for every measurement row it can predict (NaN for the others)."""
-    predicted = np.full(len(rows), np.nan)
-    offline, server = _kinds(rows)
-    for mask, predict in ((offline, predict_offline), (server, predict_server)):
-        if mask.any():
-            part = rows[mask].reset_index(drop=True)
-            part_factors = None if factors is None else factors[mask].reset_index(drop=True)
-            predicted[mask] = predict(part, catalogs, part_factors)
-    return predicted
+    """The rows the model predicts (a regime of ``REGIMES``)."""
+    return rows[rows["regime"] != ""].reset_index(drop=True)
 
 
 def ape_summary(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """Median and 90th-percentile absolute percentage error of ``predicted`` vs ``value`` [%]."""
-    ape = (frame["predicted"] / frame["value"] - 1.0).abs() * 100.0
-    grouped = ape.groupby([frame[b] for b in by]) if by else ape.groupby(np.zeros(len(ape)))
+    """Rows, median and 90th-percentile absolute percentage error of ``predicted`` vs ``value``, and
+    the median signed error [%] (+ = over-predicted)."""
+    signed = (frame["predicted"] / frame["value"] - 1.0) * 100.0
+    ape = signed.abs()
+    keys = [frame[b] for b in by] if by else np.zeros(len(ape))
+    grouped = ape.groupby(keys)
     return pd.DataFrame({"rows": grouped.size(), "median_ape_pct": grouped.median(),
-                         "p90_ape_pct": grouped.quantile(0.9)})
-
-
-def predict_server(rows: pd.DataFrame, catalogs=None, factors: pd.DataFrame | None = None, **assumptions) -> np.ndarray:
-    """Predicted value of each online-serving row's metric at its offered rate (``qps``).
-
-    Below capacity the steady-state load model (``fleetplan.sweeps.queueing``) applies; at or above it
-    (including an unlimited rate) the replica runs at capacity and TTFT includes the admission
-    wait of a finite run of ``n_requests`` requests.
-    """
-    cases = _cases(rows, factors)
-    _, _, c, kernel_rows = case_arrays(cases, catalogs, **{**SERVING_ASSUMPTIONS, **assumptions})
-    capacity = queueing.capacity_req_s(c, kernel_rows)
-    offered = rows["qps"].to_numpy(dtype=float)
-    achieved = np.minimum(offered, capacity)
-    state = queueing.at_rate(c, kernel_rows, np.minimum(offered, capacity * 0.999))
-    slots = operating_points.batch_cap(c, kernel_rows.context_len)
-    queue_ms = queueing.finite_run_wait_ms(offered, capacity, rows["n_requests"].to_numpy(dtype=float), slots)
-    # Overloaded runs: the finite run's admission wait replaces the steady-state queueing wait.
-    ttft = np.where(offered < capacity, state["ttft_ms"], state["ttft_ms"] - state["wait_ms"] + queue_ms)
-    by_metric = {"tpot_ms": state["tpot_ms"], "ttft_ms": ttft, "req_s": achieved,
-                 "output_tok_s": achieved * kernel_rows.output_len,
-                 "total_tok_s": achieved * (kernel_rows.input_len + kernel_rows.output_len)}
-    metric = rows["metric"].to_numpy()
-    return np.select([metric == name for name in by_metric], list(by_metric.values()), np.nan)
-
+                         "p90_ape_pct": grouped.quantile(0.9), "median_signed_pct": signed.groupby(keys).median()})

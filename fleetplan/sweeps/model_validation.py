@@ -1,40 +1,133 @@
-"""Predicted vs measured: per-row errors and their median / 90th-percentile summaries."""
+"""The model against measurements: in sample, and held out by GPU or by model.
+
+In sample, every predictable row is predicted with the catalogs as they are. Held out, each GPU
+(or model) in turn is left out: the efficiencies are refitted from the priors on the other rows
+(``fitting.fit``), written as catalog rows the way the shipped ones are written
+(``fitted_catalog.efficiency_rows``: measured GPUs, and siblings of the same architecture), and
+the left-out rows are predicted through that catalog. A left-out GPU with a measured sibling is
+thus ``transferred``, one without is ``prior``, and a left-out model on a measured GPU is
+``measured``: the error bands of each calibration label come from the held-out errors of its
+kind (``error_bands``).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from fleetplan.catalogs import Catalogs
 from fleetplan.errors import InvalidValueError
-from fleetplan.sweeps.measurements import ape_summary, load_measurements, predict_rows, predictable
+from fleetplan.sweeps.efficiencies import CALIBRATION_LABELS
+from fleetplan.sweeps.fitted_catalog import efficiency_rows
+from fleetplan.sweeps.fitting import fit, priors_only
+from fleetplan.sweeps.inputs import catalog_or_default
+from fleetplan.sweeps.measurements import ape_summary, load_measurements, predictable, with_ids
+from fleetplan.sweeps.predictions import MeasurementModel, with_prediction
 from fleetplan.sweeps.vllm_results import read_benchmark_json
+
+DIMENSIONS = ("gpu", "model", "quant", "engine_id", "regime")
+THROUGHPUT_REGIMES = ("offline", "static")  # the capacity an estimate's error band describes
+HOLDOUTS = {"gpu": "leave-one-GPU-out", "model": "leave-one-model-out"}
 
 
 def read_measurements(paths, *, gpu: str | None = None, tp: int | None = None, quant: str = "bf16",
-                      kv_quant: str | None = None, model: str | None = None) -> pd.DataFrame:
+                      kv_quant: str | None = None, model: str | None = None,
+                      catalogs: Catalogs | None = None) -> pd.DataFrame:
     """Measurement rows from CSV files (the calibration format) and benchmark result JSON files."""
+    catalogs = catalog_or_default(catalogs)
     frames = []
     for path in map(Path, paths):
         if path.suffix.lower() == ".json":
             if gpu is None or tp is None:
                 message = f"{path.name}: a benchmark JSON does not say its hardware; give --gpu and --tp"
                 raise InvalidValueError(message)
-            frames.append(read_benchmark_json(path, gpu=gpu, tp=tp, quant=quant, kv_quant=kv_quant, model=model))
+            raw = read_benchmark_json(path, gpu=gpu, tp=tp, quant=quant, kv_quant=kv_quant, model=model)
+            frames.append(with_ids(raw, catalogs))
         else:
-            frames.append(load_measurements(path))
+            frames.append(load_measurements(path, catalogs))
     return pd.concat(frames, ignore_index=True)
 
 
-def compare(measurements: pd.DataFrame, catalogs=None) -> pd.DataFrame:
-    """The predictable rows with ``predicted`` and ``ape_pct`` (absolute percentage error) added."""
-    rows = predictable(measurements)
-    rows["predicted"] = predict_rows(rows, catalogs)
-    rows["ape_pct"] = (rows["predicted"] / rows["value"] - 1.0).abs() * 100.0
-    return rows
+def compare(measurements: pd.DataFrame, catalogs: Catalogs | None = None) -> pd.DataFrame:
+    """The predictable rows with ``predicted``, ``error_pct`` (signed) and ``ape_pct`` added."""
+    out = with_prediction(predictable(measurements), catalogs)
+    out["ape_pct"] = out["error_pct"].abs()
+    return out
+
+
+def with_efficiency(catalogs: Catalogs, rows: pd.DataFrame) -> Catalogs:
+    """A copy of ``catalogs`` whose efficiency catalog is the priors plus ``rows``."""
+    copy = priors_only(catalogs)
+    table = pd.concat([copy.efficiency, rows], ignore_index=True)
+    table = table.astype({c: copy.efficiency[c].dtype for c in copy.efficiency.columns if c in table})
+    object.__setattr__(copy, "efficiency", table)
+    return copy
+
+
+def fitted_catalogs(rows: pd.DataFrame, catalogs: Catalogs, source: str) -> Catalogs:
+    """The catalogs with efficiencies fitted to ``rows`` from the priors."""
+    priors = priors_only(catalogs)
+    result = fit(rows, priors)
+    return with_efficiency(catalogs, efficiency_rows(result, priors, rows, source))
+
+
+def holdout(rows: pd.DataFrame, catalogs: Catalogs, by: str) -> pd.DataFrame:
+    """Each group of ``by`` (gpu or model) predicted from a fit to the other rows, with the
+    ``calibration`` label its prediction rests on."""
+    parts = []
+    for key in sorted(rows[by].unique()):
+        train, test = rows[rows[by] != key], rows[rows[by] == key]
+        if train.empty:
+            continue
+        fitted = fitted_catalogs(train, catalogs, f"{HOLDOUTS[by]} fit without {key}")
+        predicted = with_prediction(test, fitted)
+        predicted["calibration"] = _labels(predicted, fitted)
+        parts.append(predicted)
+    out = pd.concat(parts, ignore_index=True)
+    out["ape_pct"] = out["error_pct"].abs()
+    out["validation"] = HOLDOUTS[by]
+    return out
+
+
+def _labels(rows: pd.DataFrame, catalogs: Catalogs) -> np.ndarray:
+    return MeasurementModel(rows, catalogs).configs["calibration"].to_numpy(dtype=object)
+
+
+def error_tables(frame: pd.DataFrame) -> pd.DataFrame:
+    """One long table: rows, median and p90 absolute error and median signed error [%] by
+    validation (in sample, held out), each dimension of ``DIMENSIONS`` and metric."""
+    frame = frame if "validation" in frame else frame.assign(validation="in sample")
+    parts = []
+    for dimension in ("overall", *DIMENSIONS):
+        keys = ["validation", "metric"] if dimension == "overall" else ["validation", dimension, "metric"]
+        table = ape_summary(frame, keys).reset_index()
+        table.insert(1, "dimension", dimension)
+        table.insert(2, "key", "all" if dimension == "overall" else table.pop(dimension).astype(str))
+        parts.append(table)
+    return pd.concat(parts, ignore_index=True)
+
+
+def error_bands(held_out: pd.DataFrame) -> pd.DataFrame:
+    """p10, p50 and p90 of the signed relative error [%] of held-out throughput rows, by the
+    calibration label they were predicted under (what ``estimate_cases`` reports as the band)."""
+    chosen = held_out[held_out["regime"].isin(THROUGHPUT_REGIMES)]
+    rows = []
+    for label in CALIBRATION_LABELS:
+        errors = chosen.loc[chosen["calibration"] == label, "error_pct"].dropna()
+        if len(errors):
+            rows.append({"calibration": label, "rows": len(errors), "error_p10_pct": errors.quantile(0.1),
+                         "error_p50_pct": errors.quantile(0.5), "error_p90_pct": errors.quantile(0.9),
+                         "validation": ", ".join(sorted(chosen.loc[chosen["calibration"] == label, "validation"].unique()))})
+    return pd.DataFrame(rows).round({"error_p10_pct": 1, "error_p50_pct": 1, "error_p90_pct": 1})
 
 
 def summaries(compared: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Median and p90 APE by metric, and by GPU, model and metric."""
-    return {"by metric": ape_summary(compared, ["metric"]),
-            "by gpu, model, metric": ape_summary(compared, ["gpu", "model", "metric"])}
+    """Median and p90 absolute error by metric, and by each dimension and metric, per validation."""
+    frame = compared if "validation" in compared else compared.assign(validation="in sample")
+    tables = {"by metric": ape_summary(frame, ["validation", "metric"])}
+    for dimension in DIMENSIONS:
+        tables[f"by {dimension.removesuffix('_id')}"] = ape_summary(frame, ["validation", dimension, "metric"])
+    tables["by gpu, model, metric"] = ape_summary(frame, ["validation", "gpu", "model", "metric"])
+    return tables

@@ -17,22 +17,31 @@ import pandas as pd
 
 from fleetplan.errors import check_range
 from fleetplan.sweeps import row_kernel
+from fleetplan.sweeps.replica_constants import ReplicaConstants
 
 
-def batch_cap(c, context_len) -> np.ndarray:
+def admission_len(c: ReplicaConstants, rows: row_kernel.Rows) -> np.ndarray:
+    """Tokens of KV cache the engine sets aside per admitted sequence [tokens]: the whole prompt
+    plus output for engines that reserve it at admission (TensorRT-LLM's default
+    GUARANTEED_NO_EVICT scheduler), the mean occupancy for engines that allocate as tokens come
+    (vLLM, SGLang; they preempt when full)."""
+    return np.where(c.reserves_full_sequence > 0, rows.input_len + rows.output_len, rows.context_len)
+
+
+def batch_cap(c: ReplicaConstants, rows: row_kernel.Rows) -> np.ndarray:
     """Largest batch the memory and the serving engine allow [sequences]."""
-    max_batch, _ = row_kernel.memory_limits(c, context_len)
-    return np.minimum(max_batch, c["max_num_seqs"].astype(np.int64))
+    max_batch, _ = row_kernel.memory_limits(c, admission_len(c, rows))
+    return np.minimum(max_batch, c.max_num_seqs.astype(np.int64))
 
 
-def _meets(c, rows: row_kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
-    tpot, ttft = row_kernel.latencies_ms(c, rows)
+def _meets(c: ReplicaConstants, rows: row_kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
+    tpot, ttft = row_kernel.row_latencies_ms(c, rows)[:2]
     ok_tpot = np.isnan(tpot_slo_ms) | (tpot <= tpot_slo_ms)
     ok_ttft = np.isnan(ttft_slo_ms) | (ttft <= ttft_slo_ms)
     return ok_tpot & ok_ttft
 
 
-def knee_batch(c, rows: row_kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
+def knee_batch(c: ReplicaConstants, rows: row_kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
     """Largest batch in ``[0, cap]`` whose TPOT and TTFT meet the SLOs (NaN SLO = none) [sequences].
 
     ``rows.batch`` is ignored; 0 means not even one sequence meets the SLOs or fits.
@@ -40,7 +49,7 @@ def knee_batch(c, rows: row_kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray
     tpot_slo_ms = np.broadcast_to(np.asarray(tpot_slo_ms, dtype=float), rows.config.shape)
     ttft_slo_ms = np.broadcast_to(np.asarray(ttft_slo_ms, dtype=float), rows.config.shape)
     low = np.zeros(rows.config.shape, dtype=np.int64)
-    high = np.maximum(batch_cap(c, rows.context_len), 0)
+    high = np.maximum(batch_cap(c, rows), 0)
     while np.any(low < high):
         middle = (low + high + 1) // 2
         ok = _meets(c, rows._replace(batch=middle.astype(float)), tpot_slo_ms, ttft_slo_ms)
@@ -50,15 +59,15 @@ def knee_batch(c, rows: row_kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray
     return low
 
 
-def offline_batch(c, context_len) -> np.ndarray:
+def offline_batch(c: ReplicaConstants, rows: row_kernel.Rows) -> np.ndarray:
     """Offline (no SLO) operating batch: as many sequences as memory and the engine allow."""
-    return np.maximum(batch_cap(c, context_len), 0)
+    return np.maximum(batch_cap(c, rows), 0)
 
 
-def slo_reason(c, rows: row_kernel.Rows, knee, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
+def slo_reason(c: ReplicaConstants, rows: row_kernel.Rows, knee, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
     """Why a knee is 0: the SLO that even one sequence misses, with the best achievable value."""
-    best_tpot, best_ttft = row_kernel.latencies_ms(c, rows._replace(batch=np.ones(rows.config.shape)))
-    cap = batch_cap(c, rows.context_len)
+    best_tpot, best_ttft = row_kernel.row_latencies_ms(c, rows._replace(batch=np.ones(rows.config.shape)))[:2]
+    cap = batch_cap(c, rows)
     tpot_slo_ms = np.broadcast_to(np.asarray(tpot_slo_ms, dtype=float), rows.config.shape)
     ttft_slo_ms = np.broadcast_to(np.asarray(ttft_slo_ms, dtype=float), rows.config.shape)
     reason = np.full(rows.config.shape, "", dtype=object)

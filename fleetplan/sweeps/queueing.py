@@ -3,23 +3,37 @@
 Method (continuous batching with chunked prefill, one replica, Poisson arrivals at rate lambda):
 
 1. Prompts and decode steps share the GPUs. A prompt costs ``t_p`` of GPU time (its FLOPs and
-   all-reduces, ``row_kernel.prefill_ms``), so prefill takes the share ``rho_p = lambda * t_p`` and every
-   decode step is stretched to ``TPOT = t_dec(B) / (1 - rho_p)``.
+   all-reduces, ``step_times.prefill_ms``), so prefill takes the share ``rho_p = lambda * t_p``
+   and every decode step is stretched to ``TPOT = t_dec(B) / (1 - rho_p)``.
 2. The decode batch is what the rate sustains by Little's law, ``B = lambda * G * TPOT``, solved by
    a fixed number of vectorized fixed-point passes (it converges monotonically from B = 0 while
    the replica is stable).
 3. Prompts queue for the prefill share as an M/D/1 queue with service ``t_p`` and utilization
    ``rho_p``: mean wait ``rho_p / (2 (1 - rho_p)) * t_p`` (Pollaczek-Khinchine). TTFT is that wait
-   plus the prompt's prefill latency plus the in-flight decode step it joins.
+   plus the prompt's prefill latency plus the in-flight decode step it joins
+   (``step_times.first_token_ms``).
 4. Percentiles: the wait is 0 with probability ``1 - rho`` and otherwise exponential with the mean
-   that keeps the M/D/1 mean (an exponential-tail approximation); the inter-token latency is
-   ``t_dec`` on plain steps and ``t_dec + t_p / chunks`` on the share ``f = lambda * chunks * TPOT``
-   of steps that carry a prompt chunk.
+   that keeps the M/D/1 mean (an exponential-tail approximation); TTFT's quantiles are never
+   reported below its mean (the approximation has no spread there). A step is ``t_dec`` long, or
+   ``t_dec + t_p / chunks`` on the share ``f = lambda * chunks * TPOT`` of steps that carry a prompt
+   chunk, so a request's mean TPOT over its ``G - 1`` steps has the standard deviation
+   ``t_p / chunks * sqrt(f (1 - f) / (G - 1))``; its p90 and p99 are the normal quantiles above
+   the mean, as benchmarks report per-request TPOT percentiles.
 5. At or beyond capacity (``rho_p >= 1`` or a batch above the memory and engine cap) the steady
    state does not exist: TTFT is infinite. For a finite benchmark run of N requests the fluid
    approximation gives the mean wait instead (see ``finite_run_wait_ms``).
 
-Near-zero load gives the unloaded latencies of ``row_kernel.latencies_ms`` at batch 1.
+Near-zero load gives the unloaded latencies of ``step_times.latencies_ms`` at batch 1.
+
+References
+----------
+.. [1] Kleinrock, "Queueing Systems, Volume 1: Theory", Wiley 1975, section 5.6
+   (Pollaczek-Khinchine mean value formula for M/G/1).
+.. [2] Little, "A Proof for the Queuing Formula: L = lambda W", Operations Research 9(3), 1961.
+.. [3] Agrawal et al., "Taming Throughput-Latency Tradeoff in LLM Inference with Sarathi-Serve",
+   OSDI 2024, arXiv:2403.02310 (chunked prefill riding decode steps).
+.. [4] Newell, "Applications of Queueing Theory", Chapman and Hall 1982, chapter 2 (fluid
+   approximation of a queue in overload).
 """
 
 from __future__ import annotations
@@ -27,14 +41,40 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.sweeps import operating_points, row_kernel, throughput
+from fleetplan.sweeps.replica_constants import ReplicaConstants
+from fleetplan.sweeps.step_times import decode_step_ms, first_token_ms, prefill_ms, prompt_steps
 
 FIXED_POINT_PASSES = 60
 RATE_BISECTION_PASSES = 40
 
 
 def md1_wait_ms(utilization, service_ms):
-    """Mean wait in an M/D/1 queue: ``rho / (2 (1 - rho)) * s`` [ms]; infinite at ``rho >= 1``.
+    """Mean wait in an M/D/1 queue.
 
+    Parameters
+    ----------
+    utilization : float or array
+        Server utilization, rho [fraction].
+    service_ms : float or array
+        Deterministic service time, s [ms].
+
+    Returns
+    -------
+    float or array
+        Mean wait before service [ms]; infinite at ``rho >= 1``.
+
+    Notes
+    -----
+    Pollaczek-Khinchine with a deterministic service time:
+
+    .. math:: W = \\frac{\\rho}{2 (1 - \\rho)} s
+
+    References
+    ----------
+    .. [1] Kleinrock 1975, section 5.6.
+
+    Examples
+    --------
     >>> float(md1_wait_ms(0.5, 10.0)), float(md1_wait_ms(1.0, 10.0))
     (5.0, inf)
     """
@@ -45,9 +85,32 @@ def md1_wait_ms(utilization, service_ms):
 
 
 def md1_max_utilization(slack_ms, service_ms):
-    """Largest utilization whose M/D/1 mean wait stays within ``slack_ms``: the inverse of
-    ``md1_wait_ms``, ``rho = 2a / (1 + 2a)`` with ``a = slack / s`` [fraction]; 0 without slack.
+    """Largest utilization whose M/D/1 mean wait stays within ``slack_ms``.
 
+    Parameters
+    ----------
+    slack_ms : float or array
+        Wait allowed [ms].
+    service_ms : float or array
+        Deterministic service time, s [ms].
+
+    Returns
+    -------
+    float or array
+        Utilization [fraction]; 0 without slack, 1 with unlimited slack.
+
+    Notes
+    -----
+    The inverse of ``md1_wait_ms``, with ``a = slack / s``:
+
+    .. math:: \\rho = \\frac{2a}{1 + 2a}
+
+    References
+    ----------
+    .. [1] Kleinrock 1975, section 5.6.
+
+    Examples
+    --------
     >>> float(md1_max_utilization(5.0, 10.0))
     0.5
     """
@@ -57,8 +120,34 @@ def md1_max_utilization(slack_ms, service_ms):
 
 
 def wait_quantile_ms(mean_wait_ms, utilization, quantile):
-    """Quantile of the wait: 0 with probability ``1 - rho``, else exponential with mean ``W / rho`` [ms].
+    """Quantile of the queueing wait under an exponential-tail approximation.
 
+    Parameters
+    ----------
+    mean_wait_ms : float or array
+        Mean wait, W [ms].
+    utilization : float or array
+        Utilization, rho: the share of arrivals that wait at all [fraction].
+    quantile : float
+        Quantile, q [fraction].
+
+    Returns
+    -------
+    float or array
+        The q-quantile of the wait [ms].
+
+    Notes
+    -----
+    The wait is 0 with probability ``1 - rho``, else exponential with mean ``W / rho``:
+
+    .. math:: w_q = \\frac{W}{\\rho} \\ln\\frac{\\rho}{1 - q} \\quad (0 \\text{ if } \\rho \\le 1 - q)
+
+    References
+    ----------
+    .. [1] Kleinrock 1975, section 5.7 (the waiting-time distribution and its exponential tail).
+
+    Examples
+    --------
     >>> round(float(wait_quantile_ms(5.0, 0.5, 0.9)), 3)
     16.094
     """
@@ -70,12 +159,38 @@ def wait_quantile_ms(mean_wait_ms, utilization, quantile):
 
 
 def finite_run_wait_ms(rate_req_s, capacity_req_s, n_requests, slots):
-    """Mean admission wait over a finite run of ``n_requests`` offered at ``rate`` [ms].
+    """Mean admission wait over a finite run of ``n_requests`` offered at ``rate_req_s``.
 
+    Parameters
+    ----------
+    rate_req_s : float or array
+        Offered rate; ``inf`` = all requests at once [requests/s].
+    capacity_req_s : float or array
+        Rate the replica completes requests, mu [requests/s].
+    n_requests : int or array
+        Requests in the run, N [requests].
+    slots : int or array
+        Requests admitted at once without waiting [requests].
+
+    Returns
+    -------
+    float or array
+        Mean wait before admission [ms]; 0 while ``rate < mu``.
+
+    Notes
+    -----
     Fluid approximation: request i arrives at ``i / rate`` and starts once ``i - slots`` requests
-    have finished at the capacity ``mu``, so it waits ``max(0, (i - slots) / mu - i / rate)``;
-    an infinite rate means all arrive at once. 0 while ``rate < mu``.
+    have finished:
 
+    .. math:: \\bar w = \\frac{1}{N} \\sum_{i=1}^{N} \\max\\left(0, \\frac{i - slots}{\\mu}
+              - \\frac{i}{\\lambda}\\right)
+
+    References
+    ----------
+    .. [1] Newell 1982, chapter 2.
+
+    Examples
+    --------
     >>> round(float(finite_run_wait_ms(np.inf, 10.0, 100, 0)), 1)
     5050.0
     """
@@ -89,20 +204,20 @@ def finite_run_wait_ms(rate_req_s, capacity_req_s, n_requests, slots):
     return (wait * counted).sum(axis=-1) / np.asarray(n_requests, dtype=float) * 1e3
 
 
-def _decode_ms(c, rows, batch):
-    tpot, _, _ = row_kernel.decode_step_ms(c, np.maximum(batch, 1.0), rows.context_len)
+def _decode_ms(c: ReplicaConstants, rows, batch):
+    tpot, _, _ = decode_step_ms(c, np.maximum(batch, 1.0), rows.context_len)
     return tpot
 
 
-def capacity_req_s(c, rows: row_kernel.Rows) -> np.ndarray:
+def capacity_req_s(c: ReplicaConstants, rows: row_kernel.Rows) -> np.ndarray:
     """Largest sustainable request rate of one replica: the rate at the batch cap [requests/s]."""
-    cap = np.maximum(operating_points.batch_cap(c, rows.context_len), 0).astype(float)
-    _, work_ms = row_kernel.prefill_ms(c, rows.input_len)
+    cap = np.maximum(operating_points.batch_cap(c, rows), 0).astype(float)
+    _, work_ms = prefill_ms(c, rows.input_len)
     return np.where(cap > 0, throughput.request_rate_req_s(cap, _decode_ms(c, rows, cap), rows.output_len, work_ms),
                     0.0)
 
 
-def at_rate(c, rows: row_kernel.Rows, rate_req_s) -> dict:
+def at_rate(c: ReplicaConstants, rows: row_kernel.Rows, rate_req_s) -> dict:
     """Mean and p90/p99 TPOT and TTFT, decode batch and stability at ``rate_req_s`` [ms, sequences].
 
     Chunked prefill (the ``prefill_chunk_tokens`` lever) splits prompts into chunks, each riding one
@@ -112,12 +227,12 @@ def at_rate(c, rows: row_kernel.Rows, rate_req_s) -> dict:
         return _at_rate(c, rows, rate_req_s)
 
 
-def _at_rate(c, rows, rate_req_s) -> dict:
+def _at_rate(c: ReplicaConstants, rows, rate_req_s) -> dict:
     rate = np.asarray(rate_req_s, dtype=float) / 1e3  # requests per ms
-    latency_ms, work_ms = row_kernel.prefill_ms(c, rows.input_len)
+    latency_ms, work_ms = prefill_ms(c, rows.input_len)
     rho_p = rate * work_ms
     stretch = np.where(rho_p < 1.0, 1.0 / np.maximum(1.0 - rho_p, 1e-12), np.inf)
-    cap = np.maximum(operating_points.batch_cap(c, rows.context_len), 0).astype(float)
+    cap = np.maximum(operating_points.batch_cap(c, rows), 0).astype(float)
     batch = np.zeros(np.broadcast_shapes(np.shape(rate), np.shape(cap), np.shape(rows.output_len)))
     for _ in range(FIXED_POINT_PASSES):
         batch = np.minimum(rate * rows.output_len * _decode_ms(c, rows, batch) * stretch, cap + 1.0)
@@ -125,19 +240,19 @@ def _at_rate(c, rows, rate_req_s) -> dict:
     t_dec = _decode_ms(c, rows, np.minimum(batch, cap))
     tpot = np.where(stable, t_dec * stretch, np.inf)
     wait = np.where(stable, md1_wait_ms(rho_p, work_ms), np.inf)
-    chunks = row_kernel.prompt_steps(c, rows.input_len)
+    chunks = prompt_steps(c, rows.input_len)
     share = np.clip(rate * chunks * tpot, 0.0, 1.0)
-    prompt_ms = latency_ms + chunks * tpot  # each chunk joins one (stretched) decode step
+    prompt_ms = first_token_ms(latency_ms, chunks, tpot)  # each chunk joins one (stretched) decode step
     out = {"batch": np.minimum(batch, cap), "stable": stable, "tpot_ms": tpot, "ttft_ms": wait + prompt_ms,
            "wait_ms": wait, "prefill_share": rho_p}
-    for q in (0.9, 0.99):
-        long_step = np.where(share > 1.0 - q, t_dec + work_ms / chunks, t_dec)
-        out[f"tpot_p{int(q * 100)}_ms"] = np.where(stable, np.maximum(long_step, 0.0), np.inf)
-        out[f"ttft_p{int(q * 100)}_ms"] = wait_quantile_ms(wait, rho_p, q) + prompt_ms
+    spread = work_ms / chunks * np.sqrt(share * (1.0 - share) / np.maximum(rows.output_len - 1.0, 1.0))
+    for q, z in ((0.9, 1.2816), (0.99, 2.3263)):
+        out[f"tpot_p{int(q * 100)}_ms"] = np.where(stable, tpot + z * spread, np.inf)
+        out[f"ttft_p{int(q * 100)}_ms"] = np.maximum(wait_quantile_ms(wait, rho_p, q) + prompt_ms, out["ttft_ms"])
     return out
 
 
-def max_rate_under_slo(c, rows: row_kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
+def max_rate_under_slo(c: ReplicaConstants, rows: row_kernel.Rows, tpot_slo_ms, ttft_slo_ms) -> np.ndarray:
     """Largest request rate whose mean TPOT and TTFT meet the SLOs (NaN = none) [requests/s].
 
     TPOT and TTFT grow with the rate, so a vectorized bisection over ``[0, capacity]`` finds it for

@@ -2,9 +2,11 @@
 
 For every GPU option the replica capacity comes from the performance engine (the largest request
 rate meeting the SLOs under load, or the offline ceiling without SLOs), at each TP degree that
-fits a node; the TP degree needing the fewest GPUs wins. Renting is priced at the cheapest
-catalog price of each pricing type; buying at the ownership catalog's server price amortized over
-its life, plus power and hosting.
+fits a node; the TP degree needing the fewest GPUs wins. Renting is priced by the catalogs' price
+rule (``fleetplan.catalogs.prices``: the user's own rows first, then cheapest, median or one
+provider; reserved prices from the on-demand row's provider where it lists them), and each option
+says in one sentence how its reserved prices compare with the same provider's on-demand price;
+buying at the ownership catalog's server price amortized over its life, plus power and hosting.
 
 Formulas (one function each below): replicas ``n = ceil(demand / (capacity * utilization))``;
 GPUs ``n * tp``; nodes ``ceil(GPUs / gpus_per_node)``; rent per month ``GPUs * price * hours``;
@@ -19,7 +21,6 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs.conventions import HOURS_PER_MONTH, PRICING_TYPES
-from fleetplan.catalogs.prices import cheapest_rows
 from fleetplan.errors import InvalidValueError, check_range
 from fleetplan.sweeps import estimate_cases
 from fleetplan.sweeps.inputs import catalog_or_default
@@ -77,10 +78,19 @@ def break_even_months(capex_usd, rent_usd_per_month, opex_usd_per_month):
         return np.where(saving > 0, np.asarray(capex_usd, dtype=float) / saving, np.inf)
 
 
-def cheapest_prices(prices: pd.DataFrame) -> pd.DataFrame:
-    """The cheapest price of each (gpu, pricing type), with its provider, region and source
-    (the optimizer's rule, ``prices.cheapest_rows``)."""
-    return cheapest_rows(prices, ("gpu", "pricing_type")).set_index(["gpu", "pricing_type"])
+def rent_prices(catalogs, gpus: list[str]) -> pd.DataFrame:
+    """The price rule's row per (gpu, pricing type), indexed by both, with its provenance."""
+    return catalogs.chosen_prices(gpus).set_index(["gpu", "pricing_type"])
+
+
+def saving_fraction(price, reference):
+    """How much cheaper ``price`` is than ``reference`` [fraction; negative = dearer].
+
+    >>> round(float(saving_fraction(5.418, 6.88)), 3)
+    0.212
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 1.0 - np.asarray(price, dtype=float) / np.asarray(reference, dtype=float)
 
 
 def check_inputs(demand_req_s: float, utilization: float, usd_per_kwh: float, pue: float, load: float) -> None:
@@ -102,7 +112,7 @@ def _capacities(workload: dict, gpus: list[str], catalogs) -> pd.DataFrame:
     return out.assign(capacity_req_s=capacity.where(out["valid"] & out["fits"], 0.0))
 
 
-def compare(workload: dict, gpus: list[str], catalogs=None, *, utilization: float = 0.8, usd_per_kwh: float = 0.10,
+def compare(workload: dict, gpus: list[str], catalogs: Catalogs | None = None, *, utilization: float = 0.8, usd_per_kwh: float = 0.10,
             pue: float = 1.4, power_load: float = 0.75, hours_per_month: float = HOURS_PER_MONTH) -> pd.DataFrame:
     """One row per GPU option: sizing, rent and buy costs, TCO over 1 and 3 years, break-even."""
     catalogs = catalog_or_default(catalogs)
@@ -119,18 +129,24 @@ def compare(workload: dict, gpus: list[str], catalogs=None, *, utilization: floa
 def _costs(best: pd.DataFrame, workload: dict, catalogs, usd_per_kwh, pue, load, hours) -> pd.DataFrame:
     per_node = catalogs.gpus["gpus_per_node"].reindex(best["gpu"]).to_numpy(dtype=float)
     owned = catalogs.ownership.set_index("gpu").reindex(best["gpu"])
-    out = best[["gpu", "tp", "replicas", "gpus_needed", "capacity_req_s"]].copy()
+    out = best[["gpu", "tp", "replicas", "gpus_needed", "capacity_req_s",
+                *(c for c in ("calibration", "error_p10_pct", "error_p90_pct") if c in best)]].copy()
     out["nodes"] = np.ceil(out["gpus_needed"] / per_node)
     out["power_kw"] = out["nodes"] * owned["node_power_kw"].to_numpy(dtype=float)
     tokens_per_month = workload["demand_req_s"] * workload["output_len"] * hours * 3600.0
-    prices = cheapest_prices(catalogs.prices)
+    prices = rent_prices(catalogs, list(best["gpu"]))
     for column in ("usd_per_node", "node_power_kw", "life_years", "hosting_usd_per_node_month"):
         out[column] = owned[column].to_numpy(dtype=float)
     for kind in RENT_TYPES:
-        price = prices["usd_per_gpu_hour"].reindex(pd.MultiIndex.from_arrays([best["gpu"], [kind] * len(best)]))
-        out[f"price_{kind}_usd_per_gpu_hour"] = price.to_numpy()
-        out[f"rent_{kind}_usd_per_month"] = rent_usd_per_month(out["gpus_needed"], price.to_numpy(), hours)
-        out[f"rent_{kind}_source"] = prices["source"].reindex(price.index).to_numpy()
+        chosen = prices.reindex(pd.MultiIndex.from_arrays([best["gpu"], [kind] * len(best)]))
+        price = chosen["usd_per_gpu_hour"].to_numpy(dtype=float)
+        out[f"price_{kind}_usd_per_gpu_hour"] = price
+        out[f"rent_{kind}_usd_per_month"] = rent_usd_per_month(out["gpus_needed"], price, hours)
+        out[f"price_{kind}_provider"] = (chosen["provider"].fillna("") + " " + chosen["region"].fillna("")).str.strip().to_numpy()
+        for field in ("source", "as_of", "warning"):
+            out[f"price_{kind}_{field}"] = chosen[field].fillna("").astype(str).to_numpy()
+        out[f"price_{kind}_same_provider_on_demand_usd_per_gpu_hour"] = chosen[
+            "same_provider_on_demand_usd_per_gpu_hour"].to_numpy(dtype=float)
     power = power_usd_per_month(out["nodes"], owned["node_power_kw"].to_numpy(), load, pue, usd_per_kwh, hours)
     hosting = owned["hosting_usd_per_node_month"].to_numpy(dtype=float)
     out["capex_usd"] = out["nodes"] * owned["usd_per_node"].to_numpy(dtype=float)
@@ -138,6 +154,7 @@ def _costs(best: pd.DataFrame, workload: dict, catalogs, usd_per_kwh, pue, load,
                                                  power, hosting)
     opex = power + out["nodes"] * hosting
     out["buy_opex_usd_per_month"] = opex
+    out["output_tokens_per_month"] = tokens_per_month
     out["usd_per_m_output_tokens_on_demand"] = out["rent_on_demand_usd_per_month"] / tokens_per_month * 1e6
     out["usd_per_m_output_tokens_buy"] = out["buy_usd_per_month"] / tokens_per_month * 1e6
     for months, label in ((12, "1y"), (36, "3y")):
@@ -148,8 +165,40 @@ def _costs(best: pd.DataFrame, workload: dict, catalogs, usd_per_kwh, pue, load,
     out["break_even_months_vs_on_demand"] = break_even_months(out["capex_usd"], out["rent_on_demand_usd_per_month"], opex)
     out["break_even_months_vs_reserved_3y"] = break_even_months(out["capex_usd"], out["rent_reserved_3y_usd_per_month"], opex)
     out["ownership_source"] = owned["source"].to_numpy()
+    out["reserved_vs_on_demand"] = reserved_sentences(out)
     out["note"] = np.where(out["replicas"].isna(), "no configuration of this GPU meets the workload", "")
     if out["replicas"].isna().all():
         message = "no GPU option can serve this workload (check the SLOs, the model and the quantization)"
         raise InvalidValueError(message)
     return out
+
+
+def reserved_sentences(out: pd.DataFrame) -> list[str]:
+    """Per option, one sentence on its reserved prices against the same provider's on-demand."""
+    return [_reserved_sentence(row) for row in out.to_dict("records")]
+
+
+def _reserved_sentence(row: dict) -> str:
+    on_demand = row["price_on_demand_usd_per_gpu_hour"]
+    renter = row["price_on_demand_provider"].split(" ")[0] or "no provider"
+    terms = [(label, row[f"price_{kind}_usd_per_gpu_hour"], row[f"price_{kind}_provider"].split(" ")[0],
+              row[f"price_{kind}_same_provider_on_demand_usd_per_gpu_hour"])
+             for kind, label in (("reserved_1y", "1-year"), ("reserved_3y", "3-year"))]
+    listed = [t for t in terms if np.isfinite(t[1])]
+    if not listed:
+        return f"No reserved price is listed for {row['gpu']}: renting is on demand only ({renter} ${on_demand:,.2f}/GPU-hour)."
+    seller = listed[0][2]
+    parts = [f"{label} ${price:,.2f} ({_percent(saving_fraction(price, reference))} below {seller} on-demand "
+             f"${reference:,.2f})" for label, price, _, reference in listed]
+    text = f"{seller} reserves {row['gpu']} at " + " and ".join(parts)
+    if seller == renter or not np.isfinite(on_demand):
+        return text + "."
+    cheaper = min(listed, key=lambda t: t[1])
+    versus = saving_fraction(on_demand, cheaper[1])
+    relation = f"{_percent(versus)} below" if versus >= 0 else f"{_percent(-versus)} above"
+    return (text + f"; on-demand comes from {renter} at ${on_demand:,.2f}, {relation} {seller}'s "
+            f"{cheaper[0]} reservation.")
+
+
+def _percent(fraction) -> str:
+    return f"{float(fraction) * 100:,.0f}%"

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from fleetplan.sweeps import disaggregation_rows, row_kernel
+from fleetplan.catalogs import Catalogs
+from fleetplan.errors import InvalidValueError
+from fleetplan.sweeps import disaggregation, row_kernel
 from fleetplan.sweeps.assumptions import LEVERS, assumptions_from
 from fleetplan.sweeps.columns import DISAGGREGATION_COLUMNS, DISAGGREGATION_KEYS
-from fleetplan.sweeps.configurations import CONFIG_KEYS, as_arrays, config_frame, with_prefill_side
+from fleetplan.sweeps.configurations import CONFIG_KEYS, config_frame, with_prefill_side
 from fleetplan.sweeps.inputs import (
     axis_values,
     catalog_or_default,
@@ -29,11 +31,16 @@ from fleetplan.sweeps.inputs import (
     prefill_pairs,
     resolve_ids,
 )
+from fleetplan.sweeps.replica_constants import ReplicaConstants
 from fleetplan.sweeps.sweep_table import as_frame, build_table, column_arrays, empty_arrays
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CHUNK_ROWS = 1_000_000
+#: Largest sweep ``sweep`` builds in memory by default [rows], and the memory one row takes
+#: there [bytes] (about 30 columns of 8 bytes): 10 M rows is about 2.6 GB.
+DEFAULT_MAX_ROWS = 10_000_000
+BYTES_PER_ROW = 256
 
 
 @dataclass(frozen=True)
@@ -57,11 +64,20 @@ class Grid:
         """Output columns beyond ``SWEEP_COLUMNS``: swept levers, then the disaggregation columns."""
         return self.lever_axes + (tuple(DISAGGREGATION_COLUMNS) if self.prefill_axis else ())
 
-    def evaluate(self, constants: dict[str, np.ndarray], rows: row_kernel.Rows) -> dict[str, np.ndarray]:
-        """Every metric of ``rows`` from the configuration constants (``as_arrays(configs)``)."""
-        gathered = row_kernel.gather(constants, rows.config)
+    def constants(self) -> ReplicaConstants:
+        """The configurations' constants as the kernel reads them."""
+        return ReplicaConstants.from_frame(self.configs)
+
+    def evaluate(self, constants: ReplicaConstants, rows: row_kernel.Rows) -> dict[str, np.ndarray]:
+        """Every metric of ``rows`` from the configuration constants (``self.constants()``)."""
+        gathered = constants.gather(rows.config)
         metrics = row_kernel.evaluate(gathered, rows)
-        return disaggregation_rows.evaluate(gathered, rows, metrics) if self.prefill_axis else metrics
+        return disaggregation.evaluate_rows(gathered, rows, metrics) if self.prefill_axis else metrics
+
+    @property
+    def engine(self) -> str:
+        """The serving engine whose profile and efficiencies the grid uses."""
+        return str(self.configs["engine"].iloc[0]) if len(self.configs) else ""
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -112,8 +128,8 @@ class Grid:
 
 
 def make_grid(gpus, models, quants, tps=(1,), contexts=(2048,), batches=(1,), kv_quants=None,
-              input_lens=None, output_lens=(256,), catalogs=None, prefill_gpus=None, prefill_tps=None,
-              **overrides) -> Grid:
+              input_lens=None, output_lens=(256,), catalogs: Catalogs | None = None, prefill_gpus=None,
+              prefill_tps=None, **overrides) -> Grid:
     """Validate the axes and build the configuration table of a sweep.
 
     ``prefill_gpus`` (GPU ids, ``"none"`` = colocated) with ``prefill_tps`` (default 1) makes
@@ -142,7 +158,7 @@ def make_grid(gpus, models, quants, tps=(1,), contexts=(2048,), batches=(1,), kv
     )
 
 
-def _config_keys(catalogs, ids: dict, kv_quants, tps, levers: dict, prefill: pd.DataFrame | None) -> pd.DataFrame:
+def _config_keys(catalogs: Catalogs, ids: dict, kv_quants, tps, levers: dict, prefill: pd.DataFrame | None) -> pd.DataFrame:
     axes = [pd.DataFrame({"gpu": ids["gpu"]}), pd.DataFrame({"model": ids["model"]}),
             pd.DataFrame({"quant": ids["quant"]})]
     if kv_quants is not None:
@@ -159,12 +175,21 @@ def _config_keys(catalogs, ids: dict, kv_quants, tps, levers: dict, prefill: pd.
     return keys[CONFIG_KEYS + list(levers) + (list(DISAGGREGATION_KEYS) if prefill is not None else [])]
 
 
+def check_rows(n_rows: int, max_rows: int | None) -> None:
+    """Refuse a table of ``n_rows`` rows held in memory when it is more than ``max_rows``."""
+    if max_rows is not None and n_rows > max_rows:
+        gigabytes = n_rows * BYTES_PER_ROW / 1e9
+        message = (f"the sweep has {n_rows:,} rows (about {gigabytes:,.1f} GB in memory), more than "
+                   f"max_rows {max_rows:,}: stream it with iter_sweep, or pass a larger max_rows")
+        raise InvalidValueError(message)
+
+
 def iter_sweep(gpus, models, quants, *, chunk_rows: int = DEFAULT_CHUNK_ROWS, drop_invalid: bool = False,
                grid: Grid | None = None, configs: slice | None = None, **axes) -> Iterator[pd.DataFrame]:
     """Yield the sweep table in chunks of at most ``chunk_rows`` rows (same columns as ``sweep``);
     ``configs`` restricts it to a range of the grid's configurations."""
     grid = grid or make_grid(gpus, models, quants, **axes)
-    arrays = as_arrays(grid.configs)
+    arrays = grid.constants()
     log.info("sweeping %d rows (%d configurations)", grid.n_rows, len(grid.configs))
     for rows in grid.blocks(chunk_rows, configs):
         table = build_table(grid.configs, rows, grid.evaluate(arrays, rows), extra_columns=grid.extra_columns)
@@ -173,8 +198,8 @@ def iter_sweep(gpus, models, quants, *, chunk_rows: int = DEFAULT_CHUNK_ROWS, dr
 
 def sweep(gpus: Sequence[str], models: Sequence[str], quants: Sequence[str] = ("bf16",), *,
           tps=(1,), contexts=(2048,), batches=(1,), kv_quants=None, input_lens=None,
-          output_lens=(256,), catalogs=None, drop_invalid: bool = False, prefill_gpus=None, prefill_tps=None,
-          **overrides) -> pd.DataFrame:
+          output_lens=(256,), catalogs: Catalogs | None = None, drop_invalid: bool = False, prefill_gpus=None,
+          prefill_tps=None, max_rows: int | None = DEFAULT_MAX_ROWS, **overrides) -> pd.DataFrame:
     """Evaluate every combination of the axes; one row per configuration.
 
     Columns and units are ``fleetplan.sweeps.columns.SWEEP_COLUMNS``. Rows that cannot run or do
@@ -182,7 +207,9 @@ def sweep(gpus: Sequence[str], models: Sequence[str], quants: Sequence[str] = ("
     ``overrides`` are model assumptions (``mbu``, ``mfu``, ``step_overhead_ms``,
     ``reserve_fraction``, ``usd_per_gpu_hour``, ...; see ``Assumptions``). ``prefill_gpus`` and
     ``prefill_tps`` sweep prefill/decode disaggregation (see ``make_grid``), adding the columns
-    ``columns.DISAGGREGATION_COLUMNS``.
+    ``columns.DISAGGREGATION_COLUMNS``. The whole table is built in memory: a grid of more than
+    ``max_rows`` rows is refused before anything is allocated (``iter_sweep`` streams any size;
+    ``max_rows=None`` lifts the limit).
 
     >>> df = sweep(["h100-sxm"], ["llama-3.1-8b"], batches=[1, 64])
     >>> df[["gpu", "batch", "fits"]].to_dict("records")[1]
@@ -191,7 +218,8 @@ def sweep(gpus: Sequence[str], models: Sequence[str], quants: Sequence[str] = ("
     grid = make_grid(gpus, models, quants, tps=tps, contexts=contexts, batches=batches, kv_quants=kv_quants,
                      input_lens=input_lens, output_lens=output_lens, catalogs=catalogs, prefill_gpus=prefill_gpus,
                      prefill_tps=prefill_tps, **overrides)
-    constants, offset, categories = as_arrays(grid.configs), 0, {}
+    check_rows(grid.n_rows, max_rows)
+    constants, offset, categories = grid.constants(), 0, {}
     out = empty_arrays(grid.n_rows, grid.extra_columns)
     for rows in grid.blocks(DEFAULT_CHUNK_ROWS):  # blocks fill one preallocated table in place
         # ``metrics`` stays bound until the next block: freeing the block's arrays before the table is
@@ -201,4 +229,6 @@ def sweep(gpus: Sequence[str], models: Sequence[str], quants: Sequence[str] = ("
                                           extra_columns=grid.extra_columns)
         offset += len(block["batch"])
     table = as_frame(out, categories, grid.extra_columns)
-    return table[table["valid"] & table["fits"]].reset_index(drop=True) if drop_invalid else table
+    table = table[table["valid"] & table["fits"]].reset_index(drop=True) if drop_invalid else table
+    table.attrs["engine"] = grid.engine
+    return table

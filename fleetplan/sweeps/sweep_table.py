@@ -55,13 +55,16 @@ def reason_codes(configs: pd.DataFrame, rows: Rows, fits: np.ndarray, extra=None
     return codes, categories
 
 
-def _output_dtype(name: str) -> str:
+def _output_dtype(name: str, wide: bool = False) -> str:
+    """The column's stored dtype (codes for categories); ``wide`` keeps metrics in float64."""
     dtype = ALL_SWEEP_COLUMNS[name].dtype
+    if wide and dtype == "float32":
+        return "float64"
     return "int8" if name == "bound" else "int16" if dtype == "category" else dtype
 
 
 def column_arrays(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason=None, *,
-                  out: dict | None = None, offset: int = 0, extra_columns=()) -> tuple[dict, dict]:
+                  out: dict | None = None, offset: int = 0, extra_columns=(), wide: bool = False) -> tuple[dict, dict]:
     """Every column as a flat array (categorical ones as codes) and the categories of those.
 
     With ``out`` (arrays of the whole table, by column), the block is written in place at
@@ -71,7 +74,7 @@ def column_arrays(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason
     size = int(np.prod(shape))
 
     def full(name, value):
-        array = np.asarray(value).astype(_output_dtype(name), copy=False)
+        array = np.asarray(value).astype(_output_dtype(name, wide), copy=False)
         if out is not None:
             np.copyto(out[name][offset:offset + size].reshape(shape), np.broadcast_to(array, shape))
             return out[name][offset:offset + size]
@@ -106,8 +109,10 @@ def empty_arrays(n_rows: int, extra_columns=()) -> dict:
     return {name: np.empty(n_rows, dtype=_output_dtype(name)) for name in (*SWEEP_COLUMNS, *extra_columns)}
 
 
-def build_table(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason=None, extra_columns=()) -> pd.DataFrame:
-    """The sweep table: label columns, axes and metrics in ``SWEEP_COLUMNS`` order and dtypes,
+def build_table(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason=None, extra_columns=(),
+                wide: bool = False) -> pd.DataFrame:
+    """The sweep table: label columns, axes and metrics in ``SWEEP_COLUMNS`` order and dtypes
+    (``wide``: metrics in float64, as ``estimate_cases`` returns them),
     with swept lever (and prefill replica) keys after the configuration keys and the
     disaggregation metrics last."""
-    return as_frame(*column_arrays(configs, rows, metrics, extra_reason, extra_columns=extra_columns), extra_columns)
+    return as_frame(*column_arrays(configs, rows, metrics, extra_reason, extra_columns=extra_columns, wide=wide), extra_columns)

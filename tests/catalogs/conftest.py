@@ -12,7 +12,7 @@ import pytest
 from fleetplan.catalogs import loader
 
 FIXTURE_DATA = Path(__file__).parent / "fixtures" / "data"
-CATALOG_FILES = ("gpus", "models", "quants", "prices", "efficiency", "ownership")
+CATALOG_FILES = ("gpus", "models", "quants", "prices", "efficiency", "ownership", "engines")
 
 
 def read_text_table(path: Path) -> pd.DataFrame:

@@ -55,7 +55,7 @@ def test_tables_have_schema_dtypes(catalogs):
     assert catalogs.prices["includes_host"].dtype == bool
     assert catalogs.quants["weight_only"].tolist() == [False, False, True]
     assert isinstance(catalogs.prices.index, pd.RangeIndex)
-    assert list(catalogs.efficiency.columns[:3]) == ["engine", "gpu", "precision"]
+    assert list(catalogs.efficiency.columns[:3]) == ["engine", "gpu", "operator"]
 
 
 def test_native_gpus_follow_tflops_columns(catalogs):
@@ -72,7 +72,9 @@ def test_sources(catalogs):
         "catalog": "gpus", "key": "mi300x",
         "source": "test fixture (AMD MI300X datasheet figures)", "as_of": "2024-03-10"}]
     efficiency = catalogs.sources("efficiency", ["a100-80gb-sxm"])
-    assert efficiency["key"].tolist() == ["*/*/*"]  # only the wildcard applies (engine/gpu/precision)
+    # only the wildcard rows apply (engine/gpu/operator/precision)
+    assert efficiency["key"].tolist() == ["*/*/gemm/*", "*/*/expert_gemm/*", "*/*/attention/*",
+                                          "*/*/allreduce/*", "*/*/iteration/*"]
     assert len(catalogs.sources("prices")) == 4
     with pytest.raises(UnknownNameError, match="unknown gpu 'b300'"):
         catalogs.sources("prices", ["b300"])

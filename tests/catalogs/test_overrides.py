@@ -14,10 +14,11 @@ from tests.catalogs.conftest import FIXTURE_DATA
 
 ON_DEMAND = ("h100-sxm", "aws", "us-east-1", "on_demand")
 NEW_GPU = {
-    "id": "l40s", "name": "L40S", "vendor": "nvidia", "memory_gb": "48",
+    "id": "l40s", "name": "L40S", "vendor": "nvidia", "architecture": "ada", "memory_gb": "48",
+    "memory_unit": "GB",
     "memory_bw_tb_s": "0.864", "tflops_bf16": "362", "tflops_fp16": "362", "tflops_fp8": "733",
     "tflops_int8": "733", "interconnect_gb_s": "64", "interconnect": "PCIe Gen4",
-    "gpus_per_node": "8", "tdp_w": "350", "source": "my spec sheet", "as_of": "2025-02-01",
+    "interconnect_domain_gpus": "4", "gpus_per_node": "8", "tdp_w": "350", "source": "my spec sheet", "as_of": "2025-02-01",
 }
 
 
@@ -111,7 +112,7 @@ def test_later_files_win(tmp_path):
 
 def test_catalog_is_told_by_columns_or_by_mapping(tmp_path):
     only_key = _csv(tmp_path / "ids.csv", [{"id": "bf16", "source": "s", "as_of": "2025-01-01"}])
-    with pytest.raises(CatalogError, match="fit the gpus and models and quants catalogs"):
+    with pytest.raises(CatalogError, match="fit the gpus and models and quants and engines catalogs"):
         load_catalogs([only_key], data_dir=FIXTURE_DATA)
     catalogs = load_catalogs({"quants": [only_key]}, data_dir=FIXTURE_DATA)
     assert catalogs.quant("bf16")["source"] == "s"

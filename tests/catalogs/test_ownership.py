@@ -111,7 +111,7 @@ def test_price_and_efficiency_files_are_still_told_apart(tmp_path):
                                        "pricing_type": "on_demand", "usd_per_gpu_hour": "2",
                                        "instance": "box", "includes_host": "true",
                                        "source": "s", "as_of": "2026-01-01"}])
-    factors = _csv(tmp_path / "e.csv", [{"gpu": "h100-sxm", "precision": "fp8",
+    factors = _csv(tmp_path / "e.csv", [{"gpu": "h100-sxm", "operator": "gemm", "precision": "fp8",
                                          "source": "s", "as_of": "2026-01-01"}])
     found = check_files([price, factors], data_dir=FIXTURE_DATA)
     assert [catalog for _, catalog, _ in found] == ["prices", "efficiency"]
@@ -196,7 +196,7 @@ def test_cli_ownership_as_rich_table(fixture_as_default, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")
     assert main(["catalog", "show", "ownership", "--format", "table"]) == 0
     out = capsys.readouterr().out
-    assert "ownership" in out and "usd_per_node" in out and "250000" in out
+    assert "ownership" in out and "usd_per_node" in out and "250,000" in out
 
 
 @pytest.mark.parametrize(("name", "suggestion"), [("ownershp", "ownership"), ("gpuz", "gpus")])

@@ -49,8 +49,8 @@ def _cell_edit(edit, name, row, column, value):
      "quants.csv row 2, column compute_precision: must be one of bf16, fp16, fp8, int8, fp4"),
     ("efficiency", 3, "precision", "fp64",
      "efficiency.csv row 3, column precision: must be one of .*\\*, got 'fp64'"),
-    ("efficiency", 2, "mbu", "1.5",
-     "efficiency.csv row 2, column mbu: must be <= 1, got 1.5"),
+    ("efficiency", 2, "memory_efficiency", "1.5",
+     "efficiency.csv row 2, column memory_efficiency: must be <= 1, got 1.5"),
 ])
 def test_bad_cell_names_file_row_column_and_rule(edit, name, row, column, value, expected):
     assert_edit_fails(edit, name, row, column, value, expected)

@@ -8,8 +8,10 @@ the recalculation tests skip with a message, except in CI (``CI`` set), where th
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -68,13 +70,30 @@ class LibreOffice:
         """``path`` printed to PDF, one page per sheet."""
         return self.convert(path, _PDF_FILTER, path.parent / f"pdf-{path.stem}")
 
+    def print(self, path: Path) -> Path:
+        """``path`` printed to PDF as a reader prints it: each sheet's own page setup."""
+        return self.convert(path, "pdf", path.parent / f"printed-{path.stem}")
+
+
+def pages_by_sheet(pdf: Path) -> Counter:
+    """Printed pages per sheet, read from each page's header (its centre names the sheet)."""
+    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,
+                          check=True, timeout=120).stdout
+    sheets = Counter()
+    for page in text.split("\f"):
+        lines = [line for line in page.splitlines() if line.strip()]
+        if lines:
+            parts = re.split(r"\s{2,}", lines[0].strip())
+            sheets[parts[1] if len(parts) >= 3 else parts[0]] += 1
+    return sheets
+
 
 @pytest.fixture(scope="session")
 def libreoffice(tmp_path_factory) -> LibreOffice:
     binary = shutil.which("soffice") or shutil.which("libreoffice")
-    if binary is None:
-        message = ("LibreOffice is not installed (no soffice on PATH); install "
-                   "libreoffice-calc-nogui to run the recalculation tests")
+    if binary is None or shutil.which("pdftotext") is None:
+        message = ("LibreOffice or poppler is not installed (no soffice or pdftotext on PATH); install "
+                   "libreoffice-calc-nogui and poppler-utils to run the recalculation and printing tests")
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)

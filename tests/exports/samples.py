@@ -164,3 +164,43 @@ def make_plan(scenario: dict):
     with warnings.catch_warnings():  # PuLP's own deprecation notices are not ours to test
         warnings.simplefilter("ignore", DeprecationWarning)
         return plan_scenario(Scenario.model_validate(scenario))
+
+
+#: The workload of the rent-or-buy samples: a 70B model at 50 requests/s under SLOs.
+COMPARE_WORKLOAD = {"model": "llama-3.1-70b", "quant": "fp8", "input_len": 1000, "output_len": 300,
+                    "tpot_slo_ms": 40.0, "ttft_slo_ms": 1000.0, "demand_req_s": 50.0}
+
+
+def compare_table(catalogs, gpus=("h100-sxm", "h200", "mi300x", "b200")) -> pd.DataFrame:
+    """The rent-or-buy comparison of COMPARE_WORKLOAD on ``gpus``."""
+    from fleetplan.sweeps.rent_or_buy import compare
+
+    return compare(COMPARE_WORKLOAD, list(gpus), catalogs)
+
+
+def whatif_results() -> tuple[pd.DataFrame, list[str]]:
+    """Result rows of a what-if grid that varies one input at a time (as ``run_grid`` returns
+    them), and its axes: costs are made up, shaped like a real grid's."""
+    cases = [("base", {}, 30_000.0), ("demand-low", {"demand_multiplier": 0.7}, 22_500.0),
+             ("demand-high", {"demand_multiplier": 1.5}, 44_000.0), ("tpot-tight", {"tpot_slo_ms": 30.0}, 39_000.0),
+             ("tpot-loose", {"tpot_slo_ms": 80.0}, 27_900.0), ("short", {"input_tokens": 600}, 25_100.0),
+             ("long", {"input_tokens": 2400}, 36_400.0), ("fails", {"tpot_slo_ms": 1.0}, float("nan"))]
+    axes = ["demand_multiplier", "tpot_slo_ms", "input_tokens"]
+    rows = []
+    for name, change, cost in cases:
+        solved = not math.isnan(cost)
+        rows.append({"name": name, **{axis: change.get(axis, np.nan) for axis in axes}, "case_id": name,
+                     "status": "optimal" if solved else "infeasible", "gap": 0.0042 if solved else np.nan,
+                     "usd_per_month": cost, "usd_per_year": cost * 12, "usd_per_m_tokens": cost / 4.2e5,
+                     "gpus_peak": round(cost / 1500.0) if solved else np.nan, "served_fraction_min": 1.0 if solved else 0.4,
+                     "solve_seconds": 1.25, "message": "" if solved else "TPOT SLO 1 ms is below the best achievable",
+                     "gpus_h100-sxm": round(cost / 2000.0) if solved else np.nan})
+    return pd.DataFrame(rows), axes
+
+
+def validation_rows(catalogs, rows: int = 240) -> pd.DataFrame:
+    """Predicted against measured for the first ``rows`` rows of the shipped measurements."""
+    from fleetplan.sweeps.model_validation import compare, read_measurements
+
+    measured = Path(__file__).resolve().parents[2] / "fleetplan" / "sweeps" / "data" / "measured.csv"
+    return compare(read_measurements([measured]).head(rows), catalogs)

@@ -11,7 +11,7 @@ import pytest
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports import write_sweep
-from fleetplan.exports.atomic import atomic_dir, atomic_open, atomic_path, write_text_atomic
+from fleetplan.exports.atomic import OUTPUT_MARKER, atomic_dir, atomic_open, atomic_path, write_text_atomic
 from tests.exports.samples import synthetic_sweep
 
 
@@ -82,8 +82,23 @@ def test_atomic_dir_replaces_existing_folder(tmp_path):
         (folder / "old.txt").write_text("old")
     with atomic_dir(target) as folder:
         (folder / "new.txt").write_text("new")
-    assert sorted(os.listdir(target)) == ["new.txt"]
+    assert sorted(os.listdir(target)) == [OUTPUT_MARKER, "new.txt"]
     assert os.listdir(tmp_path) == ["tables"]
+
+
+def test_atomic_dir_never_replaces_a_folder_it_did_not_write(tmp_path):
+    target = tmp_path / "data"
+    target.mkdir()
+    (target / "precious.txt").write_text("keep me")
+    with pytest.raises(InvalidValueError, match="already exists and is not a fleetplan output"):
+        with atomic_dir(target) as folder:
+            (folder / "new.txt").write_text("new")
+    assert sorted(os.listdir(target)) == ["precious.txt"]
+    assert os.listdir(tmp_path) == ["data"]
+    (tmp_path / "empty").mkdir()
+    with atomic_dir(tmp_path / "empty") as folder:
+        (folder / "new.txt").write_text("new")
+    assert (tmp_path / "empty" / "new.txt").is_file()
 
 
 def test_missing_output_folder_is_one_line_error(tmp_path):

@@ -73,6 +73,7 @@ def test_plan_without_solution_writes_every_format(tmp_path):
 @pytest.mark.parametrize("suffix", [".xlsx", ".csv", ".parquet"])
 def test_empty_sweep_keeps_its_columns(tmp_path, suffix):
     path = write_sweep(iter([]), tmp_path / f"empty{suffix}")
-    reader = {".xlsx": pd.read_excel, ".csv": pd.read_csv, ".parquet": pd.read_parquet}[suffix]
+    reader = {".xlsx": lambda p: pd.read_excel(p, sheet_name="Sweep"), ".csv": pd.read_csv,
+              ".parquet": pd.read_parquet}[suffix]
     frame = reader(path)
     assert len(frame) == 0 and len(frame.columns) == len(SWEEP_COLUMNS)

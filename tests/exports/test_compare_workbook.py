@@ -1,22 +1,28 @@
-"""The rent-or-buy workbook is live: LibreOffice recalculates every cost from Assumptions."""
+"""The rent-or-buy workbook is live: LibreOffice recalculates every cost from Assumptions, the
+Summary ranks the options, and every price names the row it came from."""
 
 import openpyxl
 import pytest
 
-from fleetplan.exports.compare_workbook import write_compare_xlsx
-from fleetplan.sweeps.rent_or_buy import compare
-from tests.exports.samples import assert_recalculation_matches, cell_values, formula_cells
+from fleetplan.catalogs import PRICING_TYPES
+from fleetplan.exports.compare_workbook import METRICS, write_compare_xlsx
+from tests.exports.samples import (
+    assert_recalculation_matches,
+    cell_values,
+    compare_table,
+    formula_cells,
+)
 
-WORKLOAD = {"model": "llama-3.1-70b", "quant": "fp8", "input_len": 1000, "output_len": 300, "tpot_slo_ms": 40.0,
-            "ttft_slo_ms": 1000.0, "demand_req_s": 50.0}
 PARAMS = {"hours_per_month": 730.0, "usd_per_kwh": 0.1, "pue": 1.4, "power_load": 0.75}
+GPUS = ("h100-sxm", "b200", "a100-80gb-sxm")
 
 
 @pytest.fixture(scope="module")
 def workbook(tmp_path_factory, shipped):
-    table = compare(WORKLOAD, ["h100-sxm", "b200", "a100-80gb-sxm"], shipped, usd_per_kwh=0.1, pue=1.4, power_load=0.75)
+    table = compare_table(shipped, GPUS)
     path = tmp_path_factory.mktemp("compare") / "compare.xlsx"
-    write_compare_xlsx(table, path, params=PARAMS)
+    write_compare_xlsx(table, path, params=PARAMS, workload={"model": "llama-3.1-70b", "quant": "fp8"},
+                       catalogs=shipped, price_rule=shipped.price_rule.describe())
     return path, table
 
 
@@ -25,17 +31,50 @@ def _cell_of(book, name: str) -> tuple[str, str]:
     return sheet.strip("'"), reference.replace("$", "")
 
 
+def _options_cell(book, gpu: str, metric: str) -> tuple[str, str]:
+    ws = book["Options"]
+    header = next(row for row in ws.iter_rows() if row[0].value == "Per option")
+    column = next(cell.column_letter for cell in header if cell.value == gpu)
+    label = next(m.label for m in METRICS if m.name == metric)
+    row = next(cell.row for cell in ws["A"] if cell.value == label)
+    return "Options", f"{column}{row}"
+
+
+@pytest.mark.libreoffice
 def test_formulas_recalculate_to_the_python_values(workbook, libreoffice):
     path, _ = workbook
     assert assert_recalculation_matches(path, libreoffice.recalculate(path)) >= 20
 
 
-def test_only_cost_cells_hold_formulas(workbook):
+def test_only_costs_and_the_ranking_hold_formulas(workbook):
     path, _ = workbook
-    assert {sheet for sheet, _ in formula_cells(path)} == {"Compare"}
+    assert {sheet for sheet, _ in formula_cells(path)} == {"Options", "Summary"}
 
 
-def test_raising_a_price_raises_exactly_the_dependent_totals(workbook, libreoffice, tmp_path):
+def test_summary_ranks_by_the_lowest_3_year_cost_and_explains_reserved_prices(workbook):
+    path, table = workbook
+    values = cell_values(path)
+    ranked = [values[("Summary", f"B{row}")] for row in range(6, 8)]
+    best = table.set_index("gpu")[["tco_3y_on_demand_usd", "tco_3y_reserved_usd", "tco_3y_buy_usd"]].min(axis=1)
+    assert ranked == list(best.dropna().sort_values().index)
+    texts = " ".join(str(v) for (sheet, _), v in values.items() if sheet == "Summary")
+    assert "aws reserves h100-sxm at 1-year $5.42 (21% below aws on-demand $6.88)" in texts
+    assert "No reserved price is listed for b200" in texts
+
+
+def test_every_price_names_its_provider_date_and_source(workbook):
+    path, _ = workbook
+    ws = openpyxl.load_workbook(path)["Assumptions"]
+    header = next(row for row in ws.iter_rows() if row[0].value == "GPU" and row[1].value == "Pricing")
+    columns = {cell.value: cell.column - 1 for cell in header}
+    rows = [row for row in ws.iter_rows(min_row=header[0].row + 1) if row[0].value in GPUS and row[1].value in PRICING_TYPES]
+    assert {(r[0].value, r[1].value) for r in rows} >= {("h100-sxm", "on_demand"), ("h100-sxm", "reserved_1y")}
+    for row in rows:
+        assert row[columns["Provider"]].value and row[columns["As of"]].value and row[columns["Source"]].value
+
+
+@pytest.mark.libreoffice
+def test_raising_a_price_raises_exactly_the_dependent_costs(workbook, libreoffice, tmp_path):
     path, table = workbook
     book = openpyxl.load_workbook(path)
     sheet, cell = _cell_of(book, "price_h100_sxm_on_demand")
@@ -44,9 +83,12 @@ def test_raising_a_price_raises_exactly_the_dependent_totals(workbook, libreoffi
     book.save(edited)
     before, after = cell_values(libreoffice.recalculate(path)), cell_values(libreoffice.recalculate(edited))
     gpus = table.set_index("gpu").loc["h100-sxm", "gpus_needed"]
-    changed = {key: after[key] - before[key] for key in before
-               if key[0] == "Compare" and isinstance(before[key], (int, float)) and after.get(key) != before[key]}
-    rent_delta = gpus * 1.0 * 730.0
-    deltas = sorted(round(v, 6) for v in changed.values() if v > 0)
-    assert deltas == sorted([round(rent_delta, 6), round(12 * rent_delta, 6), round(36 * rent_delta, 6)])
-    assert all(key[1].endswith("2") for key in changed)  # only the h100-sxm row (row 2) moved
+    rent = gpus * 1.0 * 730.0
+    expected = {"rent_on_demand_usd_per_month": rent, "tco_1y_on_demand_usd": 12 * rent,
+                "tco_3y_on_demand_usd": 36 * rent}
+    for metric, delta in expected.items():
+        key = _options_cell(book, "h100-sxm", metric)
+        assert after[key] - before[key] == pytest.approx(delta, rel=1e-9)
+    changed = {key for key in before if key[0] == "Options" and after.get(key) != before[key]}
+    h100 = _options_cell(book, "h100-sxm", "tp")[1][0]
+    assert changed and all(key[1][0] == h100 for key in changed)  # only the h100-sxm column moved

@@ -8,6 +8,7 @@ import openpyxl
 import pytest
 
 from fleetplan.exports import write_plan
+from fleetplan.exports.labels import header_of
 from tests.exports.samples import assert_recalculation_matches, cell_values, formula_cells
 
 pytestmark = pytest.mark.libreoffice
@@ -57,8 +58,8 @@ def test_raising_one_gpu_price_raises_exactly_its_costs(tmp_path, libreoffice, e
     row_delta = (fleet["replicas_mean"] * fleet["tp"] * delta * hours).where(hit, 0.0)
     assert hit.sum() >= 1 and (~hit).sum() >= 1
     ws = wb["Fleet"]
-    for name, scale in (("usd_per_gpu_hour (USD/GPU-hour)", None),
-                        ("usd_per_month (USD/month)", 1.0), ("usd_total (USD)", months)):
+    for name, scale in ((header_of("usd_per_gpu_hour"), None),
+                        (header_of("usd_per_month"), 1.0), (header_of("usd_total"), months)):
         for index, coordinate in enumerate(_header_cells(ws, name, len(fleet))):
             key = ("Fleet", coordinate)
             expected = delta if scale is None and hit[index] else (
@@ -76,7 +77,7 @@ def test_raising_one_gpu_price_raises_exactly_its_costs(tmp_path, libreoffice, e
 
     by_model = row_delta.groupby(fleet["model"]).sum()
     workloads = example_plan.workloads.reset_index(drop=True)
-    for index, coordinate in enumerate(_header_cells(wb["Workloads"], "usd_per_month (USD/month)",
+    for index, coordinate in enumerate(_header_cells(wb["Workloads"], header_of("usd_per_month"),
                                                      len(workloads))):
         key = ("Workloads", coordinate)
         expected = by_model.get(workloads.loc[index, "model"], 0.0)

@@ -8,6 +8,7 @@ import openpyxl
 import pytest
 
 from fleetplan.exports import write_sweep
+from fleetplan.exports.labels import header_of
 from fleetplan.exports.xlsx_package import Book
 from tests.exports.samples import (
     assert_recalculation_matches,
@@ -109,4 +110,4 @@ def test_disaggregated_sweep_recalculates_and_keeps_colocated_prices_live(tmp_pa
     path = write_sweep(frame, tmp_path / "disaggregated.xlsx")
     assert assert_recalculation_matches(path, libreoffice.recalculate(path)) >= len(frame)
     header = [c.value for c in next(openpyxl.load_workbook(path)["Sweep"].iter_rows(max_row=1))]
-    assert {"prefill_gpu", "prefill_replicas (replicas)", "kv_transfer_ms (ms)"} <= set(header)
+    assert {header_of("prefill_gpu"), header_of("prefill_replicas"), header_of("kv_transfer_ms")} <= set(header)

@@ -22,7 +22,7 @@ from tests.exports.samples import synthetic_sweep
 
 def test_parquet_folder_read_back(tmp_path, example_plan):
     folder = write_plan(example_plan, tmp_path / "plan.parquet")
-    names = sorted(p.name for p in folder.iterdir())
+    names = sorted(p.name for p in folder.glob("*.parquet"))
     assert names == sorted(f"{n}.parquet" for n in plan_tables(example_plan))
     fleet = pd.read_parquet(folder / "fleet.parquet")
     pd.testing.assert_frame_equal(fleet, example_plan.fleet.reset_index(drop=True),

@@ -10,6 +10,7 @@ import pytest
 
 import fleetplan
 from fleetplan.exports import write_plan
+from fleetplan.exports.labels import header_of
 from fleetplan.exports.plan_sheets_summary import REOPTIMIZE_NOTE
 from fleetplan.exports.plan_workbook import SHEETS, build_plan_book
 from tests.exports.samples import cell_values, formula_cells
@@ -55,20 +56,20 @@ def test_every_money_cell_is_live_and_matches_the_plan(example_book, example_pla
     assert book.mismatches == []
     values = cell_values(path)
     fleet = wb["Fleet"]
-    for header, column in (("usd_per_gpu_hour (USD/GPU-hour)", "usd_per_gpu_hour"),
-                           ("usd_per_month (USD/month)", "usd_per_month"),
-                           ("usd_total (USD)", "usd_total")):
+    for header, column in ((header_of("usd_per_gpu_hour"), "usd_per_gpu_hour"),
+                           (header_of("usd_per_month"), "usd_per_month"),
+                           (header_of("usd_total"), "usd_total")):
         cells = _column(fleet, header)
-        assert len(cells) == len(example_plan.fleet) + (header != "usd_per_gpu_hour (USD/GPU-hour)")
+        assert len(cells) == len(example_plan.fleet) + (header != header_of("usd_per_gpu_hour"))
         cells = cells[:len(example_plan.fleet)]  # the row below is the total
         assert all(c.data_type == "f" for c in cells)
         assert [values[("Fleet", c.coordinate)] for c in cells] == pytest.approx(
             example_plan.fleet[column].tolist(), rel=1e-9)
     costs = wb["Costs"]
-    for header in ("usd_per_month (USD/month)", "usd_total (USD)", "usd (USD)",
-                   "idle_usd_per_month (USD/month)", "on_demand_usd (USD)"):
+    for header in (header_of("usd_per_month"), header_of("usd_total"), header_of("usd"),
+                   header_of("idle_usd_per_month"), header_of("on_demand_usd")):
         assert all(c.data_type == "f" for c in _column(costs, header)), header
-    by_month = [values[("Costs", c.coordinate)] for c in _column(costs, "usd (USD)")]
+    by_month = [values[("Costs", c.coordinate)] for c in _column(costs, header_of("usd"))]
     assert by_month[:12] == pytest.approx(example_plan.costs_by_month["usd"].tolist(), rel=1e-9)
     summary = {row[0].value: row[1] for row in wb["Summary"].iter_rows(max_col=2)
                if row[0].value}
@@ -82,21 +83,21 @@ def test_every_money_cell_is_live_and_matches_the_plan(example_book, example_pla
 def test_workload_costs_are_live(example_book, example_plan):
     _, path, wb = example_book
     values = cell_values(path)
-    cells = _column(wb["Workloads"], "usd_per_month (USD/month)")
+    cells = _column(wb["Workloads"], header_of("usd_per_month"))
     assert all(c.data_type == "f" for c in cells)
     assert [values[("Workloads", c.coordinate)] for c in cells] == pytest.approx(
         example_plan.workloads["usd_per_month"].tolist(), rel=1e-9)
-    per_token = _column(wb["Workloads"], "usd_per_m_tokens (USD/1M tokens)")
+    per_token = _column(wb["Workloads"], header_of("usd_per_m_tokens"))
     assert [values[("Workloads", c.coordinate)] for c in per_token] == pytest.approx(
         example_plan.workloads["usd_per_m_tokens"].tolist(), rel=1e-9)
 
 
 def test_replica_counts_stay_numbers(example_book, example_plan):
     _, _, wb = example_book
-    for header in ("replicas_peak (replicas)", "replicas_mean (replicas)", "gpus_peak (GPUs)"):
+    for header in (header_of("replicas_peak"), header_of("replicas_mean"), header_of("gpus_peak")):
         cells = _column(wb["Fleet"], header)[:len(example_plan.fleet)]
         assert all(c.data_type == "n" for c in cells), header
-    assert [c.value for c in _column(wb["Fleet"], "replicas_peak (replicas)")] == \
+    assert [c.value for c in _column(wb["Fleet"], header_of("replicas_peak"))] == \
         example_plan.fleet["replicas_peak"].tolist()
 
 
@@ -112,7 +113,7 @@ def test_formatting(example_book):
     fleet = wb["Fleet"]
     assert fleet.freeze_panes == "B5"
     assert fleet.tables["Fleet"].autoFilter is not None
-    money = _column(fleet, "usd_per_month (USD/month)")[0]
+    money = _column(fleet, header_of("usd_per_month"))[0]
     assert money.number_format == '"$"#,##0'
     assert fleet.column_dimensions["A"].width >= 30
     assumptions = wb["Assumptions"]
@@ -144,12 +145,12 @@ def test_stress_plan_is_fully_live(stress_plan, tmp_path):
     values = cell_values(path)
     costs = openpyxl.load_workbook(path)["Costs"]
     workloads = {c.value: values[("Costs", c.offset(column=1).coordinate)]
-                 for c in _column(costs, "workload")}
+                 for c in _column(costs, header_of("workload"))}
     expected = stress_plan.costs_by_workload.set_index("workload")["usd_per_month"]
     assert set(workloads) == set(expected.index) >= {"(spare)", "(idle node GPUs)"}
     for name, value in workloads.items():
         assert value == pytest.approx(expected[name], rel=1e-9)
-    months = [values[("Costs", c.coordinate)] for c in _column(costs, "usd (USD)")][:3]
+    months = [values[("Costs", c.coordinate)] for c in _column(costs, header_of("usd"))][:3]
     assert months == pytest.approx(stress_plan.costs_by_month["usd"].tolist(), rel=1e-9)
 
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 import fleetplan
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports import sweep_workbook, write_sweep
+from fleetplan.exports.labels import header_of
 from fleetplan.exports.sweep_workbook import build_sweep_book, write_sweep_xlsx
-from fleetplan.exports.units import header_of
 from tests.exports.samples import (
     PRICES,
     cell_values,
@@ -28,7 +28,7 @@ from tests.exports.samples import (
 def test_sheets_table_names_and_properties(tmp_path, small_sweep):
     path = write_sweep(small_sweep, tmp_path / "s.xlsx", tpot_slo_ms=20.0)
     wb = openpyxl.load_workbook(path)
-    assert wb.sheetnames == ["Sweep", "Frontier", "Assumptions", "Sources", "Read me"]
+    assert wb.sheetnames == ["Summary", "Sweep", "Frontier", "Assumptions", "Sources", "Read me"]
     ws = wb["Sweep"]
     assert [c.value for c in ws[1]] == [header_of(c) for c in small_sweep.columns]
     assert ws.max_row == len(small_sweep) + 1
@@ -137,6 +137,14 @@ def test_too_many_rows_point_to_parquet(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def _grid_summary(ws) -> dict[str, list]:
+    """The Summary sheet's per GPU and model table, by header."""
+    table = ws.tables["GridSummary"]
+    rows = list(ws[table.ref])
+    headers = [c.value for c in rows[0]]
+    return {h: [row[i].value for row in rows[1:]] for i, h in enumerate(headers)}
+
+
 def test_top_n_keeps_cheapest_rows_and_summarizes(tmp_path):
     n = sweep_workbook.EXCEL_MAX_ROWS + 5
     cost = np.arange(n, 0, -1, dtype=float)
@@ -147,9 +155,10 @@ def test_top_n_keeps_cheapest_rows_and_summarizes(tmp_path):
     wb = openpyxl.load_workbook(path)
     assert wb.sheetnames[:2] == ["Summary", "Sweep"]
     assert [r[3] for r in wb["Sweep"].iter_rows(min_row=2, values_only=True)] == [1.0, 2.0, 3.0]
-    summary = [r for r in wb["Summary"].iter_rows(values_only=True) if r[0] in ("h100-sxm", "l4")]
-    assert sorted((r[0], r[2], r[4]) for r in summary) == [("h100-sxm", (n + 1) // 2, 2.0),
-                                                           ("l4", n // 2, 1.0)]
+    summary = _grid_summary(wb["Summary"])
+    assert sorted(zip(summary[header_of("gpu")], summary[header_of("rows")],
+                      summary[header_of("min_usd_per_m_output_tokens")])) == [("h100-sxm", (n + 1) // 2, 2.0),
+                                                                                ("l4", n // 2, 1.0)]
 
 
 def test_top_n_over_streamed_chunks(tmp_path, monkeypatch, small_sweep):
@@ -162,8 +171,8 @@ def test_top_n_over_streamed_chunks(tmp_path, monkeypatch, small_sweep):
     expected = small_sweep.nsmallest(4, "usd_per_m_output_tokens")
     assert rows[header_of("usd_per_m_output_tokens")].tolist() == pytest.approx(
         expected["usd_per_m_output_tokens"].tolist())
-    summary = pd.read_excel(path, sheet_name="Summary", skiprows=4)
-    assert summary["rows"].sum() == len(small_sweep)
+    summary = _grid_summary(openpyxl.load_workbook(path)["Summary"])
+    assert sum(summary[header_of("rows")]) == len(small_sweep)
 
 
 @pytest.mark.parametrize(("top_n", "message"), [(0, "top_n must be >= 1"),
@@ -216,8 +225,8 @@ def test_any_text_round_trips_as_text(tmp_path_factory, names):
     ws = openpyxl.load_workbook(path)["Sweep"]
     headers = [c.value for c in ws[1]]
     for position, name in enumerate(names):
-        model = ws.cell(row=position + 2, column=headers.index("model") + 1)
-        case = ws.cell(row=position + 2, column=headers.index("id") + 1)
+        model = ws.cell(row=position + 2, column=headers.index(header_of("model")) + 1)
+        case = ws.cell(row=position + 2, column=headers.index(header_of("id")) + 1)
         assert model.data_type == "s" and case.data_type == "s"
         assert (model.value or "") == clean_text(name)
         assert (case.value or "") == clean_text(names[::-1][position])

@@ -173,9 +173,9 @@ def test_measured_capacity_profiles_replace_the_engine(shipped, tmp_path):
 @pytest.mark.parametrize(("content", "message"), [
     ("gpu,tp,input_tokens,output_tokens\nl4,1,1,1\n", "lacks the column max_req_s"),
     ("gpu,tp,input_tokens,output_tokens,max_req_s\nl4,1,1,1,-3\n",
-     r"row 2, column max_req_s: must be a number >= 0, got '-3'"),
+     r"row 2, column max_req_s: must be 0 \(cannot meet the SLO\) or a finite number >= 0.001 and <= 1e\+06, got '-3'"),
     ("gpu,tp,input_tokens,output_tokens,max_req_s\nl4,0.5,1,1,3\n",
-     r"row 2, column tp: must be a whole number > 0"),
+     r"row 2, column tp: must be a whole number >= 1 and <= 64"),
 ])
 def test_bad_capacity_profiles(shipped, tmp_path, content, message):
     profile = tmp_path / "capacity.csv"

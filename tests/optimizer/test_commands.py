@@ -63,6 +63,17 @@ def test_plan_without_output_writes_the_workbook_here(fake_engine, scenario_file
     assert (tmp_path / "fleetplan-plan.xlsx").is_file()
 
 
+def test_plan_never_replaces_a_folder_it_did_not_write(fake_engine, scenario_file, tmp_path, capsys):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "precious.txt").write_text("keep me")
+    assert main(["plan", str(scenario_file), "-q", "-o", str(data)]) == 2
+    assert "already exists and is not a fleetplan output" in capsys.readouterr().err
+    assert sorted(p.name for p in data.iterdir()) == ["precious.txt"]
+    assert main(["plan", str(scenario_file), "-q", "-o", str(tmp_path / "tables")]) == 0
+    assert main(["plan", str(scenario_file), "-q", "-o", str(tmp_path / "tables")]) == 0  # its own output
+
+
 def test_an_infeasible_plan_exits_1_and_is_still_written(fake_engine, tmp_path, capsys):
     data = scenario()
     data["workloads"][0]["tpot_slo_ms"] = 1

@@ -142,9 +142,13 @@ def test_pair_candidates_follow_the_performance_model():
     assert pair["valid"] and prefill["req_s_per_replica"] == pytest.approx(pair["prefill_req_s"])
     assert decode["req_s_per_replica"] == pytest.approx(pair["decode_req_s"])
     assert decode["tp"] == 4 and decode["gpu"] == "h200" and prefill["gpu"] == "h100-sxm"
-    # four L40S cannot meet the 50 ms TPOT SLO: both stages of that pair serve nothing
-    slow = table[table.index.str.contains(">l40s-tp4")]
-    assert (slow["req_s_per_replica"] == 0).all() and slow["reason"].str.startswith("decode: TPOT SLO").all()
+    # the four-L40S pair follows the same model
+    slow = disaggregated(pd.DataFrame([{
+        "model": "llama-3.1-70b", "quant": "fp8", "input_len": 6000, "output_len": 300,
+        "prefill_gpu": "h100-sxm", "prefill_tp": 2, "decode_gpu": "l40s", "decode_tp": 4,
+        "tpot_slo_ms": 50.0, "ttft_slo_ms": 3000.0}])).iloc[0]
+    decode_l40s = table.loc["llama-3.1-70b/fp8/h100-sxm-tp2>l40s-tp4#decode"]
+    assert decode_l40s["req_s_per_replica"] == pytest.approx(slow["decode_req_s"] if slow["valid"] else 0.0)
 
 
 def test_a_ttft_slo_no_pair_can_meet_is_explained():
@@ -152,7 +156,7 @@ def test_a_ttft_slo_no_pair_can_meet_is_explained():
     tight.workloads[0].ttft_slo_ms, tight.workloads[0].tpot_slo_ms = 50.0, None
     plan = plan_scenario(tight)
     assert plan.status == "infeasible"
-    assert plan.messages == ["rag: TTFT SLO 50 ms is below the best achievable 248 ms for "
+    assert plan.messages == ["rag: TTFT SLO 50 ms is below the best achievable 244 ms for "
                              "llama-3.1-70b on any allowed GPU"]
     reasons = plan.candidates["reason"]
     assert reasons.str.fullmatch(r"TTFT SLO 50 ms is below the best achievable [0-9.]+ ms on idle pools"
@@ -184,13 +188,22 @@ def test_bad_tp_is_a_one_line_error():
 
 
 def test_fleet_engine_picks_its_efficiency_rows(tmp_path):
+    from pathlib import Path
+
+    import fleetplan.catalogs
     from fleetplan.catalogs import load_catalogs
 
     slow = tmp_path / "slow.csv"
-    pd.DataFrame([{"engine": "slow", "gpu": "*", "precision": "*", "mbu": 0.3, "mfu": 0.2,
-                   "step_overhead_ms": 3.0, "tp_scaling": 0.9, "request_overhead_ms": 0.0, "n_points": 0,
+    pd.DataFrame([{"engine": "slow", "gpu": "*", "operator": "gemm", "precision": "*", "compute_efficiency": 0.2,
+                   "memory_efficiency": 0.3, "tp_scaling": 0.9, "n_points": 0, "source": "test profile",
+                   "as_of": "2026-11-22"},
+                  {"engine": "slow", "gpu": "*", "operator": "iteration", "precision": "*", "overhead_ms": 3.0,
+                   "overhead_us_per_sequence": 20.0, "request_overhead_ms": 0.0, "n_points": 0,
                    "source": "test profile", "as_of": "2026-11-22"}]).to_csv(slow, index=False)
-    catalogs = load_catalogs([slow])
+    profile = tmp_path / "slow_engine.csv"
+    engines = pd.read_csv(Path(fleetplan.catalogs.__file__).parent / "data" / "engines.csv", dtype=str, keep_default_na=False)
+    engines[engines["id"] == "vllm"].assign(id="slow", aliases="").to_csv(profile, index=False)
+    catalogs = load_catalogs([slow, profile])
     plain = scenario()
     plain.fleet.disaggregation = None
     chosen = plain.model_copy(deep=True)
@@ -199,6 +212,6 @@ def test_fleet_engine_picks_its_efficiency_rows(tmp_path):
     slower = prepare(chosen, catalogs).candidates.set_index("config")["req_s_per_replica"]
     served = base > 0
     assert (slower[served] < base[served]).all()
-    chosen.fleet.engine = "vllm"
-    with pytest.raises(ScenarioError, match=r"fleet\.engine: unknown engine \(efficiency catalog\) 'vllm'"):
+    chosen.fleet.engine = "slw"
+    with pytest.raises(ScenarioError, match=r"fleet\.engine: unknown engine .*'slw'; did you mean 'slow'"):
         prepare(chosen, catalogs)

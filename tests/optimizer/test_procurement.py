@@ -6,7 +6,7 @@ import pytest
 
 from fleetplan.cli import main
 from fleetplan.errors import InvalidValueError, UnknownNameError
-from fleetplan.sweeps.rent_or_buy import HOURS_PER_MONTH, cheapest_prices, compare
+from fleetplan.sweeps.rent_or_buy import HOURS_PER_MONTH, compare, rent_prices
 
 WORKLOAD = {"model": "llama-3.1-8b", "quant": "fp8", "input_len": 512, "output_len": 256, "tpot_slo_ms": 30.0,
             "ttft_slo_ms": 500.0, "demand_req_s": 40.0}
@@ -55,8 +55,8 @@ def test_more_demand_never_needs_fewer_gpus(shipped):
     assert large["tco_3y_buy_usd"].iloc[0] >= small["tco_3y_buy_usd"].iloc[0]
 
 
-def test_cheapest_prices_keep_their_source(shipped):
-    cheapest = cheapest_prices(shipped.prices)
+def test_rent_prices_keep_their_source(shipped):
+    cheapest = rent_prices(shipped, ["h100-sxm"])
     row = cheapest.loc[("h100-sxm", "on_demand")]
     assert row["usd_per_gpu_hour"] == shipped.prices.query(
         "gpu == 'h100-sxm' and pricing_type == 'on_demand'")["usd_per_gpu_hour"].min()

@@ -84,8 +84,9 @@ def test_resume_skips_solved_cases(small_grid, tmp_path):
     folder = tmp_path / "cases"
     run_grid(grid, base, cases[:1], folder)
     cached = folder / f"{case_id(cases[0])}.json"
-    row = json.loads(cached.read_text())
-    cached.write_text(json.dumps({**row, "usd_per_month": 123.0}))  # a marker only a skipped case keeps
+    entry = json.loads(cached.read_text())
+    entry["row"]["usd_per_month"] = 123.0  # a marker only a skipped case keeps
+    cached.write_text(json.dumps(entry))
     seen = []
     results = run_grid(grid, base, cases, folder, progress=lambda done, total: seen.append((done, total)))
     assert results["usd_per_month"].iloc[0] == 123.0

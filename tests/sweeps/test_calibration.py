@@ -1,53 +1,102 @@
 """Calibration against the shipped published measurements, and the fitting machinery."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from fleetplan.errors import InvalidValueError
-from fleetplan.sweeps.fitting import FACTORS, constant_factors, fit_factors
-from fleetplan.sweeps.measurements import (
-    ape_summary,
-    load_measurements,
-    offline_throughput_rows,
-    predict_offline,
-)
+from fleetplan.sweeps.fitted_catalog import efficiency_rows
+from fleetplan.sweeps.fitting import Fit, FitSpace, fit, priors_only, releases
+from fleetplan.sweeps.measurements import REGIMES, ape_summary, load_measurements, predictable
+from fleetplan.sweeps.model_validation import compare, with_efficiency
+from fleetplan.sweeps.predictions import MeasurementModel
 
 
 @pytest.fixture(scope="module")
-def offline_rows():
-    return offline_throughput_rows(load_measurements())
+def measurements():
+    return load_measurements()
 
 
-def test_measurement_names_map_to_catalog_ids(shipped, offline_rows):
-    measurements = load_measurements()
-    assert set(measurements["gpu"]) <= set(shipped.gpus.index)
-    assert set(measurements["model"]) <= set(shipped.models.index)
-    assert set(measurements["quant"]) | set(measurements["kv_quant"]) <= set(shipped.quants.index)
-    assert len(offline_rows) == 230
+@pytest.fixture(scope="module")
+def compared(measurements, shipped):
+    return compare(measurements, shipped)
+
+
+def test_measurement_names_map_to_catalog_ids(shipped, measurements):
+    rows = predictable(measurements)
+    assert set(rows["gpu"]) <= set(shipped.gpus.index) and set(rows["model"]) <= set(shipped.models.index)
+    assert set(rows["quant"]) | set(rows["kv_quant"]) <= set(shipped.quants.index)
+    assert set(rows["engine_id"]) == {"tensorrt-llm", "vllm", "intel-gaudi"}
+    assert len(measurements) == 948 and len(rows) == 904
+    assert set(rows["regime"]) == set(REGIMES)
+    left_out = measurements[measurements["regime"] == ""]
+    assert left_out["parallelism"].str.startswith("DEP").all()  # expert-parallel layouts are kept, not predicted
     server = measurements[measurements["scenario"] == "server"]
     assert sorted(server["qps"].unique()) == [2, 4, 8, 16, 32, np.inf]
+    assert measurements.loc[measurements["engine_version"] == "0.17", "memory_fraction"].eq(0.95).all()
 
 
-def test_shipped_factors_predict_published_throughput_within_target(shipped, offline_rows):
-    frame = offline_rows.assign(predicted=predict_offline(offline_rows, shipped))
-    summary = ape_summary(frame, []).iloc[0]
-    assert summary["rows"] == 230
-    assert summary["median_ape_pct"] < 15.0
-    assert summary["p90_ape_pct"] < 40.0
+def test_shipped_catalog_meets_the_in_sample_targets(compared):
+    offline = ape_summary(compared[compared["regime"] == "offline"], []).iloc[0]
+    assert offline["median_ape_pct"] <= 8.0 and offline["p90_ape_pct"] <= 25.0
+    b200 = compared[(compared["gpu"] == "b200") & (compared["quant"] == "fp4")]
+    assert ape_summary(b200, []).iloc[0]["median_ape_pct"] <= 12.0
+    qwen = compared[(compared["model"] == "qwen3-30b-a3b") & compared["regime"].isin(["offline", "static"])]
+    assert ape_summary(qwen, []).iloc[0]["median_ape_pct"] <= 20.0
+
+
+@pytest.mark.xfail(strict=True, reason="A100-PCIe TP8 rows: median error about 20%, above the 15% target")
+def test_shipped_catalog_meets_the_pcie_tp8_target(compared):
+    pcie = compared[(compared["gpu"] == "a100-80gb-pcie") & (compared["tp"] == 8)]
+    assert ape_summary(pcie, []).iloc[0]["median_ape_pct"] <= 15.0
+
+
+def test_release_labels_keep_the_newest_release_as_the_reference():
+    engines = np.array(["tensorrt-llm"] * 3 + ["vllm"])
+    versions = pd.Series(["0.9.0", "0.17", "not stated (1.1-1.2 line)", "0.6.7.dev"])
+    assert releases(engines, versions).tolist() == ["tensorrt-llm@0.9", "tensorrt-llm@0.17", "", ""]
 
 
 @pytest.mark.slow
-def test_fit_recovers_known_factors_from_synthetic_noisy_measurements(shipped, offline_rows):
-    rows = offline_rows[offline_rows["gpu"] == "h100-sxm"].reset_index(drop=True)
-    truth = {"mbu": 0.62, "mfu": 0.45, "mfu_prefill": 0.6, "step_overhead_ms": 1.5, "tp_scaling": 0.8,
-             "request_overhead_ms": 0.0}
-    clean = predict_offline(rows, shipped, constant_factors(rows, [truth[name] for name in FACTORS]))
-    noise = np.random.default_rng(7).lognormal(0.0, 0.03, len(rows))
-    fitted = fit_factors(rows.assign(value=clean * noise), shipped)
-    for name in ("mbu", "mfu", "mfu_prefill", "tp_scaling"):
-        assert fitted[name] == pytest.approx(truth[name], rel=0.1), name
-    assert list(fitted) == FACTORS
+def test_fit_recovers_known_efficiencies_from_synthetic_measurements(shipped, measurements):
+    priors = priors_only(shipped)
+    rows = predictable(measurements)
+    rows = rows[(rows["gpu"] == "h100-sxm") & (rows["regime"] == "offline")].reset_index(drop=True)
+    model = MeasurementModel(rows, priors)
+    truth = {"gemm_memory": model.constants.gemm_memory * 0.8, "attention_memory": model.constants.attention_memory * 0.8,
+             "gemm_compute": model.constants.gemm_compute * 1.3, "expert_memory": model.constants.expert_memory * 0.8}
+    noise = np.random.default_rng(7).lognormal(0.0, 0.02, len(rows))
+    fitted = fit(rows.assign(value=model.predict(truth) * noise), priors)
+    recovered = fitted.space.fields(fitted.theta)
+    # The priors pull each factor toward its prior value, the compute factor most (offline H100
+    # rows are mostly bandwidth-bound), so recovery is within 10%, not exact.
+    for field, value in truth.items():
+        assert np.median(recovered[field] / value) == pytest.approx(1.0, abs=0.1), field
+
+
+def test_fitted_rows_describe_measured_gpus_and_their_siblings(shipped, measurements):
+    priors = priors_only(shipped)
+    rows = predictable(measurements)
+    rows = rows[rows["gpu"] == "mi300x"].reset_index(drop=True)
+    space = FitSpace(MeasurementModel(rows, priors))
+    table = efficiency_rows(Fit(space, np.zeros(len(space.parameters))), priors, rows, "test")
+    assert set(table["gpu"]) == {"mi300x", "mi325x"}  # the CDNA 3 sibling is carried over
+    gemm = table[(table["operator"] == "gemm") & (table["engine"] == "vllm")].set_index("precision")
+    assert gemm.loc["fp8", "n_points"] == len(rows) and gemm.loc["bf16", "n_points"] == 0
+    assert (table.loc[table["gpu"] == "mi325x", "n_points"] == 0).all()
+    assert table.loc[table["gpu"] == "mi325x", "notes"].str.contains("transferred from mi300x").all()
+    catalogs = with_efficiency(shipped, table)  # zero offsets reproduce the priors exactly
+    assert MeasurementModel(rows, catalogs).predict() == pytest.approx(MeasurementModel(rows, priors).predict())
+
+
+def test_replacing_constants_moves_predictions(shipped, measurements):
+    rows = predictable(measurements).head(20)
+    model = MeasurementModel(rows, shipped)
+    slower = model.predict({"gemm_memory": model.constants.gemm_memory / 2})
+    assert (slower <= model.predict() * (1 + 1e-9)).all()
+    assert replace(model.constants).gemm_memory is model.constants.gemm_memory
 
 
 def test_missing_file_and_column_errors(tmp_path):

@@ -68,7 +68,7 @@ def test_estimate_bulk_cases_keeps_inputs(tmp_path, capsys):
     (["sweep", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--chunk-rows", "0"], "chunk-rows must be >= 1"),
     (["estimate", "--model", "llama-3.1-8b"], "estimate needs --gpu and --model"),
     (["estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--batch", "4", "--offline"],
-     "give one of --batch, --tpot-slo-ms/--ttft-slo-ms, --rate or --offline, not --batch and --offline"),
+     "give one of --batch, --tpot-slo-ms/--ttft-slo-ms, --rate, --concurrency or --offline, not --batch and --offline"),
     (["estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--max-rate"], "--max-rate needs --tpot-slo-ms"),
     (["estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--spec-tokens", "2,4"],
      "--spec-tokens takes one value in estimate"),
@@ -118,7 +118,7 @@ def test_sweep_records_the_assumptions_and_levers_it_was_given(tmp_path, capsys)
     assert code == 0, err
     parameters = read_provenance(path)["parameters"]
     assert parameters["prefix_hit_rate"] == 0.5 and parameters["spec_tokens"] == [0.0, 2.0]
-    assert parameters["mbu"] == 0.6 and "engine" not in parameters
+    assert parameters["mbu"] == 0.6 and parameters["engine"] == "vllm"  # the default engine is recorded
 
 
 def test_progress_bar_passes_chunks_through():
@@ -133,7 +133,7 @@ def test_estimate_at_a_rate_and_levers(capsys):
                        "--prefix-hit-rate", "0.5", "--spec-tokens", "3", "--spec-acceptance", "0.7", "--json")
     assert code == 0
     record = json.loads(out)[0]
-    assert record["mode"] == "rate" and record["req_s"] == 4.0 and record["ttft_p99_ms"] >= record["ttft_p90_ms"]
+    assert record["mode"] == "rate" and record["req_s"] == 4.0 and record["p99_ttft_ms"] >= record["p90_ttft_ms"]
     assert record["spec_tokens"] == 3 and record["prefix_hit_rate"] == 0.5
 
 

@@ -35,7 +35,7 @@ def test_row_equals_the_disaggregated_pair_at_the_same_decode_batch():
             "usd_per_m_output_tokens": "usd_per_m_output_tokens", "usd_per_k_requests": "usd_per_k_requests",
             "prefill_replicas": "prefill_replicas_per_decode_replica"}
     for sweep_column, pair_column in same.items():
-        assert row[sweep_column] == pytest.approx(pair[pair_column], rel=1e-9), sweep_column
+        assert row[sweep_column] == pytest.approx(pair[pair_column], rel=1e-6), sweep_column
     # 80 layers x 8 KV heads x 128 x 2 (K, V) x 1 byte (fp8) per token, over min(4, 2) links of 50 GB/s.
     assert row["kv_transfer_ms"] == pytest.approx(S * 163840 / (2 * 50e9) * 1e3)
 
@@ -78,7 +78,7 @@ def test_columns_only_when_the_axis_is_on():
     names = list(split.columns)
     assert names[5:7] == ["prefill_gpu", "prefill_tp"] and names[-2:] == ["prefill_replicas", "kv_transfer_ms"]
     assert {name: str(split[name].dtype) for name in DISAGGREGATION_COLUMNS} == {
-        "prefill_gpu": "category", "prefill_tp": "int16", "prefill_replicas": "float64", "kv_transfer_ms": "float64"}
+        "prefill_gpu": "category", "prefill_tp": "int16", "prefill_replicas": "float32", "kv_transfer_ms": "float32"}
     # "none" is one pair; each prefill GPU is crossed with every prefill TP.
     pairs = list(zip(split["prefill_gpu"].astype(str), split["prefill_tp"]))
     assert pairs == [("none", 0), ("h100-sxm", 1), ("h100-sxm", 2)]
@@ -163,7 +163,7 @@ def test_prefill_replicas_scale_with_req_s_and_never_cheapen_the_decode_replica(
     colocated = table[table["prefill_gpu"] == "none"].set_index("batch")
     split = table[table["prefill_gpu"] == prefill_gpu].set_index("batch")
     ratio = (split["prefill_replicas"] / split["req_s"]).to_numpy()
-    assert np.allclose(ratio, ratio[0], rtol=1e-12)  # prefill work per request: one number per prompt length
+    assert np.allclose(ratio, ratio[0], rtol=1e-6)  # float32 columns; prefill work per request: one number per prompt length
     assert (ratio > 0).all()
     assert (split["usd_per_hour"] >= colocated["usd_per_hour"]).all()
     assert (split["tpot_ms"] == colocated["tpot_ms"]).all()

@@ -56,9 +56,9 @@ def test_partitions_are_contiguous_config_ranges():
 def test_local_cluster_needs_workers():
     from fleetplan.sweeps.distributed import dask_client
 
-    with pytest.raises(InvalidValueError, match="workers must be >= 1 to start a local Dask cluster, got 0"):
-        with dask_client(workers=0):
-            pass
+    with pytest.raises(InvalidValueError, match="workers must be >= 1 to start a local Dask cluster, got 0"), \
+            dask_client(workers=0):
+        pass
 
 
 def test_cli_on_a_scheduler_from_the_environment(tmp_path, capsys, monkeypatch):

@@ -1,5 +1,5 @@
-"""Per-engine efficiency profiles: fitted from measurements of two engines, selected by --engine
-and fleet.engine, used per row by validate, and keyed by engine in the efficiency catalog."""
+"""Engine profiles as data: memory rules, batch caps and iteration overheads per engine, chosen
+with --engine / fleet.engine and recorded in every estimate; calibration labels and error bands."""
 
 from __future__ import annotations
 
@@ -9,123 +9,101 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fleetplan.catalogs import load_catalogs
 from fleetplan.cli import main
-from fleetplan.errors import UnknownNameError
-from fleetplan.sweeps import estimate_cases
-from fleetplan.sweeps.fitting import FACTORS, constant_factors, factors_for_rows, fit_profiles
-from fleetplan.sweeps.measurements import (
-    load_measurements,
-    offline_throughput_rows,
-    predict_offline,
-)
+from fleetplan.errors import InvalidValueError, UnknownNameError
+from fleetplan.sweeps import estimate_cases, sweep
+from fleetplan.sweeps import memory as mem
+from fleetplan.sweeps.efficiencies import DEFAULT_ENGINE
+from fleetplan.sweeps.estimate import case_arrays
 
-TRUTH = {"fast": {"mbu": 0.8, "mfu": 0.55, "mfu_prefill": 0.65, "step_overhead_ms": 0.5, "tp_scaling": 0.9,
-                  "request_overhead_ms": 0.0},
-         "slow": {"mbu": 0.45, "mfu": 0.3, "mfu_prefill": 0.4, "step_overhead_ms": 2.0, "tp_scaling": 0.9,
-                  "request_overhead_ms": 0.0}}
+CASE = {"gpu": "h100-sxm", "model": "llama-3.1-8b", "quant": "fp8", "tp": 1, "input_len": 1000, "output_len": 200}
 
 
-@pytest.fixture(scope="module")
-def two_engines(shipped):
-    """L40S offline rows measured twice, by a fast and a slow engine (the model's own values, 3 % noise)."""
-    rows = offline_throughput_rows(load_measurements())
-    rows = rows[rows["gpu"] == "l40s"].reset_index(drop=True)
-    noise = np.random.default_rng(11)
-    frames = []
-    for engine, truth in TRUTH.items():
-        clean = predict_offline(rows, shipped, constant_factors(rows, [truth[n] for n in FACTORS]))
-        frames.append(rows.assign(engine=engine, engine_id=engine,
-                                  value=clean * noise.lognormal(0.0, 0.03, len(rows))))
-    return pd.concat(frames, ignore_index=True)
+def configs(**case):
+    return case_arrays(pd.DataFrame([{**CASE, **case}]))[1].iloc[0]
 
 
-@pytest.fixture(scope="module")
-def profiles(two_engines, shipped):
-    return fit_profiles(two_engines, shipped)
+@pytest.mark.parametrize(("engine", "seqs", "tokens"), [("vllm", 1024, 8192), ("tensorrt-llm", 2048, 8192),
+                                                         ("sglang", 4096, 8192)])
+def test_profiles_set_batch_caps(engine, seqs, tokens):
+    row = configs(engine=engine)
+    assert (row["engine"], row["max_num_seqs"], row["max_batched_tokens"]) == (engine, seqs, tokens)
 
 
-@pytest.mark.slow
-def test_each_engine_gets_its_own_profile_and_the_pool_one(profiles):
-    table = profiles.set_index("engine")
-    assert sorted(table.index) == ["*", "fast", "slow"] and (profiles["gpu"] == "l40s").all()
-    for engine, truth in TRUTH.items():  # MBU is what these throughput rows pin down
-        assert table.loc[engine, "mbu"] == pytest.approx(truth["mbu"], rel=0.1), engine
-    assert table.loc["slow", "mbu"] < table.loc["*", "mbu"] < table.loc["fast", "mbu"]
+def test_vllm_takes_its_small_gpu_defaults_below_70_gib():
+    row = configs(gpu="l40s", engine="vllm")  # 48 GB GDDR6 = 44.7 GiB
+    assert row["max_num_seqs"] == 256 and row["max_batched_tokens"] == 2048
 
 
-def test_rows_take_their_engines_profile_else_the_pooled_one(profiles, shipped):
-    rows = pd.DataFrame({"engine_id": ["fast", "slow", "other"], "gpu": "l40s", "quant": "fp8"})
-    factors = factors_for_rows(rows, profiles, shipped)
-    table = profiles.set_index("engine")
-    for index, engine in enumerate(["fast", "slow", "*"]):
-        assert factors.loc[index, "mbu"] == pytest.approx(table.loc[engine, "mbu"])
+@pytest.mark.parametrize("engine", ["vllm", "tensorrt-llm", "sglang"])
+def test_kv_budget_follows_the_engines_memory_rule(engine, shipped):
+    row = configs(engine=engine)
+    profile = shipped.engines.loc[engine]
+    memory_gb = 80 * 2**30 / 1e9  # NVIDIA's 80 GB are GiB
+    workspace = mem.engine_workspace_gb(profile["workspace_gib"], row["max_batched_tokens"], 4096,
+                                        profile["activation_bytes_per_token_hidden"], 1)
+    fraction = profile["memory_fraction"]
+    expected = {"tensorrt-llm": fraction * (memory_gb - row["weight_gb"] - workspace),
+                "vllm": fraction * memory_gb - row["weight_gb"] - workspace,
+                "sglang": fraction * memory_gb - row["weight_gb"]}[engine]
+    assert row["memory_gb"] == pytest.approx(memory_gb)
+    assert row["kv_budget_gb"] == pytest.approx(expected)
 
 
-@pytest.fixture(scope="module")
-def profile_file(profiles, tmp_path_factory):
-    path = tmp_path_factory.mktemp("profiles") / "factors.csv"
-    profiles.assign(source="test fit", as_of="2026-11-22").to_csv(path, index=False)
-    return path
+def test_one_reserve_rule_replaces_the_engine_rule_everywhere():
+    row = configs(reserve_fraction=0.1)
+    assert row["kv_budget_gb"] == pytest.approx(0.9 * 80 * 2**30 / 1e9 - row["weight_gb"])
 
 
-def test_engine_selects_its_rows_in_estimates(profile_file, profiles):
-    catalogs = load_catalogs([profile_file])
-    case = pd.DataFrame([{"gpu": "l40s", "model": "llama-3.1-8b", "quant": "fp8", "tp": 1, "input_len": 1000,
-                          "output_len": 200, "batch": 16}])
-    fast = profiles.set_index("engine").loc["fast"]
-    by_engine = estimate_cases(case, catalogs, engine="fast").iloc[0]
-    by_hand = estimate_cases(case, catalogs, **{name: float(fast[name]) for name in FACTORS}).iloc[0]
-    assert by_engine["tpot_ms"] == pytest.approx(by_hand["tpot_ms"])
-    assert by_engine["ttft_ms"] == pytest.approx(by_hand["ttft_ms"])
-    slow = estimate_cases(case, catalogs, engine="slow").iloc[0]
-    assert slow["tpot_ms"] > 1.3 * by_engine["tpot_ms"]
-    with pytest.raises(UnknownNameError, match=r"unknown engine \(efficiency catalog\) 'fats'; did you mean 'fast'"):
-        estimate_cases(case, catalogs, engine="fats")
+def test_tensorrt_llm_reserves_whole_sequences_at_admission():
+    cases = pd.DataFrame([{**CASE, "input_len": 128, "output_len": 4096, "engine": e} for e in ("tensorrt-llm", "vllm")])
+    out = estimate_cases(cases, memory_fraction=0.9, max_num_seqs=100_000)
+    trt, vllm = out["batch"].tolist()
+    assert trt < 0.7 * vllm  # prompt + whole output vs the mean occupancy
 
 
-def test_cli_engine_option(profile_file, capsys):
+def test_every_estimate_records_its_engine_calibration_and_band(shipped):
+    out = estimate_cases(pd.DataFrame([{**CASE, "engine": e} for e in ("tensorrt-llm", "sglang")]
+                                      + [{**CASE, "gpu": "mi355x"}, {**CASE, "gpu": "mi325x"}]))
+    assert out["engine"].tolist() == ["tensorrt-llm", "sglang", DEFAULT_ENGINE, DEFAULT_ENGINE]
+    assert out["calibration"].tolist() == ["measured", "transferred", "prior", "transferred"]
+    assert (out["error_p10_pct"] < 0).all() and (out["error_p90_pct"] > 0).all()
+    assert (out["capacity_quantile"] == "p50").all()
+
+
+def test_p90_capacity_divides_throughput_by_the_band():
+    cases = pd.DataFrame([CASE])
+    typical, pessimistic = estimate_cases(cases).iloc[0], estimate_cases(cases, capacity_quantile="p90").iloc[0]
+    factor = 1 + pessimistic["error_p90_pct"] / 100
+    assert pessimistic["req_s"] == pytest.approx(typical["req_s"] / factor)
+    assert pessimistic["usd_per_m_output_tokens"] == pytest.approx(typical["usd_per_m_output_tokens"] * factor)
+    assert pessimistic["tpot_ms"] == typical["tpot_ms"]
+    with pytest.raises(InvalidValueError, match="capacity_quantile must be one of p50, p90, got 'p99'"):
+        estimate_cases(cases, capacity_quantile="p99")
+
+
+def test_unknown_engine_says_did_you_mean():
+    with pytest.raises(UnknownNameError, match="unknown engine 'vllmm'; did you mean 'vllm'"):
+        estimate_cases(pd.DataFrame([{**CASE, "engine": "vllmm"}]))
+    with pytest.raises(UnknownNameError, match=r"unknown engine \(efficiency catalog\) 'sglng'"):
+        sweep(["h100-sxm"], ["llama-3.1-8b"], engine="sglng")
+
+
+def test_cli_engine_option_and_json_record(capsys):
     base = ["estimate", "--gpu", "l40s", "--model", "llama-3.1-8b", "--quant", "fp8", "--input-len", "1000",
-            "--output-len", "200", "--batch", "16", "--catalog", str(profile_file), "--json"]
-    assert main([*base, "--engine", "Fast"]) == 0
-    fast = pd.read_json(io.StringIO(capsys.readouterr().out)).iloc[0]
-    assert main([*base, "--engine", "slow"]) == 0
-    slow = pd.read_json(io.StringIO(capsys.readouterr().out)).iloc[0]
-    assert slow["tpot_ms"] > fast["tpot_ms"]
-    assert main([*base, "--engine", "vllm"]) == 2
-    assert "unknown engine (efficiency catalog) 'vllm'" in capsys.readouterr().err
+            "--output-len", "200", "--batch", "16", "--json"]
+    assert main([*base, "--engine", "SGLang"]) == 0
+    sglang = pd.read_json(io.StringIO(capsys.readouterr().out)).iloc[0]
+    assert main([*base, "--engine", "tensorrt-llm"]) == 0
+    trt = pd.read_json(io.StringIO(capsys.readouterr().out)).iloc[0]
+    assert sglang["engine"] == "sglang" and trt["engine"] == "tensorrt-llm"
+    assert sglang["tpot_ms"] != trt["tpot_ms"]
+    assert main([*base, "--engine", "vlm"]) == 2
+    assert "did you mean 'vllm'" in capsys.readouterr().err
 
 
-def test_validate_uses_each_rows_engine(two_engines, profile_file):
-    from fleetplan.sweeps.model_validation import compare
-
-    compared = compare(two_engines, load_catalogs([profile_file]))
-    median = compared.groupby("engine")["ape_pct"].median()
-    assert (median < 6.0).all()  # each engine's rows predicted by its own profile
-    pooled = compare(two_engines.assign(engine_id="*"), load_catalogs([profile_file]))
-    assert pooled["ape_pct"].median() > 2 * compared["ape_pct"].median()
-
-
-@pytest.mark.slow
-def test_calibrate_writes_per_engine_rows(two_engines, tmp_path, capsys):
-    measured = tmp_path / "two-engines.csv"
-    columns = ["source", "engine", "gpu_name", "tp", "model_name", "precision_weights", "precision_kv",
-               "input_len", "output_len", "scenario", "metric", "value"]
-    two_engines[columns].rename(columns={"gpu_name": "gpu", "model_name": "model"}).to_csv(measured, index=False)
-    factors = tmp_path / "factors.csv"
-    assert main(["calibrate", str(measured), "-o", str(factors)]) == 0
-    capsys.readouterr()
-    table = pd.read_csv(factors)
-    assert sorted(table["engine"]) == ["*", "fast", "slow"]
-    catalogs = load_catalogs([factors])
-    assert {"fast", "slow"} <= set(catalogs.efficiency["engine"])
-
-
-def test_override_files_without_an_engine_column_still_load(tmp_path, shipped):
-    path = tmp_path / "old.csv"
-    pd.DataFrame([{"gpu": "l40s", "precision": "fp8", "mbu": 0.5, "mfu": 0.4, "step_overhead_ms": 1.0,
-                   "tp_scaling": 0.9, "request_overhead_ms": 0.0, "n_points": 0, "source": "old file",
-                   "as_of": "2026-01-01"}]).to_csv(path, index=False)
-    efficiency = load_catalogs([path]).efficiency.set_index(["engine", "gpu", "precision"])
-    assert efficiency.loc[("*", "l40s", "fp8"), "mbu"] == 0.5
-    assert len(efficiency) == len(shipped.efficiency)  # replaced the shipped row, not added one
+def test_sweeps_carry_their_engine():
+    table = sweep(["h100-sxm"], ["llama-3.1-8b"], batches=[1, 8], engine="tensorrt-llm")
+    assert table.attrs["engine"] == "tensorrt-llm"
+    assert sweep(["h100-sxm"], ["llama-3.1-8b"]).attrs["engine"] == DEFAULT_ENGINE
+    assert np.isfinite(table["tpot_ms"]).all()

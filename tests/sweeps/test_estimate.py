@@ -32,7 +32,7 @@ def test_inputs_are_repeated_and_extra_columns_kept():
        model=st.sampled_from(["llama-3.1-8b", "mixtral-8x7b"]), ttft=st.sampled_from([np.nan, 400.0]))
 def test_knee_is_the_largest_batch_meeting_the_slos(slo, input_len, output_len, model, ttft):
     out = estimate_cases(case(model=model, quant="fp8", tp=2, input_len=input_len, output_len=output_len,
-                              tpot_slo_ms=slo, ttft_slo_ms=ttft)).iloc[0]
+                              tpot_slo_ms=slo, ttft_slo_ms=ttft), max_num_seqs=2048).iloc[0]
     context = int(mean_context_len(input_len, output_len))
     grid = sweep(["h100-sxm"], [model], ["fp8"], tps=[2], contexts=[context], input_lens=[input_len],
                  output_lens=[output_len], batches=range(1, 2049))

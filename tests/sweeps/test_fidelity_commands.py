@@ -7,6 +7,7 @@ import pytest
 
 from fleetplan.cli import main
 from fleetplan.errors import InvalidValueError
+from fleetplan.sweeps.measurements import shipped_measurements_path, with_ids
 from fleetplan.sweeps.vllm_results import model_id_from_hub_name, read_benchmark_json
 
 VLLM_RESULT = {  # the aggregate fields vLLM's benchmark_serving.py --save-result writes
@@ -29,19 +30,20 @@ def result_json(tmp_path):
     return path
 
 
-def test_parses_vllm_result_into_measurement_rows(result_json):
-    rows = read_benchmark_json(result_json, gpu="h100-sxm", tp=1).set_index("metric")
+def test_parses_vllm_result_into_measurement_rows(result_json, shipped):
+    rows = with_ids(read_benchmark_json(result_json, gpu="h100-sxm", tp=1), shipped).set_index("metric")
     assert rows.loc["ttft_ms", "value"] == 41.2 and rows.loc["tpot_ms", "value"] == 9.8
     assert rows.loc["output_tok_s", "value"] == 2040.3 and rows.loc["req_s", "value"] == 7.97
     assert (rows["input_len"] == 1024).all() and (rows["output_len"] == 256).all()
     assert (rows["qps"] == 8.0).all() and (rows["model"] == "llama-3.1-8b").all()
     assert (rows["scenario"] == "server").all() and (rows["n_requests"] == 200).all()
+    assert (rows["regime"] == "server").all() and (rows["engine_id"] == "vllm").all()
 
 
-def test_infinite_rate_and_itl_fallback(tmp_path):
+def test_infinite_rate_and_itl_fallback(tmp_path, shipped):
     path = tmp_path / "inf.json"
     path.write_text(json.dumps({**VLLM_RESULT, "request_rate": "inf", "mean_tpot_ms": None}))
-    rows = read_benchmark_json(path, gpu="h100-sxm", tp=1).set_index("metric")
+    rows = with_ids(read_benchmark_json(path, gpu="h100-sxm", tp=1), shipped).set_index("metric")
     assert rows.loc["tpot_ms", "value"] == 9.9
     assert rows["qps"].iloc[0] == float("inf")
 
@@ -66,32 +68,36 @@ def test_validate_command_reports_errors_and_writes_workbook(tmp_path, capsys, r
     import openpyxl
 
     report = tmp_path / "report.xlsx"
-    code = main(["validate", str(result_json), "--gpu", "h100-sxm", "--tp", "1", "-o", str(report)])
+    tables = tmp_path / "tables.csv"
+    code = main(["validate", str(result_json), "--gpu", "h100-sxm", "--tp", "1", "-o", str(report),
+                 "--tables", str(tables)])
     out = capsys.readouterr().out
     assert code == 0
-    assert "5 predictable rows of 5" in out and "ttft_ms" in out
+    assert "5 predictable rows of 5" in out and "ttft_ms" in out and "by engine" in out
+    written = pd.read_csv(tables)
+    assert {"overall", "gpu", "model", "quant", "engine_id", "regime"} <= set(written["dimension"])
     book = openpyxl.load_workbook(report)
-    assert book.sheetnames[0] == "Rows" and book["Rows"]._charts
+    assert book.sheetnames[:2] == ["Summary", "Rows"] and book["Summary"]._charts
 
 
 @pytest.mark.slow
-def test_calibrate_command_writes_factors_usable_as_catalog(tmp_path, capsys):
+def test_calibrate_command_writes_efficiency_rows_usable_as_catalog(tmp_path, capsys):
     from fleetplan.catalogs import load_catalogs
-    from fleetplan.sweeps.measurements import load_measurements
 
-    rows = load_measurements()
+    raw = pd.read_csv(shipped_measurements_path())
     small = tmp_path / "l40s.csv"
-    rows[(rows["gpu"] == "l40s")].drop(columns=["gpu"]).rename(columns={"gpu_name": "gpu"}).drop(
-        columns=["model", "quant", "kv_quant", "qps", "n_requests"]).rename(columns={"model_name": "model"}).to_csv(
-        small, index=False)
+    raw[raw["gpu"] == "L40S"].to_csv(small, index=False)
     factors = tmp_path / "factors.csv"
     code = main(["calibrate", str(small), "-o", str(factors)])
     out = capsys.readouterr().out
-    assert code == 0 and "before (current factors)" in out and "after (fitted factors)" in out
+    assert code == 0 and "before (current catalogs)" in out and "after (fitted rows)" in out
     table = pd.read_csv(factors)
-    assert list(table["gpu"]) == ["l40s"]
-    merged = load_catalogs([factors]).efficiency.set_index(["gpu", "precision"])
-    assert merged.loc[("l40s", "fp8"), "mbu"] == pytest.approx(table["mbu"].iloc[0])
+    assert set(table["gpu"]) == {"l40s", "l4"}  # the Ada sibling is carried over
+    merged = load_catalogs([factors]).efficiency.set_index(["engine", "gpu", "operator", "precision"])
+    fitted = table.set_index(["engine", "gpu", "operator", "precision"])
+    key = ("tensorrt-llm", "l40s", "gemm", "fp8")
+    assert merged.loc[key, "memory_efficiency"] == pytest.approx(fitted.loc[key, "memory_efficiency"])
+    assert fitted.loc[key, "n_points"] > 0
 
 
 @pytest.mark.parametrize(("args", "match"), [

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from fleetplan.sweeps import latency, memory, throughput
+from fleetplan.sweeps import latency, memory, operators, throughput
 
 # Llama 3.1 8B (config.json): 32 layers, 8 KV heads, head_dim 128; H100 SXM: 3.35 TB/s, 989.5 TFLOPS.
 KV_8B_BF16 = 131072.0
@@ -16,15 +16,25 @@ KV_8B_BF16 = 131072.0
     (memory.kv_bytes_per_token, (32, 8, 128, 2.0), KV_8B_BF16),
     (memory.kv_bytes_per_token, (80, 8, 128, 1.0), 163840.0),
     (memory.kv_bytes_per_token_mla, (61, 512, 64, 2.0), 70272.0),
-    (memory.runtime_reserve_gb, (80.0, 0.1), 8.0),
-    (memory.kv_budget_gb, (80.0, 16.06, 8.0), 55.94),
+    (memory.capacity_gb, (80.0, True), 85.89934592),
+    (memory.capacity_gb, (48.0, False), 48.0),
+    (memory.engine_workspace_gb, (1.0, 8192, 4096, 36.0, 1), 1.073741824 + 8192 * 4096 * 36 / 1e9),
+    (memory.engine_kv_budget_gb, (0, 80.0, 16.0, 4.0, 0.9), 0.9 * 60.0),
+    (memory.engine_kv_budget_gb, (1, 80.0, 16.0, 4.0, 0.9), 72.0 - 16.0 - 4.0),
+    (memory.engine_kv_budget_gb, (2, 80.0, 16.0, 4.0, 0.9), 72.0 - 16.0),
     (memory.kv_gb, (162, 2000, KV_8B_BF16), 42.467328),
     (latency.memory_time_ms, (16.0, 3.35, 0.7), 6.8230277),
     (latency.compute_time_ms, (1e15, 1000.0, 0.5, 2), 1000.0),
     (latency.linear_flop_per_token, (8.0,), 16e9),
-    (latency.attention_flop_per_token, (32, 32, 128, 1000), 4 * 32 * 32 * 128 * 1000),
-    (latency.prefill_flop, (8.0, 32, 32, 128, 100), 16e9 * 100 + 2 * 32 * 32 * 128 * 100**2),
-    (latency.step_time_ms, (6.0, 9.0, 1.0, 0.5), 10.5),
+    (operators.attention_flop_per_pair, (32, 128, False, 0, 0, True), 4 * 32 * 128),
+    (operators.attention_flop_per_pair, (128, 192, True, 512, 64, True), 2 * 128 * (2 * 512 + 64)),
+    (operators.attention_flop_per_pair, (128, 192, True, 512, 64, False), 4 * 128 * 192),
+    (operators.attended_tokens, (5000, 20, 4, 1024), 20 * 5000 + 4 * 1024),
+    (operators.causal_pairs, (100, np.inf), 5000.0),
+    (operators.causal_pairs, (1000, 128), 128 * 1000 - 128**2 / 2),
+    (operators.allreduce_bandwidth_gb_s, (8, 64.0, 4, 56.0, 0.8), 28.0 * 0.8),
+    (operators.allreduce_bandwidth_gb_s, (8, 900.0, 8, np.nan, 0.8), 450.0 * 0.8),
+    (operators.host_time_ms, (0.5, 4.0, 100), 0.9),
     (throughput.decode_tok_s, (162, 25.0), 6480.0),
     (throughput.decode_ceiling_tok_s, (3.35, 0.7, 2000, KV_8B_BF16), 8945.465088),
     (throughput.prefill_tok_s, (1000, 50.0), 20000.0),
@@ -63,10 +73,13 @@ def test_experts_touched_limits():
     assert_allclose(touched[3], 8.0)
 
 
-def test_moe_params_touched_from_active_to_total():
+def test_moe_parameters_split_into_shared_and_experts():
     # Mixtral 8x7B: 46.7 B total, 12.9 B active with 2 of 8 experts.
-    assert_allclose(latency.moe_params_touched_b(46.7, 12.9, 8, 2, np.array([1, 10_000])), [12.9, 46.7])
-    assert_allclose(latency.moe_params_touched_b(8.03, 8.03, 1, 1, 64), 8.03)
+    expert = operators.expert_params_b(46.7, 12.9, 8, 2)
+    dense = operators.dense_params_b(46.7, 8, expert)
+    assert_allclose(dense + 2 * expert, 12.9)
+    assert_allclose(dense + expert * latency.experts_touched(8, 2, np.array([1, 10_000])), [12.9, 46.7])
+    assert_allclose(operators.expert_params_b(8.03, 8.03, 1, 1), 0.0)
 
 
 def test_zero_or_missing_denominators_give_nan_not_errors():

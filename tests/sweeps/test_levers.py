@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 from fleetplan.errors import InvalidValueError
-from fleetplan.sweeps import latency, sweep
+from fleetplan.sweeps import operators, sweep
 
-SEED = {"mbu": 0.7, "mfu": 0.5, "step_overhead_ms": 0.0, "reserve_fraction": 0.0, "request_overhead_ms": 0.0}
+SEED = {"mbu": 0.7, "mfu": 0.5, "step_overhead_ms": 0.0, "step_overhead_us_per_seq": 0.0, "reserve_fraction": 0.0,
+        "request_overhead_ms": 0.0}
 BASE = {"gpus": ["h100-sxm"], "models": ["llama-3.1-8b"], "quants": ["bf16"], **SEED}
 
 
@@ -31,8 +32,11 @@ def test_speculative_decoding_divides_the_step_by_the_expected_accepted_tokens()
 def test_prefix_caching_prefills_only_the_new_tokens():
     plain = one(contexts=[4000], batches=[1])
     cached = one(contexts=[4000], batches=[1], prefix_hit_rate=0.75)
-    full = latency.prefill_flop(8.03, 32, 32, 128, 4000)
-    new = full - latency.prefill_flop(8.03, 32, 32, 128, 3000)
+    def flop(tokens):  # Llama 3.1 8B: 2N per token, 4 h d per causal query-key pair and layer
+        return 2 * 8.03e9 * tokens + 32 * 4 * 32 * 128 * operators.causal_pairs(tokens, np.inf)
+
+    full = flop(4000)
+    new = full - flop(3000)
     # Compute-bound prefill: the (prefill - step) part scales with the FLOPs.
     assert (cached["ttft_ms"] - cached["tpot_ms"]) / (plain["ttft_ms"] - plain["tpot_ms"]) == pytest.approx(
         new / full, rel=1e-6)

@@ -30,7 +30,7 @@ def test_queueing_formulas():
 def test_near_zero_load_gives_the_unloaded_latency():
     c, rows = arrays()
     state = queueing.at_rate(c, rows, np.array([1e-9]))
-    tpot, ttft = row_kernel.latencies_ms(c, rows._replace(batch=np.ones(1)))
+    tpot, ttft = row_kernel.row_latencies_ms(c, rows._replace(batch=np.ones(1)))[:2]
     assert state["tpot_ms"][0] == pytest.approx(tpot[0], rel=1e-6)
     assert state["ttft_ms"][0] == pytest.approx(ttft[0], rel=1e-6)
     assert state["batch"][0] == pytest.approx(0.0, abs=1e-6)
@@ -73,3 +73,27 @@ def test_max_rate_under_slo_meets_it_and_is_tight():
     assert at["tpot_ms"][0] <= 30.0 and at["ttft_ms"][0] <= 300.0
     assert above["tpot_ms"][0] > 30.0 or above["ttft_ms"][0] > 300.0 or not above["stable"][0]
     assert queueing.max_rate_under_slo(c, rows, np.array([1.0]), np.array([np.nan]))[0] == 0.0
+
+
+@pytest.mark.slow
+@settings(max_examples=25, deadline=None)
+@given(mode=st.sampled_from(["rate", "max_rate", "concurrency"]), load=st.floats(0.05, 3.0),
+       input_len=st.integers(16, 8000), output_len=st.integers(2, 2000),
+       engine=st.sampled_from(["vllm", "sglang", "tensorrt-llm"]), chunk=st.sampled_from([None, 0, 512]))
+@example(mode="max_rate", load=1.0, input_len=1024, output_len=256, engine="vllm", chunk=None)
+def test_percentiles_are_never_below_the_mean(mode, load, input_len, output_len, engine, chunk):
+    from fleetplan.sweeps.estimate import estimate_cases
+
+    case = {"gpu": "h100-sxm", "model": "llama-3.1-8b", "quant": "fp8", "tp": 1, "input_len": input_len,
+            "output_len": output_len, "engine": engine, "mode": mode, "prefill_chunk_tokens": chunk}
+    if mode == "rate":
+        case["rate_req_s"] = 30.0 * load
+    elif mode == "max_rate":
+        case.update(tpot_slo_ms=20.0 + 40.0 * load, ttft_slo_ms=5000.0)
+    else:
+        case.update(concurrency=max(1, int(100 * load)), n_requests=500)
+    row = estimate_cases(pd.DataFrame([case])).iloc[0]
+    for metric in ("tpot", "ttft"):
+        mean, p90, p99 = row[f"{metric}_ms"], row[f"{metric}_p90_ms"], row[f"{metric}_p99_ms"]
+        if np.isfinite(mean):
+            assert p99 >= p90 >= mean * (1 - 1e-9), (metric, mean, p90, p99)

@@ -1,6 +1,7 @@
 """Seed 000's worked numbers for Llama 3.1 8B bf16 on one H100 SXM, each within 1%.
 
-Assumptions as in the seed: MBU 0.7, MFU 0.5, no step overhead, no runtime reserve.
+Assumptions as in the seed: MBU 0.7, MFU 0.5, no overheads (``step_overhead_ms`` 0 replaces all of
+the engine's), no runtime reserve.
 """
 
 import pandas as pd

@@ -1,0 +1,60 @@
+"""What ``fleetplan plan`` prints: the plan's status and cost, its fleet with each price's
+origin, its workloads, what binds and what could not be served, in the tables' number style."""
+
+from __future__ import annotations
+
+import math
+
+import typer
+
+from fleetplan.cli.tables import number_text, print_table
+
+MAX_ROWS = 12
+
+
+def print_plan(plan) -> None:
+    """The terminal summary of a FleetPlan."""
+    months = plan.assumptions.get("horizon_months", math.nan)
+    gap = "" if plan.gap is None or not math.isfinite(plan.gap) else f", gap {plan.gap:.2%}"
+    typer.echo(f"status: {plan.status}{gap} ({plan.solver}, {plan.solve_seconds:.1f} s)")
+    typer.echo(f"cost: ${number_text(plan.usd_per_month)} per month, ${number_text(plan.objective_usd)} over "
+               f"{months:g} months")
+    _fleet(plan)
+    _workloads(plan)
+    if not plan.binding_constraints.empty:
+        typer.echo("\nWhat limits the plan:")
+        for text in plan.binding_constraints["description"].head(MAX_ROWS):
+            typer.echo(f"  {text}")
+    if not plan.unmet_demand.empty:
+        unmet = plan.unmet_demand.groupby("workload", sort=False)["unmet_req_s"].max()
+        typer.echo("\nUnmet demand at peak: " + ", ".join(f"{w} {number_text(v)} requests/s" for w, v in unmet.items()))
+    for message in plan.messages:
+        typer.echo(message)
+
+
+def _fleet(plan) -> None:
+    fleet = plan.fleet.head(MAX_ROWS)
+    if fleet.empty:
+        return
+    prices = plan.prices.set_index(["gpu", "pricing_type"]) if not plan.prices.empty else None
+    rows = []
+    for record in fleet.to_dict("records"):
+        origin = ""
+        if prices is not None and (record["gpu"], record["pricing_type"]) in prices.index:
+            price = prices.loc[(record["gpu"], record["pricing_type"])]
+            origin = "scenario" if price.get("origin") == "scenario" else str(price.get("provider") or "")
+        rows.append([record["config"], record["pricing_type"], record["replicas_peak"], record["gpus_peak"],
+                     record["usd_per_gpu_hour"], origin, record["usd_per_month"]])
+    print_table("\nFleet", ["configuration", "pricing", "replicas at peak", "GPUs at peak", "USD per GPU-hour",
+                            "price from", "USD per month"], rows, numeric=[False, False, True, True, True, False, True])
+
+
+def _workloads(plan) -> None:
+    workloads = plan.workloads.head(MAX_ROWS)
+    if workloads.empty:
+        return
+    rows = [[w["workload"], w["demand_req_s_peak"], f"{w['served_fraction']:.1%}", w["tpot_ms_max"],
+             w["ttft_ms_max"], w["usd_per_month"], w["usd_per_m_tokens"]] for w in workloads.to_dict("records")]
+    print_table("\nWorkloads", ["workload", "peak requests/s", "served", "TPOT worst ms", "TTFT worst ms",
+                                "USD per month", "USD per 1M tokens"], rows,
+                numeric=[False, True, True, True, True, True, True])

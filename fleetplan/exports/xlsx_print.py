@@ -1,0 +1,139 @@
+"""Page setup for every sheet of every workbook: how it prints.
+
+Each sheet prints landscape and one page wide, with its header rows repeated on every page, a
+print area around what it holds (charts included), a header naming the workbook's subject, the
+sheet and the date, and a footer with page numbers. A Summary prints on exactly one page; a bulk
+sheet of many thousand rows prints its first ``BULK_PRINT_ROWS`` rows (the file has them all).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+
+from openpyxl.utils.cell import column_index_from_string, coordinate_from_string, get_column_letter
+from openpyxl.worksheet.page import PageMargins
+from openpyxl.worksheet.worksheet import Worksheet
+
+import fleetplan
+
+#: Data rows a bulk sheet (a sweep grid) prints; the rest stay in the file.
+BULK_PRINT_ROWS = 100
+#: A single table longer than this repeats its header row on every printed page [rows].
+REPEAT_AFTER_ROWS = 30
+_CM_PER_WIDTH_UNIT = 0.19  # one Excel column-width character at the default font [cm]
+_CM_PER_POINT = 2.54 / 72
+_DEFAULT_WIDTH, _DEFAULT_HEIGHT_PT = 8.43, 15.0
+
+
+@dataclass
+class PageOptions:
+    """How one sheet prints: on one page, which rows repeat, and a fixed print area."""
+
+    one_page: bool = False
+    repeat_rows: str | None = None
+    area: str | None = None
+    portrait: bool = False
+
+
+@dataclass
+class PrintHeader:
+    """What the header of every printed page says: the subject, the sheet and the date."""
+
+    subject: str
+    date: dt.date = field(default_factory=dt.date.today)
+
+
+def setup_sheet(ws: Worksheet, header: PrintHeader, options: PageOptions | None = None,
+                bulk_rows: int | None = None, bulk_columns: int | None = None) -> None:
+    """Landscape (unless ``portrait``), fit to width (one page for ``one_page``), margins, print
+    area, repeated header rows, header and footer."""
+    options = options or PageOptions()
+    setup = ws.page_setup
+    setup.orientation = "portrait" if options.portrait else "landscape"
+    setup.paperSize = ws.PAPERSIZE_A4
+    setup.fitToWidth = 1
+    setup.fitToHeight = 1 if options.one_page else 0
+    ws.sheet_properties.pageSetUpPr.fitToPage = True
+    ws.page_margins = PageMargins(left=0.4, right=0.4, top=0.7, bottom=0.6, header=0.3, footer=0.3)
+    ws.print_options.gridLines = False
+    ws.print_area = options.area or used_area(ws, bulk_rows, bulk_columns)
+    repeat = options.repeat_rows or _long_table_header(ws, bulk_rows)
+    if repeat:
+        ws.print_title_rows = repeat
+    _header_and_footer(ws, header)
+
+
+def _header_and_footer(ws: Worksheet, header: PrintHeader) -> None:
+    subject = header.subject.replace("&", "&&")[:80]
+    for page in (ws.oddHeader, ws.evenHeader, ws.firstHeader):
+        page.left.text, page.center.text = subject, "&A"
+        page.right.text = header.date.isoformat()
+        page.left.size = page.center.size = page.right.size = 8
+    for page in (ws.oddFooter, ws.evenFooter, ws.firstFooter):
+        page.left.text = f"fleetplan {fleetplan.__version__}"
+        page.right.text = "Page &P of &N"
+        page.left.size = page.right.size = 8
+
+
+def used_area(ws: Worksheet, bulk_rows: int | None = None, bulk_columns: int | None = None) -> str:
+    """``A1:<last column><last row>`` covering every written cell and every chart; a bulk sheet
+    of ``bulk_rows`` data rows under its header row stops after BULK_PRINT_ROWS of them."""
+    last_row, last_column = _written_extent(ws)
+    if bulk_rows is not None:
+        last_row = max(last_row, 1 + min(bulk_rows, BULK_PRINT_ROWS))
+        last_column = max(last_column, bulk_columns or 1)
+    for chart in ws._charts:  # openpyxl keeps the sheet's charts here
+        row, column = _chart_corner(ws, chart)
+        last_row, last_column = max(last_row, row), max(last_column, column)
+    return f"A1:{get_column_letter(max(last_column, 1))}{max(last_row, 1)}"
+
+
+def _written_extent(ws: Worksheet) -> tuple[int, int]:
+    """The last row and column holding a value (not merely a style)."""
+    used = [key for key, cell in ws._cells.items() if cell.value is not None]
+    if not used:
+        return 1, 1
+    return max(r for r, _ in used), max(c for _, c in used)
+
+
+def _chart_corner(ws: Worksheet, chart) -> tuple[int, int]:
+    """The row and column of a chart's bottom-right corner, from its anchor and size."""
+    anchor = chart.anchor if isinstance(chart.anchor, str) else "A1"
+    letters, row = coordinate_from_string(anchor)
+    column = column_index_from_string(letters)
+    width_cm, height_cm = chart.width, chart.height
+    while width_cm > 0:
+        width = ws.column_dimensions[get_column_letter(column)].width or _DEFAULT_WIDTH
+        width_cm -= width * _CM_PER_WIDTH_UNIT
+        column += 1
+    while height_cm > 0:
+        height = ws.row_dimensions[row].height or _DEFAULT_HEIGHT_PT
+        height_cm -= height * _CM_PER_POINT
+        row += 1
+    return row, column
+
+
+def _long_table_header(ws: Worksheet, bulk_rows: int | None) -> str | None:
+    """The header row of a sheet's only table when it runs over several pages."""
+    tables = list(ws.tables.values())
+    if len(tables) != 1:
+        return None
+    first, last = _ref_rows(tables[0].ref)
+    rows = bulk_rows if bulk_rows is not None else last - first
+    return f"{first}:{first}" if rows > REPEAT_AFTER_ROWS else None
+
+
+def _ref_rows(ref: str) -> tuple[int, int]:
+    start, _, end = ref.partition(":")
+    return coordinate_from_string(start)[1], coordinate_from_string(end or start)[1]
+
+
+def chart_rows(height_cm: float, row_height_pt: float = _DEFAULT_HEIGHT_PT) -> int:
+    """Rows of the default height a chart of ``height_cm`` covers.
+
+    >>> chart_rows(7.5)
+    15
+    """
+    return math.ceil(height_cm / (row_height_pt * _CM_PER_POINT))

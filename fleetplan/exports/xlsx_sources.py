@@ -1,0 +1,174 @@
+"""The Sources and Read me sheets every workbook ends with.
+
+Sources is a table a reader can audit: one row per catalog and source, the catalog rows used
+from it, their date and the catalog's SHA-256, then the run's parameters as name/value rows.
+Read me says what each sheet is for and how to edit the workbook.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+from openpyxl.styles import Alignment, Font
+from openpyxl.worksheet.worksheet import Worksheet
+
+from fleetplan.exports.xlsx_common import LABEL_FONT, NOTE_FONT, put, set_widths, title_block, wrap
+from fleetplan.exports.xlsx_print import PageOptions
+from fleetplan.exports.xlsx_sheets import write_frame
+
+log = logging.getLogger(__name__)
+
+SOURCE_COLUMNS = ["catalog", "key", "source", "as_of"]
+README_WIDTH = 100
+_KINDS = {"gpu": "gpus", "model": "models", "quant": "quants"}
+_SOURCE_WIDTHS = {1: 14, 2: 40, 3: 100, 4: 11, 5: 36}
+_TOP = Alignment(vertical="top", wrap_text=True)
+_SMALL = Font(size=8, name="Courier New")
+_MAX_VALUE_TEXT = 400
+
+
+def catalog_rows(catalogs: Any, ids: Mapping[str, Iterable[str]],
+                 prices: Iterable[Mapping[str, Any]] | None = None,
+                 extra: Sequence[str] = ()) -> pd.DataFrame:
+    """The catalog rows used (catalog, key, source, as_of); empty if catalogs are unavailable.
+
+    ``ids`` maps gpu/model/quant to the ids an export uses; their efficiency rows are included,
+    and their price rows: the ``prices`` chosen (records with gpu, provider, region,
+    pricing_type, source, as_of) or else every price row of those GPUs. ``extra`` names further
+    catalogs (e.g. ``ownership``) whose rows of those GPUs were used.
+    """
+    if catalogs is None or not hasattr(catalogs, "sources"):
+        return pd.DataFrame(columns=SOURCE_COLUMNS)
+    known = {kind: sorted({str(i) for i in ids.get(kind, ())} & set(map(str, catalogs.table(name).index)))
+             for kind, name in _KINDS.items()}
+    requests = [*known.items(), ("efficiency", known["gpu"]), *((name, known["gpu"]) for name in extra)]
+    if prices is None:
+        requests.append(("prices", known["gpu"]))
+    frames = [_chosen_prices(prices)] if prices is not None else []
+    for kind, values in requests:
+        if values:
+            frames.append(catalogs.sources(kind, values))
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=SOURCE_COLUMNS)
+    rows = pd.concat(frames, ignore_index=True)
+    return rows[SOURCE_COLUMNS].astype(str)
+
+
+def _chosen_prices(prices: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    records = [p for p in prices if p.get("source")]
+    keys = ["/".join(str(p.get(k, "")) for k in ("gpu", "provider", "region", "pricing_type")) for p in records]
+    return pd.DataFrame({"catalog": "prices", "key": keys, "source": [p["source"] for p in records],
+                         "as_of": [p.get("as_of") or "" for p in records]}, columns=SOURCE_COLUMNS)
+
+
+def sources_table(used: pd.DataFrame, versions: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per (catalog, source, as_of): the rows used from it and the catalog's SHA-256."""
+    if used.empty:
+        return pd.DataFrame(columns=["catalog", "rows_used", "source", "as_of", "sha256"])
+    grouped = used.groupby(["catalog", "source", "as_of"], sort=False)["key"].agg(
+        lambda keys: ", ".join(dict.fromkeys(keys))).rename("rows_used").reset_index()
+    sha = {name: str((info or {}).get("sha256", "")) for name, info in versions.items()}
+    grouped["sha256"] = grouped["catalog"].map(sha).fillna("")
+    return grouped[["catalog", "rows_used", "source", "as_of", "sha256"]]
+
+
+def flat_parameters(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Nested parameters as ``(path, text)`` rows: ``fleet.gpus[0].id``; empty values left out.
+
+    >>> flat_parameters({"fleet": {"tp": [1, 2], "gpus": [{"id": "l4"}]}, "name": "x", "gap": None})
+    [('fleet.tp', '1, 2'), ('fleet.gpus[0].id', 'l4'), ('name', 'x')]
+    """
+    if isinstance(value, Mapping):
+        return [row for key, item in value.items()
+                for row in flat_parameters(item, f"{prefix}.{key}" if prefix else str(key))]
+    if isinstance(value, (list, tuple)):
+        if all(not isinstance(v, (Mapping, list, tuple)) for v in value):
+            return [(prefix, ", ".join(map(str, value)))] if value else []
+        return [row for i, item in enumerate(value) for row in flat_parameters(item, f"{prefix}[{i}]")]
+    if value is None or value == "":
+        return []
+    return [(prefix, str(value)[:_MAX_VALUE_TEXT])]
+
+
+def sources_sheet(ws: Worksheet, record: Mapping[str, Any], used: pd.DataFrame) -> PageOptions:
+    """Where every number comes from: the run, the catalog rows used (a table) and the
+    parameters (name/value rows). Returns how the sheet prints."""
+    row = title_block(ws, "Sources", "Where every number in this workbook comes from: the catalog "
+                      "rows used, each with its source, date and the SHA-256 of its catalog.")
+    for label, key in (("Version", "fleetplan_version"), ("Written", "created"),
+                       ("Output", "kind"), ("Price rule", "price_rule")):
+        if record.get(key):
+            put(ws, row, 1, label, font=LABEL_FONT)
+            put(ws, row, 2, str(record[key]))
+            row += 1
+    versions = record.get("catalog_versions") or {}
+    files = sorted({str(f) for info in versions.values() for f in (info or {}).get("overrides") or []})
+    if files:
+        put(ws, row, 1, "Your files", font=LABEL_FONT)
+        put(ws, row, 2, ", ".join(files))
+        row += 1
+    row += 1
+    put(ws, row, 1, "Catalog rows used", font=LABEL_FONT)
+    table = sources_table(used, versions)
+    if table.empty:
+        put(ws, row + 1, 1, "No catalog rows were available when this file was written.", font=NOTE_FONT)
+        row += 3
+    else:
+        after = write_frame(ws, table, row + 1, "CatalogRows")
+        for line in range(row + 2, after):
+            for column in (3, 2):
+                wrap(ws, ws.cell(row=line, column=column), _SOURCE_WIDTHS[column])
+            for column in range(1, 6):
+                ws.cell(row=line, column=column).alignment = _TOP
+            ws.cell(row=line, column=5).font = _SMALL
+        row = after + 1
+    parameters = flat_parameters(record.get("parameters") or {})
+    if parameters:
+        put(ws, row, 1, "Parameters", font=LABEL_FONT)
+        frame = pd.DataFrame(parameters, columns=["name", "value"])
+        after = write_frame(ws, frame, row + 1, "Parameters")
+        for line in range(row + 2, after):
+            if len(str(ws.cell(row=line, column=2).value or "")) > _SOURCE_WIDTHS[2] + _SOURCE_WIDTHS[3]:
+                ws.merge_cells(start_row=line, start_column=2, end_row=line, end_column=5)
+                wrap(ws, ws.cell(row=line, column=2), sum(_SOURCE_WIDTHS[c] for c in range(2, 6)))
+    set_widths(ws, _SOURCE_WIDTHS)
+    return PageOptions()
+
+
+def readme_sheet(ws: Worksheet, title: str, intro: str, sheets: Sequence[tuple[str, str]],
+                 how_to: Sequence[str], record: Mapping[str, Any]) -> PageOptions:
+    """What each sheet is, how to edit, units, and the provenance in one glance; prints on one
+    portrait page."""
+    row = title_block(ws, title, intro)
+    put(ws, row, 1, "Sheets", font=LABEL_FONT)
+    row += 1
+    for sheet, what in sheets:
+        put(ws, row, 1, sheet, font=LABEL_FONT).alignment = Alignment(vertical="top")
+        wrap(ws, put(ws, row, 2, what), README_WIDTH)
+        row += 1
+    row += 1
+    put(ws, row, 1, "How to use", font=LABEL_FONT)
+    row += 1
+    for line in how_to:
+        wrap(ws, put(ws, row, 2, line), README_WIDTH)
+        row += 1
+    row += 1
+    put(ws, row, 1, "Units", font=LABEL_FONT).alignment = Alignment(vertical="top")
+    wrap(ws, put(ws, row, 2, "Headers say what a column holds and its unit in brackets, e.g. Cost "
+                 "(USD/month). Money is in US dollars; a month is the hours per month on Assumptions. "
+                 "Parquet and CSV files keep the code names (usd_per_month) with the same units."),
+         README_WIDTH)
+    row += 2
+    put(ws, row, 1, "Provenance", font=LABEL_FONT)
+    put(ws, row + 1, 1, "fleetplan version")
+    put(ws, row + 1, 2, record.get("fleetplan_version", ""))
+    put(ws, row + 2, 1, "Written")
+    put(ws, row + 2, 2, record.get("created", ""))
+    put(ws, row + 3, 1, "Catalogs")
+    put(ws, row + 3, 2, "see Sources: every catalog row used, with its source, date and SHA-256")
+    set_widths(ws, {1: 22, 2: README_WIDTH})
+    return PageOptions(one_page=True, portrait=True)

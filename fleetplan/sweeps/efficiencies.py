@@ -1,0 +1,99 @@
+"""Lookups of the efficiency catalog (per operator) and of the engines catalog (engine profiles).
+
+Efficiency rows are keyed (engine, GPU, operator, precision) with ``*`` as a wildcard. For each
+case the most specific row wins, cell by cell: (engine, GPU, precision), (engine, GPU, ``*``),
+(engine, ``*``, precision), (engine, ``*``, ``*``), then the same among engine ``*`` rows; the
+catalog's (``*``, ``*``, operator, ``*``) rows are documented priors. The row that supplied a
+case's GEMM efficiencies also says how well the case is calibrated (``calibration_labels``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.catalogs import Catalogs
+from fleetplan.errors import InvalidValueError, did_you_mean
+
+WILDCARD = "*"
+DEFAULT_ENGINE = "vllm"  # the engine whose profile applies when none is named
+VALUE_COLUMNS = ("compute_efficiency", "prefill_efficiency", "memory_efficiency", "tp_scaling", "overhead_ms",
+                 "overhead_us_per_sequence", "overhead_us_per_layer", "expert_tile_tokens", "routing_ns_per_token", "latency_us", "request_overhead_ms")
+CALIBRATION_LABELS = ("measured", "transferred", "prior")
+
+
+def operator_efficiencies(efficiency: pd.DataFrame, engine, gpu, operator: str, precision) -> pd.DataFrame:
+    """The efficiency values of ``operator`` for each (engine, gpu, precision) triple, most specific
+    row first, and the key and ``n_points`` of the first row that matched (``matched_*``).
+
+    Each distinct triple is resolved once (a catalog-sized loop), then spread onto the cases.
+    """
+    wanted = pd.DataFrame({"engine": np.asarray(engine, dtype=object), "gpu": np.asarray(gpu, dtype=object),
+                           "precision": np.asarray(precision, dtype=object)})
+    rows = efficiency[efficiency["operator"] == operator]
+    columns = [*VALUE_COLUMNS, "n_points"]
+    table = {key: values for key, values in zip(
+        zip(rows["engine"], rows["gpu"], rows["precision"]),
+        rows.reindex(columns=columns).to_numpy(dtype=float))}
+    keys, inverse = np.unique(wanted.to_numpy(dtype=str), axis=0, return_inverse=True)
+    resolved = np.full((len(keys), len(columns)), np.nan)
+    matched = np.full((len(keys), 3), None, dtype=object)
+    for index, (engine_key, gpu_key, precision_key) in enumerate(keys):
+        for engine_id in (engine_key, WILDCARD):
+            for g, p in ((gpu_key, precision_key), (gpu_key, WILDCARD), (WILDCARD, precision_key), (WILDCARD, WILDCARD)):
+                found = table.get((engine_id, g, p))
+                if found is None:
+                    continue
+                if matched[index, 0] is None:
+                    matched[index] = (engine_id, g, p)
+                resolved[index] = np.where(np.isnan(resolved[index]), found, resolved[index])
+    inverse = np.asarray(inverse).reshape(-1)
+    out = pd.DataFrame(resolved[inverse], columns=columns, index=wanted.index)
+    for i, name in enumerate(("matched_engine", "matched_gpu", "matched_precision")):
+        out[name] = matched[inverse, i]
+    return out
+
+
+def calibration_labels(matched: pd.DataFrame, engine, gpu, precision) -> np.ndarray:
+    """How well each case is calibrated, from the row that supplied its GEMM efficiencies.
+
+    ``measured``: a row of this engine, GPU and precision fitted to measurements (``n_points`` > 0);
+    ``transferred``: a row of this GPU fitted for another engine or precision, or carried over
+    from a measured GPU of the same architecture; ``prior``: only the documented ``*`` priors.
+    """
+    same_gpu = matched["matched_gpu"].to_numpy(dtype=object) == np.asarray(gpu, dtype=object)
+    fitted = matched["n_points"].fillna(0).to_numpy() > 0
+    exact = ((matched["matched_engine"].to_numpy(dtype=object) == np.asarray(engine, dtype=object))
+             & (matched["matched_precision"].to_numpy(dtype=object) == np.asarray(precision, dtype=object)))
+    return np.where(same_gpu & fitted & exact, CALIBRATION_LABELS[0],
+                    np.where(same_gpu, CALIBRATION_LABELS[1], CALIBRATION_LABELS[2])).astype(object)
+
+
+def engine_ids(catalogs: Catalogs, engine) -> np.ndarray:
+    """Canonical engine ids per case: the given one, or ``DEFAULT_ENGINE`` where none or ``*``."""
+    given = pd.Series(np.broadcast_to(np.asarray(engine if engine is not None else "", dtype=object), (1,))
+                      if np.ndim(engine) == 0 else np.asarray(engine, dtype=object))
+    text = given.fillna("").astype(str).str.strip().str.lower()
+    ids = text.where(~text.isin(["", WILDCARD, "nan", "none"]), DEFAULT_ENGINE).to_numpy(dtype=object)
+    for name in pd.unique(ids):
+        if name not in catalogs.engines.index:
+            raise did_you_mean(str(name), list(catalogs.engines.index), kind="engine")
+    return ids
+
+
+def engine_profiles(catalogs: Catalogs, engines: np.ndarray, memory_gib) -> pd.DataFrame:
+    """Each case's engine profile, with the small-GPU defaults applied below their memory threshold."""
+    profile = catalogs.engines.reindex(engines).reset_index(drop=True)
+    small = (np.asarray(memory_gib, dtype=float) < profile["small_gpu_below_gib"].to_numpy(dtype=float))
+    for column in ("max_num_seqs", "max_batched_tokens"):
+        smaller = profile[f"{column}_small_gpu"].to_numpy(dtype=float)
+        profile[column] = np.where(small & ~np.isnan(smaller), smaller, profile[column].to_numpy(dtype=float))
+    return profile
+
+
+def require_values(values: pd.DataFrame, columns, operator: str) -> None:
+    """Every case found a value for each of ``columns`` (the catalog's priors guarantee it)."""
+    missing = [c for c in columns if values[c].isna().any()]
+    if missing:
+        message = f"efficiency catalog has no {operator} row with {missing[0]} for some cases (add a '*' prior row)"
+        raise InvalidValueError(message)

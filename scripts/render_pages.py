@@ -1,0 +1,94 @@
+"""Print the README's workbooks with LibreOffice and keep pages of them as PNGs in docs/img.
+
+Writes the built-in example plan, a rent-or-buy comparison, a what-if grid that varies one input
+at a time, a sweep and the validation report, prints each to PDF as a reader would (each sheet's
+own page setup) and saves the pages the README shows. Needs ``soffice`` and ``pdftoppm``.
+
+    python scripts/render_pages.py [--out docs/img]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from fleetplan.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+GRID = """base: example
+cases:
+  - {name: base}
+  - {name: demand-low, demand_multiplier: 0.7}
+  - {name: demand-high, demand_multiplier: 1.5}
+  - {name: tpot-tight, tpot_slo_ms: 30}
+  - {name: tpot-loose, tpot_slo_ms: 80}
+  - {name: prompts-short, input_tokens: 600}
+  - {name: prompts-long, input_tokens: 2400}
+"""
+PROFILE = """<?xml version="1.0" encoding="UTF-8"?>
+<oor:items xmlns:oor="http://openoffice.org/2001/registry" xmlns:xs="http://www.w3.org/2001/XMLSchema" \
+xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
+<item oor:path="/org.openoffice.Office.Calc/Formula/Load"><prop oor:name="OOXMLRecalcMode" oor:op="fuse">\
+<value>0</value></prop></item>
+</oor:items>
+"""
+#: (workbook, pages to keep as (page number, PNG name)).
+PAGES = {"plan.xlsx": [(1, "plan-summary"), (3, "plan-costs"), (5, "plan-assumptions"), (7, "plan-frontier")],
+         "compare.xlsx": [(1, "compare-summary"), (2, "compare-options")],
+         "grid.xlsx": [(1, "whatif-summary")], "sweep.xlsx": [(1, "sweep-summary")],
+         "validation.xlsx": [(1, "validation-summary")]}
+
+
+def _run(*args: str) -> None:
+    code = main(list(args))
+    if code != 0:
+        raise SystemExit(f"fleetplan {' '.join(args)} exited {code}")
+
+
+def write_workbooks(folder: Path) -> None:
+    """The five workbooks the README shows."""
+    _run("plan", "-o", str(folder / "plan.xlsx"), "-q", "--start-date", "2027-01-01")
+    _run("compare", "--model", "llama-3.1-70b", "--quant", "fp8", "--gpus", "h100-sxm,h200,mi300x,b200",
+         "--demand-req-s", "20", "--input-len", "1000", "--output-len", "300", "--tpot-slo-ms", "40",
+         "-o", str(folder / "compare.xlsx"))
+    (folder / "grid.yaml").write_text(GRID)
+    _run("whatif", str(folder / "grid.yaml"), "-o", str(folder / "grid.xlsx"), "--workers", "2")
+    _run("sweep", "--gpu", "h100-sxm,h200,mi300x", "--model", "llama-3.1-70b", "--quant", "bf16,fp8",
+         "--tp", "2,4,8", "--context", "2048,8192", "--batch", "1-512", "--tpot-slo-ms", "40",
+         "-o", str(folder / "sweep.xlsx"))
+    _run("validate", str(ROOT / "fleetplan" / "sweeps" / "data" / "measured.csv"), "-o",
+         str(folder / "validation.xlsx"))
+
+
+def print_pages(folder: Path, out: Path) -> None:
+    """Each workbook to PDF through LibreOffice, the chosen pages to PNG."""
+    profile = folder / "profile"
+    (profile / "user").mkdir(parents=True, exist_ok=True)
+    (profile / "user" / "registrymodifications.xcu").write_text(PROFILE)
+    out.mkdir(parents=True, exist_ok=True)
+    for workbook, pages in PAGES.items():
+        subprocess.run([shutil.which("soffice"), "--headless", "--norestore",
+                        f"-env:UserInstallation={profile.as_uri()}", "--convert-to", "pdf", "--outdir",
+                        str(folder), str(folder / workbook)], check=True, capture_output=True, timeout=600)
+        pdf = folder / workbook.replace(".xlsx", ".pdf")
+        for number, name in pages:
+            subprocess.run(["pdftoppm", "-png", "-r", "80", "-singlefile", "-f", str(number), "-l", str(number),
+                            str(pdf), str(out / name)], check=True, timeout=120)
+            print(f"wrote {out / name}.png")
+
+
+def main_script() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
+    out = parser.parse_args().out
+    with tempfile.TemporaryDirectory() as temporary:
+        folder = Path(temporary)
+        write_workbooks(folder)
+        print_pages(folder, out)
+
+
+if __name__ == "__main__":
+    main_script()

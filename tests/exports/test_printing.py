@@ -1,0 +1,65 @@
+"""Every workbook printed by LibreOffice as a reader prints it: pages per sheet, one-page
+Summaries, and the page budgets (plan at most 12 pages, compare at most 4)."""
+
+from __future__ import annotations
+
+import openpyxl
+import pytest
+
+from fleetplan.exports import write_plan, write_sweep
+from fleetplan.exports.compare_workbook import write_compare_xlsx
+from fleetplan.exports.validation_workbook import write_validation
+from fleetplan.exports.whatif_workbook import write_grid_xlsx
+from tests.exports.conftest import pages_by_sheet
+from tests.exports.samples import compare_table, validation_rows, whatif_results
+
+pytestmark = pytest.mark.libreoffice
+SWEEP_COLUMNS_SHOWN = ("gpu", "model", "quant", "tp", "context_len", "input_len", "output_len", "batch", "valid",
+                       "fits", "tpot_ms", "ttft_ms", "decode_tok_s_per_gpu", "output_tok_s", "req_s", "usd_per_hour",
+                       "usd_per_m_output_tokens", "usd_per_m_total_tokens", "usd_per_k_requests")
+
+
+def _printed(libreoffice, path):
+    pages = pages_by_sheet(libreoffice.print(path))
+    assert set(pages) == set(openpyxl.load_workbook(path, read_only=True).sheetnames)  # every sheet prints
+    return pages
+
+
+def test_plan_prints_on_at_most_12_pages_with_a_one_page_summary(tmp_path, libreoffice, example_plan):
+    pages = _printed(libreoffice, write_plan(example_plan, tmp_path / "plan.xlsx"))
+    assert pages["Summary"] == 1 and pages["Read me"] == 1
+    assert sum(pages.values()) <= 12, pages
+
+
+def test_compare_prints_on_four_pages(tmp_path, libreoffice, shipped):
+    path = write_compare_xlsx(compare_table(shipped), tmp_path / "compare.xlsx",
+                              params={"hours_per_month": 730.0, "usd_per_kwh": 0.1, "pue": 1.4, "power_load": 0.75})
+    pages = _printed(libreoffice, path)
+    assert pages == {"Summary": 1, "Options": 1, "Assumptions": 1, "Sources": 1}
+
+
+def test_whatif_prints_with_a_one_page_summary(tmp_path, libreoffice):
+    results, axes = whatif_results()
+    path = write_grid_xlsx(results, tmp_path / "grid.xlsx", axes=axes, base_fleet=None,
+                           metadata={"base": "example"}, base_usd_per_month=30_000.0)
+    pages = _printed(libreoffice, path)
+    assert pages["Summary"] == 1 and all(pages[f"By {axis}"] == 1 for axis in axes)
+
+
+def test_validation_prints_with_a_one_page_summary(tmp_path, libreoffice, shipped):
+    pages = _printed(libreoffice, write_validation(validation_rows(shipped), tmp_path / "validation.xlsx"))
+    assert pages["Summary"] == 1 and pages["Read me"] == 1
+
+
+@pytest.mark.slow
+def test_a_100k_row_sweep_prints_its_first_rows_only(tmp_path, libreoffice, shipped):
+    from fleetplan.sweeps import sweep
+
+    grid = sweep(["h100-sxm", "h200", "l40s", "a100-80gb-sxm"], ["llama-3.1-8b", "llama-3.1-70b"], ["bf16", "fp8"],
+                 tps=[1, 2, 4, 8], contexts=list(range(1024, 8193, 1024)), output_lens=[128, 256, 512],
+                 batches=list(range(1, 513, 4)), catalogs=shipped)
+    assert len(grid) >= 100_000
+    shown = grid[list(SWEEP_COLUMNS_SHOWN)]  # the columns a cost review reads, costs still live
+    pages = _printed(libreoffice, write_sweep(shown, tmp_path / "sweep.xlsx", catalogs=shipped))
+    assert pages["Summary"] == 1 and pages["Frontier"] == 1
+    assert pages["Sweep"] <= 4  # 100 of its rows, not 100,000
