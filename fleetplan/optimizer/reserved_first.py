@@ -99,6 +99,7 @@ class ReservedFirst:
         self.best: np.ndarray | None = None
         self.best_cost = math.inf
         self.bound = -math.inf
+        self.proven_infeasible = False
 
     def offer(self, values: np.ndarray | None) -> None:
         """Keep ``values`` if it is the cheapest whole plan so far."""
@@ -175,8 +176,8 @@ class ReservedFirst:
         lp_reserved = lp.values[rows["col"].to_numpy()]
         keep = set(rows.loc[lp_reserved > 1e-7, "config"])
         closed = support_closure(self.model, lp.values, keep)
-        candidates = [np.ceil(lp_reserved - 1e-6), np.round(lp_reserved),
-                      np.floor(lp_reserved + 1e-6)]
+        candidates = [np.ceil(lp_reserved - 1e-6) + 0.0, np.round(lp_reserved) + 0.0,
+                      np.floor(lp_reserved + 1e-6) + 0.0]  # + 0.0: no -0.0 twins
         self.periods_with(candidates[0], closed, self.deadline.share(FIRST_PLAN_SHARE))
         run = self.lagrangian(lp, self.deadline.share(0.5)) if not self.done() else None
         duration = load_duration_reserved(self.model, self.programs, run)
@@ -199,13 +200,15 @@ class ReservedFirst:
             time_limit_s=max(self.deadline.remaining(), 0.05), mip_gap=self.options.mip_gap,
             start=self.best)
         self.offer(result.values)
+        self.proven_infeasible = result.outcome.status == "infeasible"
         if math.isfinite(result.outcome.bound):
             self.bound = max(self.bound, result.outcome.bound)
 
     def outcome(self) -> SolveOutcome:
         seconds = self.deadline.elapsed()
         if self.best is None:
-            return SolveOutcome("no_solution", math.nan, math.nan, "HiGHS", seconds,
+            status = "infeasible" if self.proven_infeasible else "no_solution"
+            return SolveOutcome(status, math.nan, math.nan, "HiGHS", seconds,
                                 self.bound if math.isfinite(self.bound) else math.nan)
         self.model.values = self.best
         gap = self.gap()

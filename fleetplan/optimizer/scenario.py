@@ -24,6 +24,8 @@ SolverName = Literal["auto", "highs", "cbc"]
 
 #: Most values of an hourly demand profile: the hours of a leap year.
 MAX_PROFILE_HOURS = 8784
+#: A profile is a cycle of whole days, so that its hours line up with the clock in every month.
+HOURS_PER_DAY = 24
 #: Most workloads one scenario may hold: the MILP grows with workloads x configurations.
 MAX_WORKLOADS = 500
 #: Largest availability cap [GPUs] and own price [USD/GPU-hour] a scenario may give (the price
@@ -33,13 +35,13 @@ MAX_USD_PER_GPU_HOUR = 1000.0
 
 _PROFILE_SCHEMA = {
     "anyOf": [{"type": "array", "items": {"type": "number", "minimum": 0},
-               "minItems": 1, "maxItems": MAX_PROFILE_HOURS},
+               "minItems": HOURS_PER_DAY, "maxItems": MAX_PROFILE_HOURS},
               {"type": "string", "description": "CSV file: one value per hour (last column), "
                                                 "optionally with a timestamp column"},
               {"type": "null"}],
     "description": "Relative demand per hour of a repeating cycle (24 values for a day, 168 for "
-                   "a week; normalized to mean 1), or a CSV path. Every profile's length must "
-                   "divide the longest one.",
+                   "a week; any whole number of days; normalized to mean 1), or a CSV path. "
+                   "Every profile's length must divide the longest one.",
 }
 
 
@@ -84,10 +86,8 @@ class Workload(_Strict):
     def _profile(cls, value: Any) -> Any:
         if value is None or isinstance(value, str):
             return value
-        if not isinstance(value, list) or not 1 <= len(value) <= MAX_PROFILE_HOURS:
-            got = f"{len(value)} values" if isinstance(value, list) else repr(value)
-            message = (f"must be a list of 1 to {MAX_PROFILE_HOURS} numbers (24 for a day, 168 "
-                       f"for a week) or a CSV path, got {got}")
+        if not isinstance(value, list):
+            message = f"must be a list of numbers or a CSV path, got {value!r}"
             raise ValueError(message)
         return check_profile(value)
 
@@ -117,7 +117,11 @@ class Workload(_Strict):
 
 
 def check_profile(values: list) -> list[float]:
-    """Finite, non-negative numbers, not all zero (raises ValueError otherwise)."""
+    """Whole days of finite, non-negative numbers, not all zero (raises ValueError otherwise)."""
+    if len(values) % HOURS_PER_DAY or not HOURS_PER_DAY <= len(values) <= MAX_PROFILE_HOURS:
+        message = (f"must hold a whole number of days of hourly values ({HOURS_PER_DAY} for a "
+                   f"day, 168 for a week, at most {MAX_PROFILE_HOURS}), got {len(values)} values")
+        raise ValueError(message)
     numbers = []
     for hour, value in enumerate(values):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -53,12 +53,14 @@ ERRORS = [
     (set_in(("workloads", 0, "histogram"), [{"input_tokens": 1, "output_tokens": 1, "weight": 1}]),
      r"workloads\[0\]: give either input_tokens and output_tokens, or a histogram"),
     (set_in(("workloads", 0, "hourly_profile"), []),
-     r"workloads\[0\].hourly_profile: must be a list of 1 to 8784 numbers \(24 for a day, 168 "
-     r"for a week\) or a CSV path, got 0 values"),
+     r"workloads\[0\].hourly_profile: must hold a whole number of days of hourly values \(24 for "
+     r"a day, 168 for a week, at most 8784\), got 0 values"),
+    (set_in(("workloads", 0, "hourly_profile"), [1] * 25),
+     r"workloads\[0\].hourly_profile: must hold a whole number of days .*got 25 values"),
     (lambda d: d["workloads"].extend([
-        {**d["workloads"][0], "name": "day", "hourly_profile": [1] * 24},
-        {**d["workloads"][0], "name": "odd", "hourly_profile": [1] * 10}]),
-     r"workloads\[2\].hourly_profile: its 10 values do not divide the 24-hour cycle of "
+        {**d["workloads"][0], "name": "three-days", "hourly_profile": [1] * 72},
+        {**d["workloads"][0], "name": "two-days", "hourly_profile": [1] * 48}]),
+     r"workloads\[2\].hourly_profile: its 48 values do not divide the 72-hour cycle of "
      r"workloads\[1\]"),
     (set_in(("workloads", 0, "hourly_profile"), [1] * 23 + [-1]),
      r"workloads\[0\].hourly_profile: hour 23: must be a finite number >= 0, got -1"),
@@ -258,12 +260,12 @@ def test_a_profile_csv_with_timestamps_is_read_in_time_order(tmp_path):
 
 
 def test_profile_csvs_must_share_a_cycle(tmp_path):
-    (tmp_path / "ten.csv").write_text("v\n" + "1\n" * 10)
-    data = changed(set_in(("workloads", 0, "hourly_profile"), "ten.csv"))
-    data["workloads"].append({**data["workloads"][0], "name": "day",
-                              "hourly_profile": [1.0] * 24})
+    (tmp_path / "two-days.csv").write_text("v\n" + "1\n" * 48)
+    data = changed(set_in(("workloads", 0, "hourly_profile"), "two-days.csv"))
+    data["workloads"].append({**data["workloads"][0], "name": "three-days",
+                              "hourly_profile": [1.0] * 72})
     path = tmp_path / "s.yaml"
     path.write_text(json.dumps(data))
-    with pytest.raises(ScenarioError, match=r"s.yaml: workloads\[0\].hourly_profile: its 10 "
-                                            r"values do not divide the 24-hour cycle"):
+    with pytest.raises(ScenarioError, match=r"s.yaml: workloads\[0\].hourly_profile: its 48 "
+                                            r"values do not divide the 72-hour cycle"):
         load_scenario(path)
