@@ -22,7 +22,7 @@ def test_a_short_time_limit_returns_an_honest_plan_on_time():
     problem = portfolio_problem()
     started = time.perf_counter()
     plan = optimize_problem(problem, SolveOptions(time_limit_s=1.5, mip_gap=0.0))
-    assert time.perf_counter() - started < 1.5 + 2.0  # building and tables on a busy machine
+    assert time.perf_counter() - started < 1.5 + 6.0  # generous: building and tables on a busy CI
     assert plan.status == "time_limit"
     assert math.isfinite(plan.bound_usd) and plan.bound_usd <= plan.objective_usd + 1e-6
     assert plan.gap == pytest.approx((plan.objective_usd - plan.bound_usd) / plan.objective_usd)
