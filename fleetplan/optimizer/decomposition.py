@@ -34,6 +34,11 @@ logger = logging.getLogger(__name__)
 #: left.
 START_TIME_SHARE = 0.8
 
+#: Largest model solved whole even when its periods are linked [columns]. Below it HiGHS's
+#: own branch and bound beats the reserved-first decomposition (measured on the example plan:
+#: 662 columns, 6 s whole against 14 s decomposed, and a cheaper plan).
+WHOLE_MODEL_COLUMNS = 5_000
+
 #: Shortest run given to a solve when the deadline has passed [s] (it still returns a plan).
 LAST_CHANCE_S = 0.05
 
@@ -91,6 +96,8 @@ def solve_fleet(model: FleetModel, options: SolveOptions,
         model.values = run.values if run.complete() else None
         objective = float(model.cost @ run.values) if run.complete() else math.nan
         return run.outcome(objective)
+    if model.program.n_cols <= WHOLE_MODEL_COLUMNS:
+        return solve_whole(model, options, deadline)
     linked = ReservedFirst(model, programs, options, deadline)
     if not _cut_by_periods(model):
         return linked.solve()

@@ -38,7 +38,9 @@ class Problem:
             pricing types at any time; NaN = no cap].
     Scalars: target_utilization [fraction of a replica's capacity planned], hours_per_month
     [h], horizon_months [months], budget_usd_per_month [USD; None = no cap], spot_max_share
-    [fraction of GPUs in a period that may be spot; None = no cap].
+    [fraction of GPUs in a period that may be spot; None = no cap], max_configs_per_workload
+    [routes one workload may use over the horizon; None = any], one_quant_per_model [every
+    model in one quantization; needs configs.model and configs.quant].
     """
 
     workloads: pd.DataFrame
@@ -53,6 +55,8 @@ class Problem:
     horizon_months: float = 12.0
     budget_usd_per_month: float | None = None
     spot_max_share: float | None = None
+    max_configs_per_workload: int | None = None
+    one_quant_per_model: bool = False
     notes: list[str] = field(default_factory=list)
 
     @property

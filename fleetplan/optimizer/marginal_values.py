@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +35,10 @@ MAX_RESOLVES = 12
 
 #: Least time worth a re-solve [s]; with less left in the call a limit is not priced.
 MIN_RESOLVE_S = 0.05
+
+#: Re-solves run side by side (HiGHS releases the interpreter while it solves): one per core
+#: of the 2-core machines this is sized for.
+PARALLEL_RESOLVES = 2
 
 
 def constraint_activity(model: FleetModel, families: tuple[str, ...]) -> pd.DataFrame:
@@ -97,6 +102,14 @@ def _saving(base: BasePlan, problem: Problem) -> tuple[float, float]:
             gaps[0] * base.usd_per_month + gaps[1] * relaxed)
 
 
+def _savings(base: BasePlan, problems: list[Problem]) -> list[tuple[float, float]]:
+    """``_saving`` of every problem, :data:`PARALLEL_RESOLVES` at a time."""
+    if len(problems) <= 1:
+        return [_saving(base, problem) for problem in problems]
+    with ThreadPoolExecutor(max_workers=PARALLEL_RESOLVES) as pool:
+        return list(pool.map(lambda problem: _saving(base, problem), problems))
+
+
 def _money(value: float, uncertainty: float = 0.0) -> str:
     if not math.isfinite(value):
         return "an unknown amount (not re-solved within the time limit)"
@@ -108,9 +121,11 @@ def price_binding_limits(model: FleetModel, base: BasePlan) -> pd.DataFrame:
     """Binding limits with the monthly saving of relaxing each by one step."""
     binding = binding_limits(model)
     rows = []
-    for row in binding.head(MAX_RESOLVES).to_dict("records"):
-        relaxed, change, template = FAMILY[row["family"]].relax(model.problem, row["subject"])
-        saving, noise = _saving(base, relaxed)
+    limits = binding.head(MAX_RESOLVES).to_dict("records")
+    relaxations = [FAMILY[row["family"]].relax(model.problem, row["subject"]) for row in limits]
+    savings = _savings(base, [relaxed for relaxed, _, _ in relaxations])
+    for row, (_, change, template), (saving, noise) in zip(limits, relaxations, savings,
+                                                           strict=True):
         rows.append({**row, "change": change, "saving_usd_per_month": saving,
                      "description": f"{row['family']} {row['subject']}: "
                                     + template.format(saving=_money(saving, noise))})
@@ -129,6 +144,7 @@ def price_slo_relaxations(problem: Problem, relaxed_candidates: pd.DataFrame, ba
         return pd.DataFrame(columns=COLUMNS)
     with_slo = workloads.dropna(subset=["tpot_slo_ms"])
     pool_of = workloads.set_index("workload")["pool"]
+    priced, problems = [], []
     for workload, slo in zip(with_slo["workload"], with_slo["tpot_slo_ms"]):
         looser = relaxed_candidates[relaxed_candidates["relaxed_for"] == workload].drop(
             columns="relaxed_for")
@@ -137,7 +153,9 @@ def price_slo_relaxations(problem: Problem, relaxed_candidates: pd.DataFrame, ba
         pool = problem.candidates["workload"].map(pool_of) == pool_of[workload]
         candidates = pd.concat([problem.candidates[~pool], looser], ignore_index=True)
         relaxed = problem.with_changes(candidates=candidates, configs=configs_of(candidates))
-        saving, noise = _saving(base, prune_dominated(relaxed)[0])
+        priced.append((workload, slo))
+        problems.append(prune_dominated(relaxed)[0])
+    for (workload, slo), (saving, noise) in zip(priced, _savings(base, problems), strict=True):
         if not saving > max(0.005 + 1e-6 * base.usd_per_month, noise):  # does not bind
             continue
         rows.append({"family": "tpot_slo", "subject": workload, "period": -1, "value": slo,

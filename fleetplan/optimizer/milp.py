@@ -70,8 +70,16 @@ import pandas as pd
 
 from fleetplan.catalogs.conventions import RESERVED_PRICING
 from fleetplan.optimizer.constraint_families import FAMILIES
+from fleetplan.optimizer.cost_cover import (
+    cover_limits,
+    cover_terms,
+    least_pool_costs,
+    lowest_gpu_prices,
+)
 from fleetplan.optimizer.fleet_problem import Problem, charged_offers, complete_routes
 from fleetplan.optimizer.linear_program import INF, LinearProgram
+from fleetplan.optimizer.milp_tables import add_keyed_rows, per_period
+from fleetplan.optimizer.solver import SolveOptions
 
 logger = logging.getLogger(__name__)
 
@@ -125,14 +133,17 @@ class FleetModel:
                                                          integer=integer))
 
 
-def build_model(problem: Problem, *, elastic: bool = False) -> FleetModel:
-    """Assemble the MILP from ``problem``; ``elastic`` adds penalized unmet demand."""
+def build_model(problem: Problem, *, elastic: bool = False, cost_cover: bool = True) -> FleetModel:
+    """Assemble the MILP from ``problem``; ``elastic`` adds penalized unmet demand;
+    ``cost_cover`` the whole-replica cost cut (``cost_cover.py``)."""
     model = FleetModel(problem=problem, elastic=elastic)
     for step in VARIABLE_STEPS:
         step(model)
     for family in FAMILIES:
         if family.build is not None:
             family.build(model)
+    if cost_cover and not elastic:  # unmet demand needs no replicas
+        define_cost_cover(model)
     define_objective(model)
     logger.debug("built model: %d columns, %d rows", model.program.n_cols,
                  model.program.n_rows)
@@ -210,3 +221,18 @@ def define_objective(model: FleetModel) -> None:
             share[short["col"].to_numpy(dtype=np.int64)] = (
                 spare_hours / (spare_hours.sum() * short["redundancy_k"]) * 1e-3).to_numpy()
         model.unmet_share = share
+
+
+def define_cost_cover(model: FleetModel) -> None:
+    """Valid cut: each pool's replicas in a period, priced at their GPU's lowest price, cost at
+    least the cheapest whole-replica fleet for that pool and period (``cost_cover.py``)."""
+    problem = model.problem
+    costs = least_pool_costs(problem, lambda part: build_model(part, cost_cover=False),
+                             SolveOptions())
+    if costs.empty:
+        return
+    terms = cover_terms(per_period(model.replicas, problem.periods), lowest_gpu_prices(problem))
+    add_keyed_rows(model, "cost_cover", terms[["pool", "period", "col", "coef"]],
+                   ["pool", "period"], ">=", lambda table: cover_limits(table),
+                   rows=costs.reset_index(drop=True), unit="USD/h",
+                   subject=lambda table: table["pool"])

@@ -231,6 +231,10 @@ class Fleet(_Strict):
     spot_max_share: float | None = Field(None, ge=0, le=1,
                                          description="Largest share of GPUs that may be spot")
     whole_nodes: bool = Field(False, description="Buy GPUs in whole nodes (gpus_per_node)")
+    max_configs_per_workload: int | None = Field(
+        None, ge=1, le=1000, description="Most configurations (GPU, quantization, TP; a "
+                                         "disaggregated pair counts once) one workload may use")
+    one_quant_per_model: bool = Field(False, description="Run every model in one quantization")
     budget_usd_per_month: float | None = Field(None, gt=0, le=1e10, description="Budget cap [USD/month]")
     reserved_beyond_horizon: Literal["charge", "forbid"] = Field(
         "charge", description="A reserved term longer than the horizon: 'charge' its whole term "

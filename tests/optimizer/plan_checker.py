@@ -94,6 +94,7 @@ def check_plan(plan: FleetPlan, problem: Problem) -> list[str]:
     problems += _check_demand(plan, problem)
     problems += _check_capacity(plan, problem, replicas)
     problems += _check_limits(plan, problem, replicas)
+    problems += _check_simplicity(plan, problem)
     if plan.feasible and not math.isclose(plan.objective_usd, plan_cost_usd(plan, problem),
                                           rel_tol=1e-6, abs_tol=1e-6):
         problems.append(f"objective {plan.objective_usd} != recomputed "
@@ -170,4 +171,21 @@ def _check_limits(plan: FleetPlan, problem: Problem, replicas: pd.DataFrame) -> 
         months = plan.costs_by_month["usd"]
         if (months > problem.budget_usd_per_month * (1 + 1e-7) + 1e-6).any():
             problems.append("budget exceeded")
+    return problems
+
+
+def _check_simplicity(plan: FleetPlan, problem: Problem) -> list[str]:
+    """Routes per workload over the horizon, quantizations per model."""
+    routing = plan.routing
+    if routing.empty:
+        return []
+    used = routing[routing["fraction"] > TOLERANCE]
+    problems = []
+    limit = problem.max_configs_per_workload
+    if limit is not None and (used.groupby("workload")["route"].nunique() > limit).any():
+        problems.append("too many configurations for a workload")
+    if problem.one_quant_per_model:
+        quants = used.merge(problem.configs[["config", "model", "quant"]], on="config")
+        if (quants.groupby("model")["quant"].nunique() > 1).any():
+            problems.append("a model runs in two quantizations")
     return problems

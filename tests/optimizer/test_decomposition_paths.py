@@ -1,0 +1,85 @@
+"""The reserved-first decomposition and the cost-cover cut against brute force.
+
+Small linked models are solved whole (``decomposition.WHOLE_MODEL_COLUMNS``), so these tests
+force the decomposition on them; the cut is checked to remove no whole plan."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+import fleetplan.optimizer.decomposition as decomposition
+from fleetplan.optimizer.cost_cover import least_pool_costs, pool_period_problem
+from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.optimization import optimize_problem
+from fleetplan.optimizer.rounding import rounded_up
+from fleetplan.optimizer.solver import SolveOptions, open_solver
+from tests.optimizer.instances import brute_force_usd, make_problem, portfolio_problem
+from tests.optimizer.plan_checker import check_plan
+from tests.optimizer.test_bruteforce import EXACT, SETTINGS, instances
+
+
+@pytest.mark.slow
+@SETTINGS
+@given(instances(n_periods=st.integers(2, 3), reserved=st.just(True)))
+@example(make_problem([[0.0, 2.0], [0.0, 2.0]], [[0.0, 0.0], [0.0, 1.0]],  # N+1, capped: infeasible
+                      {("g0", "on_demand"): 1.0, ("g0", "reserved_1y"): 0.6,
+                       ("g1", "on_demand"): 1.0}, max_gpus={"g0": 1, "g1": 1}, redundancy_k=1))
+def test_reserved_first_matches_brute_force(problem):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(decomposition, "WHOLE_MODEL_COLUMNS", 0)
+        plan = optimize_problem(problem, EXACT)
+    assert check_plan(plan, problem) == []
+    expected = brute_force_usd(problem, max_replicas=4)
+    per_config = plan.fleet_by_period.groupby(["config", "period"])["replicas"].sum() \
+        if plan.feasible else None
+    if math.isinf(expected):
+        assert plan.status == "infeasible" or per_config.max() > 4
+        return
+    assert plan.feasible
+    assert plan.objective_usd <= expected * (1 + 1e-6) + 1e-6 or per_config.max() > 4
+    assert plan.objective_usd >= expected * (1 - 1e-6) - 1e-6 or per_config.max() > 4
+
+
+@pytest.mark.slow
+@SETTINGS
+@given(instances(n_periods=st.integers(1, 2)))
+def test_the_cost_cover_cut_removes_no_whole_plan(problem):
+    with_cut = open_solver((model := build_model(problem)).program, model.cost, EXACT).solve(
+        time_limit_s=30, mip_gap=0.0)
+    bare = build_model(problem, cost_cover=False)
+    without = open_solver(bare.program, bare.cost, EXACT).solve(time_limit_s=30, mip_gap=0.0)
+    assert with_cut.outcome.status == without.outcome.status
+    if without.outcome.status == "optimal":
+        assert with_cut.outcome.objective == pytest.approx(without.outcome.objective, rel=1e-6,
+                                                           abs=1e-6)
+
+
+def test_the_cost_cover_is_the_cheapest_whole_fleet_of_each_pool_and_period():
+    # 2.5 req/s on replicas of 2 req/s: 2 replicas; g0 at $1 (reserved $0.6), g1 at $1.5
+    problem = make_problem([[2.0], [3.0]], [[2.5], [1.0]],
+                           {("g0", "on_demand"): 1.0, ("g0", "reserved_1y"): 0.6,
+                            ("g1", "on_demand"): 1.5})
+    costs = least_pool_costs(problem, lambda part: build_model(part, cost_cover=False),
+                             SolveOptions())
+    # period 0: 2 x g0 at 0.6 = 1.2 beats 1 x g1 at 1.5; period 1: 1 x g0 at 0.6
+    assert costs.set_index("period")["usd_per_hour"].to_dict() == pytest.approx(
+        {0: 1.2, 1: 0.6})
+    part = pool_period_problem(problem, "p", 0)
+    assert part.offers["pricing_type"].tolist() == ["on_demand", "on_demand"]
+    assert part.gpus["max_gpus"].isna().all()
+
+
+def test_the_rounded_up_lp_is_a_whole_feasible_plan():
+    model = build_model(portfolio_problem(n_models=2, n_gpus=3, n_periods=6))
+    lp = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=30, mip_gap=0.0,
+                                                             relax=True)
+    plan = rounded_up(model, lp.values)
+    assert plan is not None
+    assert model.program.violation(plan) <= 1e-6
+    integer = model.program.integer
+    assert (abs(plan[integer] - plan[integer].round()) <= 1e-9).all()
+    assert model.cost @ plan >= lp.outcome.objective - 1e-6
