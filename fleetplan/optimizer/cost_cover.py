@@ -26,8 +26,10 @@ holds for every feasible plan: the row removes no plan, only fractional points. 
 lower bound in the sense of the dual bound: it uses each small MILP's dual bound, never its
 incumbent, so a small MILP stopped early still gives a valid (weaker) row.
 
-Pools and periods with the same demand share one small MILP. Past :data:`MAX_SOLVES` distinct
-ones the rest get no row (the model stays correct, only its relaxation is weaker).
+Pools and periods with the same demand share one small MILP. A model with more than
+:data:`MAX_SOLVES` distinct ones gets no cut at all (it stays correct, only its relaxation is
+weaker): a week of hours is first planned on representative periods
+(``representative_periods.py``), whose model is small enough for the cut.
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ from fleetplan.optimizer.solver import SolveOptions, open_solver
 
 logger = logging.getLogger(__name__)
 
-#: Most small MILPs solved for one model: a week of hours for a few pools stays cheap.
-MAX_SOLVES = 400
+#: Most small MILPs solved for one model (each takes 0.05-0.5 s to build and solve).
+MAX_SOLVES = 16
 #: Time limit of each small MILP [s]; its dual bound is valid however it stops.
 SOLVE_LIMIT_S = 0.5
 #: Relative tolerance taken off each bound, so round-off never cuts a feasible plan.
@@ -98,9 +100,9 @@ def least_pool_costs(problem: Problem, build: Callable, options: SolveOptions) -
     signatures = demand_signatures(problem)
     firsts = signatures.drop_duplicates("key")
     if len(firsts) > MAX_SOLVES:
-        logger.debug("cost cover: %d distinct pool demands, cut for the first %d",
+        logger.debug("cost cover: %d distinct pool demands, more than %d: no cut",
                      len(firsts), MAX_SOLVES)
-        firsts = firsts.iloc[:MAX_SOLVES]
+        return pd.DataFrame(columns=["pool", "period", "usd_per_hour"])
     bounds = {}
     for key, pool, period in zip(firsts["key"], firsts["pool"], firsts["period"]):
         model = build(pool_period_problem(problem, pool, int(period)))

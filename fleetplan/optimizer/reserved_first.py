@@ -5,8 +5,9 @@ fixed, the periods separate: each period's MILP is small and all run side by sid
 
 1. the LP relaxation of the whole model gives a lower bound, the row duals, and reserved counts;
 2. the rounded-up LP (``rounding.py``) is a whole-replica plan at once: the fallback;
-3. candidate reserved counts (the LP's rounded down and to nearest, and the load-duration
-   choice below) are each priced by solving every period's MILP with them fixed; the cheapest
+3. candidate reserved counts (those of a plan on representative periods when the horizon has
+   many hours (``representative_periods.py``), the LP's rounded up, to nearest and down, and
+   the load-duration choice below) are each priced by solving every period's MILP with them fixed; the cheapest
    plan wins;
 4. a Lagrangian bound (root nodes): each period's MILP with its own copy of the reserved columns, priced at
    that period's share of their cost as the LP's duals value it,
@@ -34,7 +35,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from fleetplan.optimizer.milp import FleetModel
+from fleetplan.optimizer.milp import FleetModel, build_model
 from fleetplan.optimizer.period_solves import (
     Deadline,
     PeriodPrograms,
@@ -43,6 +44,11 @@ from fleetplan.optimizer.period_solves import (
     _local,
     solve_periods,
 )
+from fleetplan.optimizer.representative_periods import (
+    cluster_periods,
+    representative_problem,
+    wants_representatives,
+)
 from fleetplan.optimizer.rounding import rounded_up
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, gap_between, open_solver
 
@@ -50,6 +56,9 @@ logger = logging.getLogger(__name__)
 
 #: Share of the time left the first reserved candidate's periods may take.
 FIRST_PLAN_SHARE = 0.6
+
+#: Share of the time left the representative-period problem may take.
+REPRESENTATIVE_SHARE = 0.25
 
 
 def reserved_rows(model: FleetModel) -> pd.DataFrame:
@@ -178,6 +187,9 @@ class ReservedFirst:
         closed = support_closure(self.model, lp.values, keep)
         candidates = [np.ceil(lp_reserved - 1e-6) + 0.0, np.round(lp_reserved) + 0.0,
                       np.floor(lp_reserved + 1e-6) + 0.0]  # + 0.0: no -0.0 twins
+        typical = self.representative_reserved()
+        if typical is not None:
+            candidates.insert(0, typical)
         self.periods_with(candidates[0], closed, self.deadline.share(FIRST_PLAN_SHARE))
         run = self.lagrangian(lp, self.deadline.share(0.5)) if not self.done() else None
         duration = load_duration_reserved(self.model, self.programs, run)
@@ -192,6 +204,27 @@ class ReservedFirst:
         if not self.done():
             self.whole()
         return self.outcome()
+
+    def representative_reserved(self) -> np.ndarray | None:
+        """Reserved counts of the representative-period plan (``representative_periods``),
+        None when the problem is short enough to need none or it finds no plan in time."""
+        problem = self.model.problem
+        if not wants_representatives(problem):
+            return None
+        small = build_model(representative_problem(problem, cluster_periods(problem)))
+        result = open_solver(small.program, small.cost, self.options).solve(
+            time_limit_s=max(self.deadline.share(REPRESENTATIVE_SHARE), 0.05),
+            mip_gap=self.options.mip_gap)
+        if result.values is None:
+            return None
+        keys = ["config", "pricing_type"]
+        chosen = reserved_rows(small).assign(value=result.values[reserved_rows(small)["col"]])
+        counts = reserved_rows(self.model)[keys].merge(chosen[[*keys, "value"]], on=keys,
+                                                       how="left")["value"]
+        logger.debug("representative periods: %d for %d, plan %.2f (full-model bound %.2f)",
+                     len(small.problem.periods), len(problem.periods), result.outcome.objective,
+                     self.bound)
+        return np.round(counts.fillna(0.0).to_numpy()) + 0.0
 
     def whole(self) -> None:
         """The whole MILP from the best plan, with the time left: it can still move reserved

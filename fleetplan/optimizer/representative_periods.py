@@ -1,0 +1,111 @@
+r"""Representative periods: a week of hours planned from a few typical ones.
+
+Energy-system planners size long-lived capacity on a handful of representative periods instead
+of every hour [1, 2]. Here the long-lived capacity is reserved replicas (the only decisions shared by
+all periods), so:
+
+1. the hours of each month are clustered by their demand (requests/s per workload bucket) with
+   k-means, started deterministically from the hours ranked by total demand, so the same input
+   always gives the same clusters;
+2. each cluster becomes one period that stands for its members' hours, with the element-wise
+   **peak** of their demand: a fleet that serves the representative serves every member hour,
+   so the representative plan is feasible hour by hour by construction (never optimistic);
+3. the small representative problem is solved, and its reserved counts are one of the
+   candidates the reserved-first decomposition prices on the full hourly model, where every hour
+   is solved on its own with those reserved replicas fixed.
+
+The plan reported is therefore always a full-resolution plan, re-checked in every hour; the
+representative problem only proposes its reserved capacity. Its cost against the full model's
+bound is logged as the clustering's error.
+
+References:
+    [1] K. Poncelet, H. Hoeschle, E. Delarue, A. Virag, W. D'haeseleer, "Selecting
+        representative days for capturing the implications of integrating intermittent
+        renewables in generation expansion planning problems", IEEE Transactions on Power
+        Systems 32(3) (2017) 1936-1948.
+    [2] L. Kotzur, P. Markewitz, M. Robinius, D. Stolten, "Impact of different time series
+        aggregation methods on optimal energy system design", Renewable Energy 117 (2018)
+        474-487 (k-means of typical periods; peak periods kept to stay feasible).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.optimizer.fleet_problem import Problem
+
+logger = logging.getLogger(__name__)
+
+#: Representative periods per month when the problem has more periods than this.
+REPRESENTATIVES_PER_MONTH = 12
+
+#: Lloyd iterations of the k-means (it converges in a few on demand profiles).
+KMEANS_ITERATIONS = 30
+
+
+def demand_matrix(problem: Problem) -> pd.DataFrame:
+    """Requests/s per period (rows, in ``problem.periods`` order) and (workload, bucket)."""
+    wide = problem.demand.pivot_table(index="period", columns=["workload", "bucket"],
+                                      values="req_s", aggfunc="sum", fill_value=0.0)
+    return wide.reindex(problem.periods["period"], fill_value=0.0)
+
+
+def kmeans_labels(points: np.ndarray, count: int) -> np.ndarray:
+    """Cluster labels of ``points`` (rows) into at most ``count`` clusters, deterministic.
+
+    Centers start at the points ranked at evenly spaced quantiles of their total, then Lloyd
+    iterations move them to their members' means. Empty clusters keep their center.
+    """
+    n = len(points)
+    if n <= count:
+        return np.arange(n)
+    order = np.argsort(points.sum(axis=1), kind="stable")
+    centers = points[order[np.linspace(0, n - 1, count).round().astype(int)]].copy()
+    labels = np.zeros(n, dtype=int)
+    for _ in range(KMEANS_ITERATIONS):
+        distance = ((points[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
+        new = distance.argmin(axis=1)
+        if np.array_equal(new, labels) and _ > 0:
+            break
+        labels = new
+        sums = np.zeros_like(centers)
+        np.add.at(sums, labels, points)
+        sizes = np.bincount(labels, minlength=count)
+        filled = sizes > 0
+        centers[filled] = sums[filled] / sizes[filled, None]
+    return np.unique(labels, return_inverse=True)[1]
+
+
+def cluster_periods(problem: Problem, per_month: int = REPRESENTATIVES_PER_MONTH) -> pd.Series:
+    """For each period, the first period of its cluster (clusters never cross months)."""
+    wide = demand_matrix(problem)
+    periods = problem.periods.set_index("period")
+    first = pd.Series(wide.index.to_numpy(), index=wide.index)
+    for _, members in periods.groupby("month").groups.items():
+        members = np.asarray(members)
+        points = wide.loc[members].to_numpy(dtype=float)
+        scale = np.where(points.max(axis=0) > 0, points.max(axis=0), 1.0)
+        labels = kmeans_labels(points / scale, per_month)
+        heads = pd.Series(members).groupby(labels).transform("min").to_numpy()
+        first.loc[members] = heads
+    return first.rename("representative")
+
+
+def representative_problem(problem: Problem, representative: pd.Series) -> Problem:
+    """One period per cluster, standing for its members' hours, at their peak demand."""
+    periods = problem.periods.assign(representative=problem.periods["period"].map(representative))
+    merged = periods.groupby("representative", as_index=False).agg(
+        month=("month", "first"), hour=("hour", "first"), hours=("hours", "sum"),
+        month_weight=("month_weight", "first")).rename(columns={"representative": "period"})
+    demand = problem.demand.assign(period=problem.demand["period"].map(representative))
+    peak = demand.groupby(["workload", "bucket", "period"], as_index=False)["req_s"].max()
+    return problem.with_changes(periods=merged, demand=peak)
+
+
+def wants_representatives(problem: Problem) -> bool:
+    """True when some month has more periods than representatives would stand for."""
+    counts = problem.periods.groupby("month").size()
+    return bool((counts > REPRESENTATIVES_PER_MONTH).any())
