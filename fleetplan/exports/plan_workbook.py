@@ -1,6 +1,7 @@
 """The plan workbook: a live, finance-grade Excel model of a FleetPlan.
 
-Sheets: Summary, Fleet, Costs, Workloads, Assumptions, Candidates, Frontier, Sources, Read me.
+Sheets: Summary, Fleet, Costs, Workloads, Chargeback, Assumptions, Candidates, Frontier, Sources,
+Read me.
 Every money cell of Fleet, Costs, Workloads and Summary is a formula that reaches the prices
 and hours on Assumptions through defined names; replica counts and GPU usage stay numbers (the
 optimizer's decisions). Formulas are written only where they reproduce the plan's own numbers.
@@ -16,6 +17,7 @@ from typing import Any
 
 from fleetplan.catalogs import PriceRule, load_catalogs
 from fleetplan.exports import plan_quantities
+from fleetplan.exports.plan_sheet_chargeback import chargeback_sheet
 from fleetplan.exports.plan_sheets_costs import CostCells, costs_sheet, fleet_sheet
 from fleetplan.exports.plan_sheets_inputs import (
     assumptions_sheet,
@@ -30,8 +32,8 @@ from fleetplan.exports.xlsx_sources import catalog_rows, readme_sheet, sources_s
 
 log = logging.getLogger(__name__)
 
-SHEETS = ("Summary", "Fleet", "Costs", "Workloads", "Assumptions", "Candidates", "Frontier",
-          "Sources", "Read me")
+SHEETS = ("Summary", "Fleet", "Costs", "Workloads", "Chargeback", "Assumptions", "Candidates",
+          "Frontier", "Sources", "Read me")
 
 _SHEET_NOTES = (
     ("Summary", "Scenario, total cost per month, year and horizon, cost and $/1M tokens per "
@@ -42,6 +44,8 @@ _SHEET_NOTES = (
      "the working tables below them: GPUs bought per month and each workload's cost share."),
     ("Workloads", "Demand, SLOs, achieved TPOT/TTFT and their margin, utilization, cost per "
      "month and per million tokens. Unmet demand, if any, is listed below."),
+    ("Chargeback", "Cost per team and cost center, per month and in total, with tokens served "
+     "and cost per million tokens; spare capacity charged by the scenario's chargeback rule."),
     ("Assumptions", "The inputs: hours per month and GPU prices per pricing type (yellow), and "
      "the settings that shaped the fleet (utilization target, budget, efficiency factors)."),
     ("Candidates", "Every configuration considered for every workload bucket, at its knee "
@@ -99,6 +103,7 @@ def build_plan_book(plan, *, catalogs: Any = None, estimate=None,
     cells.fleet = fleet_sheet(book, wb["Fleet"], plan, names)
     book.pages["Costs"] = costs_sheet(book, wb["Costs"], plan, cells, names)
     workloads = workloads_sheet(book, wb["Workloads"], plan, cells)
+    book.pages["Chargeback"] = chargeback_sheet(book, wb["Chargeback"], plan, cells.start)
     rule = price_rule_text(plan.scenario)
     book.pages["Summary"] = summary_sheet(book, wb["Summary"], plan, cells, workloads, rule)
     candidates_sheet(wb["Candidates"], plan)

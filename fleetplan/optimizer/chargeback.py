@@ -36,11 +36,10 @@ import pandas as pd
 
 from fleetplan.errors import did_you_mean
 from fleetplan.optimizer.cost_pools import (
+    cents,
     idle_pools,
-    largest_remainder,
     plan_total_usd,
     replica_pools,
-    scaled_to,
     served_tokens,
     to_calendar_months,
     workload_use,
@@ -218,15 +217,10 @@ def workload_charges(plan) -> pd.DataFrame:
 
 
 def _to_cents(table: pd.DataFrame, total_usd: float) -> tuple[np.ndarray, np.ndarray]:
-    """usd rounded to cents summing to the total per month and overall; spare_usd within it."""
-    cents = scaled_to(table["usd"].to_numpy(float), total_usd * 100.0)
-    months, month_index = np.unique(table["month"].to_numpy(), return_inverse=True)
-    month_cents = np.bincount(month_index, cents, len(months))
-    month_total = largest_remainder(month_cents, np.array([round(total_usd * 100.0)]),
-                                    np.zeros(len(months), dtype=int))
-    row_cents = largest_remainder(cents, month_total, month_index)
-    ratio = np.divide(table["spare_usd"].to_numpy(float), table["usd"].to_numpy(float),
-                      out=np.zeros(len(table)), where=table["usd"].to_numpy(float) > 0)
+    """usd in whole cents summing to the total per month and overall; spare_usd within it."""
+    usd = table["usd"].to_numpy(float)
+    row_cents = cents(usd, table["month"].to_numpy(), total_usd)
+    ratio = np.divide(table["spare_usd"].to_numpy(float), usd, out=np.zeros(len(table)), where=usd > 0)
     spare_cents = np.minimum(np.rint(row_cents * np.clip(ratio, 0.0, 1.0)), row_cents)
     return row_cents / 100.0, spare_cents / 100.0
 

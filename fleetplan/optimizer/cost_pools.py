@@ -82,6 +82,21 @@ def scaled_to(values: np.ndarray, total: float) -> np.ndarray:
     return values * (total / present) if present > 0 else values
 
 
+def cents(usd: np.ndarray, month: np.ndarray, total_usd: float) -> np.ndarray:
+    """Whole cents per row summing to ``total_usd`` in cents: each month first gets its share of
+    the total (largest remainders over months), then each row its share of its month's.
+
+    >>> cents(np.array([1.004, 1.004, 1.002]), np.array([0, 0, 1]), 3.01).tolist()
+    [101, 100, 100]
+    """
+    scaled = scaled_to(usd, total_usd * 100.0)
+    months, month_index = np.unique(np.asarray(month), return_inverse=True)
+    per_month = np.bincount(month_index, scaled, len(months))
+    month_total = largest_remainder(per_month, np.array([round(total_usd * 100.0)]),
+                                    np.zeros(len(months), dtype=np.int64))
+    return largest_remainder(scaled, month_total, month_index)
+
+
 def calendar_months(periods: pd.DataFrame) -> pd.DataFrame:
     """For each plan month, the calendar months it stands for and its share of each.
 
@@ -210,6 +225,39 @@ def _first_positive(grid: pd.DataFrame, keys: list[str], candidates: list[pd.Ser
         positive = weight.groupby([grid[c] for c in keys]).transform("sum") > 0
         chosen = weight.where(positive, chosen).astype(float)
     return chosen
+
+
+def offer_costs(plan) -> pd.DataFrame:
+    """Per (calendar month, gpu, pricing_type): usd_per_gpu_hour (the price charged), usd (all
+    GPUs bought), busy_usd (GPUs the replicas occupy), gpu_hours and busy_gpu_hours."""
+    columns = ["month", "gpu", "pricing_type", "usd_per_gpu_hour", "usd", "busy_usd", "gpu_hours",
+               "busy_gpu_hours"]
+    replicas = replica_pools(plan)
+    keys = ["period", "gpu", "pricing_type"]
+    parts = [replicas[[*keys, "usd"]].assign(busy_usd=replicas["usd"]),
+             idle_pools(plan, replicas).assign(busy_usd=0.0)]
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    rows = to_calendar_months(pd.concat(parts, ignore_index=True), plan.periods, ["usd", "busy_usd"])
+    table = rows.groupby(["month", "gpu", "pricing_type"], as_index=False)[["usd", "busy_usd"]].sum()
+    price = _offer_prices(plan, replicas)
+    table["usd_per_gpu_hour"] = price.reindex(
+        pd.MultiIndex.from_frame(table[["gpu", "pricing_type"]])).to_numpy(float)
+    table["gpu_hours"] = table["usd"] / table["usd_per_gpu_hour"]
+    table["busy_gpu_hours"] = table["busy_usd"] / table["usd_per_gpu_hour"]
+    return table[columns]
+
+
+def _offer_prices(plan, replicas: pd.DataFrame) -> pd.Series:
+    """The price charged per GPU-hour of each (gpu, pricing_type): the replicas' (reserved terms
+    beyond the horizon included), else the plan's price row."""
+    charged = replicas.groupby(["gpu", "pricing_type"])["usd_per_gpu_hour"].first()
+    if {"gpu", "pricing_type", "usd_per_gpu_hour"} <= set(plan.prices.columns):
+        listed = plan.prices.drop_duplicates(["gpu", "pricing_type"]).set_index(
+            ["gpu", "pricing_type"])["usd_per_gpu_hour"]
+        charged = charged.combine_first(listed)
+    return charged
 
 
 def plan_total_usd(plan) -> float:

@@ -98,4 +98,4 @@ def test_renders_one_page_per_sheet(tmp_path, libreoffice, example_plan):
     path = write_plan(example_plan, tmp_path / "plan.xlsx")
     pdf = libreoffice.pdf(path).read_bytes()
     pages = re.findall(rb"/Type\s*/Page[^s]", pdf)
-    assert len(pages) == len(openpyxl.load_workbook(path).sheetnames) == 9
+    assert len(pages) == len(openpyxl.load_workbook(path).sheetnames) == 10
