@@ -6,7 +6,8 @@ pricing category, so finance tools that read FOCUS can load a plan next to actua
 - on-demand and spot GPUs: one ``Usage`` row (``Standard`` or ``Dynamic`` pricing) per month;
 - a reserved commitment: a ``Purchase`` row (``Recurring``; ``BilledCost`` is the month's
   commitment fee, ``EffectiveCost`` 0) and two ``Usage`` rows (``Committed`` pricing) that
-  amortize it: ``Used`` for the GPU-hours replicas occupy, ``Unused`` for the rest.
+  amortize it: ``Used`` for the GPU-hours the planned load needs (at the target utilization),
+  ``Unused`` for the rest (N+k spares, rounding up to whole replicas and nodes, quiet hours).
 
 ``BilledCost`` and ``EffectiveCost`` are whole cents; each sums to the plan's total cost to the
 cent (largest remainders, months first), and a commitment's ``Used`` + ``Unused`` effective
@@ -130,13 +131,13 @@ def _commitment_rows(offers: pd.DataFrame) -> list[pd.DataFrame]:
         ChargeCategory="Purchase", ChargeFrequency="Recurring", PricingCategory="Standard",
         BilledCost=offers["billed_cents"].to_numpy() / 100.0, ConsumedQuantity=np.nan,
         CommitmentDiscountQuantity=offers["gpu_hours"].to_numpy(float))
-    used_share = np.divide(offers["busy_usd"].to_numpy(float), offers["usd"].to_numpy(float),
+    used_share = np.divide(offers["used_usd"].to_numpy(float), offers["usd"].to_numpy(float),
                            out=np.zeros(len(offers)), where=offers["usd"].to_numpy(float) > 0)
     billed = offers["billed_cents"].to_numpy()
     used_cents = np.rint(billed * np.clip(used_share, 0.0, 1.0))
     listed = offers["list_usd_per_gpu_hour"].fillna(price)
-    used = _usage(offers, offers["busy_gpu_hours"], used_cents, price, listed)
-    unused_hours = (offers["gpu_hours"] - offers["busy_gpu_hours"]).clip(lower=0.0)
+    used = _usage(offers, offers["used_gpu_hours"], used_cents, price, listed)
+    unused_hours = (offers["gpu_hours"] - offers["used_gpu_hours"]).clip(lower=0.0)
     unused = _usage(offers, unused_hours, billed - used_cents, price, price).assign(
         ConsumedQuantity=np.nan)
     for table, status in ((used, "Used"), (unused, "Unused")):

@@ -229,23 +229,24 @@ def _first_positive(grid: pd.DataFrame, keys: list[str], candidates: list[pd.Ser
 
 def offer_costs(plan) -> pd.DataFrame:
     """Per (calendar month, gpu, pricing_type): usd_per_gpu_hour (the price charged), usd (all
-    GPUs bought), busy_usd (GPUs the replicas occupy), gpu_hours and busy_gpu_hours."""
-    columns = ["month", "gpu", "pricing_type", "usd_per_gpu_hour", "usd", "busy_usd", "gpu_hours",
-               "busy_gpu_hours"]
+    GPUs bought), used_usd (the used part of the replica pools: the planned load), gpu_hours
+    and used_gpu_hours."""
+    columns = ["month", "gpu", "pricing_type", "usd_per_gpu_hour", "usd", "used_usd", "gpu_hours",
+               "used_gpu_hours"]
     replicas = replica_pools(plan)
     keys = ["period", "gpu", "pricing_type"]
-    parts = [replicas[[*keys, "usd"]].assign(busy_usd=replicas["usd"]),
-             idle_pools(plan, replicas).assign(busy_usd=0.0)]
+    parts = [replicas[[*keys, "usd"]].assign(used_usd=replicas["usd"] * replicas["used_fraction"]),
+             idle_pools(plan, replicas).assign(used_usd=0.0)]
     parts = [p for p in parts if len(p)]
     if not parts:
         return pd.DataFrame(columns=columns)
-    rows = to_calendar_months(pd.concat(parts, ignore_index=True), plan.periods, ["usd", "busy_usd"])
-    table = rows.groupby(["month", "gpu", "pricing_type"], as_index=False)[["usd", "busy_usd"]].sum()
+    rows = to_calendar_months(pd.concat(parts, ignore_index=True), plan.periods, ["usd", "used_usd"])
+    table = rows.groupby(["month", "gpu", "pricing_type"], as_index=False)[["usd", "used_usd"]].sum()
     price = _offer_prices(plan, replicas)
     table["usd_per_gpu_hour"] = price.reindex(
         pd.MultiIndex.from_frame(table[["gpu", "pricing_type"]])).to_numpy(float)
     table["gpu_hours"] = table["usd"] / table["usd_per_gpu_hour"]
-    table["busy_gpu_hours"] = table["busy_usd"] / table["usd_per_gpu_hour"]
+    table["used_gpu_hours"] = table["used_usd"] / table["usd_per_gpu_hour"]
     return table[columns]
 
 
