@@ -37,8 +37,10 @@ HEADERS = {"month": "Month", "team": "Team", "cost_center": "Cost center", "usd"
            "share": "Share of the plan (%)", "used_usd": "Used capacity (USD)",
            "spare_usd": "Spare capacity (USD)", "tokens_m": "Tokens served (millions)",
            "usd_per_m_tokens": "Cost per 1M tokens (USD)"}
-_RULES = {"usage": "by usage (the workloads using the same replicas, GPUs or month pay it)",
-          "even": "evenly (each team an equal share)"}
+#: Narrowest column widths [characters]: headers of two lines at most.
+MIN_WIDTHS = {1: 14, 2: 12, 3: 14, 4: 14, 5: 15, 6: 15, 7: 15, 8: 15}
+_RULES = {"usage": "by usage: the workloads on the same replicas pay it",
+          "even": "evenly: each team an equal share"}
 
 
 def rule_text(plan) -> str:
@@ -49,9 +51,10 @@ def rule_text(plan) -> str:
 
 def chargeback_sheet(book: Book, ws: Worksheet, plan, start: dt.date) -> PageOptions:
     """Totals per team and cost center on top, then the charges per month below them."""
-    row = title_block(ws, "Chargeback", "Every dollar of the plan charged to the teams whose "
-                      "workloads use it, by the tokens each processes on each configuration; "
-                      f"spare capacity (N+k, rounding up, idle node GPUs) is charged {rule_text(plan)}.")
+    row = title_block(ws, "Chargeback", "Every dollar of the plan, charged to each team by the "
+                      "tokens its workloads process on the replicas they use.")
+    put(ws, row - 1, 1, f"Spare capacity (N+k spares, rounding up, idle GPUs) is charged "
+        f"{rule_text(plan)}.", font=NOTE_FONT)
     monthly = chargeback_table(plan)
     if monthly.empty:
         put(ws, row, 1, "The plan has no charges (no solution, or nothing to serve).", font=NOTE_FONT)
@@ -66,7 +69,7 @@ def chargeback_sheet(book: Book, ws: Worksheet, plan, start: dt.date) -> PageOpt
     _total_row(book, ws, team_placed, teams)
     put(ws, month_row - 1, 1, "By month", font=LABEL_FONT)
     write_live_table(book, ws, month_row, _month_columns(monthly, start), "ChargebackByMonth", widths)
-    set_widths(ws, widths)
+    set_widths(ws, {column: max(width, MIN_WIDTHS.get(column, 0)) for column, width in widths.items()})
     return PageOptions()
 
 

@@ -97,7 +97,7 @@ def owners(plan) -> pd.DataFrame:
     names = list(plan.workloads["workload"]) if "workload" in plan.workloads else []
     names += [n for n in (plan.routing["workload"].unique() if "workload" in plan.routing else [])
               if n not in names]
-    table = pd.DataFrame({"workload": names}).merge(
+    table = pd.DataFrame({"workload": pd.Series(names, dtype=object)}).merge(
         given.rename(columns={"name": "workload"}), on="workload", how="left")
     return table.fillna({"team": UNASSIGNED, "cost_center": UNASSIGNED}).astype(
         {"team": str, "cost_center": str})
@@ -198,8 +198,8 @@ def workload_charges(plan) -> pd.DataFrame:
     plan's total), spare_usd (the part that is spare capacity) and tokens served."""
     columns = ["month", "workload", "team", "cost_center", "usd", "spare_usd", "tokens"]
     total = plan_total_usd(plan)
-    people = owners(plan)
-    if math.isnan(total) or people.empty:
+    people = owners(plan) if not math.isnan(total) else pd.DataFrame()
+    if people.empty:
         return pd.DataFrame(columns=columns)
     replicas = replica_pools(plan)
     used = used_charges(replicas, workload_use(plan))

@@ -23,6 +23,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from fleetplan.catalogs.conventions import RESERVED_PRICING
+
 #: Counts below this are solver noise.
 EPSILON = 1e-9
 
@@ -204,7 +206,7 @@ def idle_pools(plan, replicas: pd.DataFrame) -> pd.DataFrame:
     grid["used"] = used.reindex(pd.MultiIndex.from_frame(grid[[*offers, "period"]])).fillna(0.0).to_numpy()
     size = grid["gpus_per_node"].fillna(1.0).clip(lower=1.0)
     grid["cover"] = np.ceil(grid["used"] / size - EPSILON) * size
-    reserved = grid["pricing_type"].str.startswith("reserved")
+    reserved = grid["pricing_type"].isin(RESERVED_PRICING)
     peak = grid.groupby(offers)["cover"].transform("max")
     grid["cover"] = np.where(reserved, peak, grid["cover"])
     months = float(plan.assumptions.get("horizon_months", 1.0))

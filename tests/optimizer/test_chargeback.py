@@ -96,6 +96,14 @@ def test_a_plan_without_solution_charges_nothing():
     assert chargeback_table(plan).empty
 
 
+def test_a_plan_without_workloads_charges_nothing():
+    plan = solved(shared_problem())
+    empty = type(plan)(status="no_solution", gap=math.nan, objective_usd=0.0, usd_per_month=0.0,
+                       solver="HiGHS", solve_seconds=1.0)
+    assert chargeback_table(empty).empty and workload_charges(empty).empty
+    assert list(chargeback_table(empty).columns) == list(chargeback.CHARGEBACK_COLUMNS)
+
+
 def test_owner_must_be_a_team_of_the_plan():
     plan = solved(shared_problem(), "owner:platfrom", teams=("platform", "search"))
     with pytest.raises(FleetplanError, match="unknown team.*'platfrom'.*did you mean 'platform'"):
