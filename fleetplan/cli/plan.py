@@ -26,6 +26,7 @@ from fleetplan.cli.plan_summary import print_plan
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports import write_plan
 from fleetplan.exports.atomic import write_text_atomic
+from fleetplan.exports.focus import write_focus_csv
 from fleetplan.exports.plan_json import write_plan_csv, write_plan_json
 from fleetplan.exports.plan_quantities import first_of_next_month
 from fleetplan.optimizer.example import EXAMPLE_YAML, example_scenario
@@ -98,6 +99,8 @@ def plan_command(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the summary")] = False,
     start_date: Annotated[str | None, typer.Option(
         help="First month of the plan, YYYY-MM-DD (workbook months); default: the first of next month")] = None,
+    focus: Annotated[Path | None, typer.Option(
+        "--focus", help="Also write the planned charges as a FOCUS 1.2 CSV (FinOps cost and usage data)")] = None,
     catalog: CatalogOption = None,
     price_choice: PriceRuleOption = None, provider: ProviderOption = None, region: RegionOption = None,
     max_price_age_days: MaxAgeOption = None, mix_providers: MixOption = False,
@@ -125,6 +128,8 @@ def plan_command(
     if not quiet:
         print_plan(plan)
     typer.echo(f"wrote {written}", err=True)
+    if focus is not None:
+        typer.echo(f"wrote {write_focus_csv(plan, focus, first_month)}", err=True)
     if not plan.feasible:
         raise typer.Exit(code=1)
     if plan.status == "time_limit" and not allow_gap:

@@ -8,6 +8,7 @@ import math
 import typer
 
 from fleetplan.cli.tables import number_text, print_table
+from fleetplan.optimizer.chargeback import chargeback_table
 
 MAX_ROWS = 12
 
@@ -21,6 +22,7 @@ def print_plan(plan) -> None:
                f"{months:g} months")
     _fleet(plan)
     _workloads(plan)
+    _chargeback(plan)
     if not plan.binding_constraints.empty:
         typer.echo("\nWhat limits the plan:")
         for text in plan.binding_constraints["description"].head(MAX_ROWS):
@@ -58,3 +60,20 @@ def _workloads(plan) -> None:
     print_table("\nWorkloads", ["workload", "peak requests/s", "served", "TPOT worst ms", "TTFT worst ms",
                                 "USD per month", "USD per 1M tokens"], rows,
                 numeric=[False, True, True, True, True, True, True])
+
+
+def _chargeback(plan) -> None:
+    """Cost per team and cost center over the horizon, when the scenario names any."""
+    if not any(w.get("team") or w.get("cost_center") for w in plan.scenario.get("workloads") or ()):
+        return
+    table = chargeback_table(plan)
+    if table.empty:
+        return
+    teams = table.groupby(["team", "cost_center"], as_index=False)[["usd", "spare_usd", "tokens"]].sum()
+    months = max(table["month"].nunique(), 1)
+    rows = [[t["team"], t["cost_center"], t["usd"] / months, t["usd"], f"{t['usd'] / teams['usd'].sum():.1%}",
+             t["spare_usd"], t["usd"] / (t["tokens"] / 1e6) if t["tokens"] > 0 else float("nan")]
+            for t in teams.to_dict("records")]
+    print_table("\nChargeback", ["team", "cost center", "USD per month", "USD over the horizon", "share",
+                                 "of it spare USD", "USD per 1M tokens"], rows,
+                numeric=[False, False, True, True, True, True, True])

@@ -1,4 +1,5 @@
-"""A FleetPlan as Parquet: one typed file per table, plus a one-row ``summary`` table.
+"""A FleetPlan as Parquet: one typed file per table, plus a one-row ``summary`` table and the
+``chargeback`` table (cost per calendar month, team and cost center, to the cent).
 
 ``layout="folder"`` writes ``<path>/<table>.parquet`` (the folder named ``path``, replaced
 atomically as a whole); ``layout="files"`` writes ``<stem>.<table>.parquet`` next to ``path``.
@@ -21,12 +22,15 @@ from fleetplan.errors import InvalidValueError
 from fleetplan.exports.atomic import atomic_dir, output_path
 from fleetplan.exports.parquet import write_table_parquet
 from fleetplan.exports.provenance import provenance
+from fleetplan.optimizer.chargeback import chargeback_table
 
 LAYOUTS = ("folder", "files")
 
 
 def plan_tables(plan) -> dict[str, pd.DataFrame]:
-    """``summary`` (status, gap, costs, solver) then every table that has columns."""
+    """``summary`` (status, gap, costs, solver), every table that has columns, then
+    ``chargeback`` (``fleetplan.optimizer.chargeback.chargeback_table``; month = plan month
+    counted from 0)."""
     scalars = {name: jsonable(getattr(plan, name)) for name in
                ("status", "gap", "objective_usd", "usd_per_month", "solver", "solve_seconds")}
     summary = pd.DataFrame([scalars]).astype({"gap": float, "objective_usd": float,
@@ -34,6 +38,8 @@ def plan_tables(plan) -> dict[str, pd.DataFrame]:
     tables = {"summary": summary}
     tables.update({name: table.reset_index(drop=True) for name, table in plan.tables().items()
                    if len(table.columns)})
+    tables["chargeback"] = chargeback_table(plan).astype({"usd": float, "used_usd": float,
+                                                          "spare_usd": float, "tokens": float})
     return tables
 
 

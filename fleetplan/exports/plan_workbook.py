@@ -1,6 +1,7 @@
 """The plan workbook: a live, finance-grade Excel model of a FleetPlan.
 
-Sheets: Summary, Fleet, Costs, Workloads, Assumptions, Candidates, Frontier, Sources, Read me.
+Sheets: Summary, Fleet, Costs, Workloads, Chargeback, Assumptions, Candidates, Frontier, Sources,
+Read me.
 Every money cell of Fleet, Costs, Workloads and Summary is a formula that reaches the prices
 and hours on Assumptions through defined names; replica counts and GPU usage stay numbers (the
 optimizer's decisions). Formulas are written only where they reproduce the plan's own numbers.
@@ -16,6 +17,7 @@ from typing import Any
 
 from fleetplan.catalogs import PriceRule, load_catalogs
 from fleetplan.exports import plan_quantities
+from fleetplan.exports.plan_sheet_chargeback import chargeback_sheet
 from fleetplan.exports.plan_sheets_costs import CostCells, costs_sheet, fleet_sheet
 from fleetplan.exports.plan_sheets_inputs import (
     assumptions_sheet,
@@ -30,8 +32,8 @@ from fleetplan.exports.xlsx_sources import catalog_rows, readme_sheet, sources_s
 
 log = logging.getLogger(__name__)
 
-SHEETS = ("Summary", "Fleet", "Costs", "Workloads", "Assumptions", "Candidates", "Frontier",
-          "Sources", "Read me")
+SHEETS = ("Summary", "Fleet", "Costs", "Workloads", "Chargeback", "Assumptions", "Candidates",
+          "Frontier", "Sources", "Read me")
 
 _SHEET_NOTES = (
     ("Summary", "Scenario, total cost per month, year and horizon, cost and $/1M tokens per "
@@ -42,6 +44,8 @@ _SHEET_NOTES = (
      "the working tables below them: GPUs bought per month and each workload's cost share."),
     ("Workloads", "Demand, SLOs, achieved TPOT/TTFT and their margin, utilization, cost per "
      "month and per million tokens. Unmet demand, if any, is listed below."),
+    ("Chargeback", "Cost per team and cost center, per month and in total, with tokens served "
+     "and cost per million tokens; spare capacity charged by the scenario's chargeback rule."),
     ("Assumptions", "The inputs: hours per month and GPU prices per pricing type (yellow), and "
      "the settings that shaped the fleet (utilization target, budget, efficiency factors)."),
     ("Candidates", "Every configuration considered for every workload bucket, at its knee "
@@ -84,6 +88,12 @@ def plan_catalogs(plan) -> Any:
         return None
 
 
+def plan_sheets(plan) -> tuple[str, ...]:
+    """The plan workbook's sheets: Chargeback only when some workload names its team."""
+    teams = any(w.get("team") for w in plan.scenario.get("workloads") or [])
+    return tuple(t for t in SHEETS if t != "Chargeback" or teams)
+
+
 def build_plan_book(plan, *, catalogs: Any = None, estimate=None,
                     start_date: dt.date | None = None) -> Book:
     """The plan workbook, ready to save (tests inspect its formula records)."""
@@ -91,14 +101,17 @@ def build_plan_book(plan, *, catalogs: Any = None, estimate=None,
     name = str(plan.scenario.get("name") or "scenario")
     book = Book(header=PrintHeader(f"Fleet plan: {name}"))
     wb = book.wb
-    wb.active.title = SHEETS[0]
-    for title in SHEETS[1:]:
+    titles = plan_sheets(plan)
+    wb.active.title = titles[0]
+    for title in titles[1:]:
         wb.create_sheet(title)
     cells = CostCells(start=start_date or plan_quantities.first_of_next_month())
     names = assumptions_sheet(wb["Assumptions"], plan, catalogs, cells.start)
     cells.fleet = fleet_sheet(book, wb["Fleet"], plan, names)
     book.pages["Costs"] = costs_sheet(book, wb["Costs"], plan, cells, names)
     workloads = workloads_sheet(book, wb["Workloads"], plan, cells)
+    if "Chargeback" in titles:
+        book.pages["Chargeback"] = chargeback_sheet(book, wb["Chargeback"], plan, cells.start)
     rule = price_rule_text(plan.scenario)
     book.pages["Summary"] = summary_sheet(book, wb["Summary"], plan, cells, workloads, rule)
     candidates_sheet(wb["Candidates"], plan)
@@ -111,7 +124,8 @@ def build_plan_book(plan, *, catalogs: Any = None, estimate=None,
                                           catalog_rows(catalogs, _ids(plan), prices=used))
     book.pages["Read me"] = readme_sheet(wb["Read me"], "fleetplan plan", "The cheapest GPU fleet "
                                          "found for the scenario, as a live cost model.",
-                                         _SHEET_NOTES, _HOW_TO, record)
+                                         [n for n in _SHEET_NOTES if n[0] in titles], _HOW_TO,
+                                         record)
     set_properties(wb, f"fleetplan plan: {name}", f"GPU fleet plan for {name}, status "
                    f"{plan.status}", "fleetplan, GPU, fleet plan, LLM serving")
     if book.mismatches:

@@ -18,6 +18,7 @@ from fleetplan.catalogs.prices import (
     DEFAULT_PRICE_RULE,
     parse_price_rule,
 )
+from fleetplan.errors import did_you_mean
 
 PricingType = Literal[PRICING_TYPES]
 SolverName = Literal["auto", "highs", "cbc"]
@@ -80,6 +81,10 @@ class Workload(_Strict):
     monthly_growth: float = Field(0.0, gt=-1, le=10,
                                   description="Demand growth per month [fraction; 0.05 = 5 %]")
     redundancy_k: int = Field(0, ge=0, le=1000, description="Spare replicas kept (N+k)")
+    team: str | None = Field(None, min_length=1, max_length=80,
+                             description="Team charged for this workload (chargeback)")
+    cost_center: str | None = Field(None, min_length=1, max_length=80,
+                                    description="Cost center charged for this workload (chargeback)")
 
     @field_validator("hourly_profile")
     @classmethod
@@ -286,6 +291,22 @@ class SolverOptions(_Strict):
     threads: int | None = Field(None, ge=1, le=1024, description="Solver threads")
 
 
+class Chargeback(_Strict):
+    """Who pays for capacity no workload uses: N+k spares, rounding up to whole replicas and
+    nodes (fleetplan.optimizer.chargeback)."""
+
+    spare: str = Field("usage", description="'usage' (in proportion to the capacity each workload "
+                                            "uses), 'even' (equal shares per team) or 'owner:TEAM'")
+
+    @field_validator("spare")
+    @classmethod
+    def _rule(cls, value: str) -> str:
+        if value in ("usage", "even") or (value.startswith("owner:") and value[6:].strip()):
+            return value
+        message = f"must be usage, even or owner:TEAM, got {value!r}"
+        raise ValueError(message)
+
+
 class Scenario(_Strict):
     """A fleet planning question."""
 
@@ -298,6 +319,18 @@ class Scenario(_Strict):
     catalogs: list[str] = Field([], description="Catalog override files (CSV or XLSX)")
     solver: SolverOptions = SolverOptions()
     what_if: WhatIf = WhatIf()
+    chargeback: Chargeback = Chargeback()
+
+    @field_validator("chargeback")
+    @classmethod
+    def _owner_is_a_team(cls, chargeback: Chargeback, info) -> Chargeback:
+        teams = {w.team for w in info.data.get("workloads") or ()} - {None}
+        owner = chargeback.spare.removeprefix("owner:")
+        if chargeback.spare.startswith("owner:") and owner not in teams:
+            problem = did_you_mean(owner, teams, kind="team") if teams else "no workload names a team"
+            message = f"spare: {problem}"
+            raise ValueError(message)
+        return chargeback
 
     @field_validator("workloads")
     @classmethod
