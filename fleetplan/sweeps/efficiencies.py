@@ -69,6 +69,14 @@ def calibration_labels(matched: pd.DataFrame, engine, gpu, precision) -> np.ndar
                     np.where(same_gpu, CALIBRATION_LABELS[1], CALIBRATION_LABELS[2])).astype(object)
 
 
+def least_sure(first, second) -> np.ndarray:
+    """Per case, the less sure of two calibration labels (``prior`` < ``transferred`` < ``measured``),
+    e.g. of a disaggregated configuration's decode and prefill replicas."""
+    ranks = [pd.Categorical(np.asarray(labels, dtype=object), categories=CALIBRATION_LABELS).codes
+             for labels in (first, second)]
+    return np.asarray(CALIBRATION_LABELS, dtype=object)[np.maximum(*ranks)]
+
+
 def engine_ids(catalogs: Catalogs, engine) -> np.ndarray:
     """Canonical engine ids per case: the given one, or ``DEFAULT_ENGINE`` where none or ``*``."""
     given = pd.Series(np.broadcast_to(np.asarray(engine if engine is not None else "", dtype=object), (1,))
