@@ -18,7 +18,8 @@ from fleetplan.errors import InvalidValueError, did_you_mean
 WILDCARD = "*"
 DEFAULT_ENGINE = "vllm"  # the engine whose profile applies when none is named
 VALUE_COLUMNS = ("compute_efficiency", "prefill_efficiency", "memory_efficiency", "tp_scaling", "overhead_ms",
-                 "overhead_us_per_sequence", "overhead_us_per_layer", "expert_tile_tokens", "routing_ns_per_token", "latency_us", "request_overhead_ms")
+                 "overhead_us_per_sequence", "overhead_us_per_layer", "expert_tile_tokens", "routing_ns_per_token", "latency_us", "request_overhead_ms",
+                 "crossing_efficiency")
 CALIBRATION_LABELS = ("measured", "transferred", "prior")
 
 
