@@ -77,8 +77,8 @@ def tables(everything: pd.DataFrame) -> str:
         "Throughput by engine:", markdown(wide(throughput, "engine_id")),
         "Throughput by weight precision:", markdown(wide(throughput, "quant")),
         "Slices:", markdown(slices),
-        "Error bands estimates report (signed error of held-out throughput rows, % over-predicted; "
-        "`fleetplan/sweeps/data/error_bands.csv`):",
+        ("Error bands estimates report (signed error of held-out throughput rows, % over-predicted; "
+         "`fleetplan/sweeps/data/error_bands.csv`):"),
         markdown(bands[["calibration", "rows", "error_p10_pct", "error_p50_pct", "error_p90_pct", "validation"]]),
     ]
     return "\n\n".join(parts)

@@ -20,6 +20,7 @@ LABELS: dict[str, str] = {
     "family": "Limit", "subject": "Applies to", "chosen": "Chosen", "valid": "Can run", "fits": "Fits memory",
     "bound": "Limited by", "mode": "Mode", "catalog": "Catalog", "key": "Row", "sha256": "SHA-256",
     "includes_host": "Price covers host", "engine": "Engine", "gap": "Gap to the bound",
+    "calibration": "Calibration", "error_p10_pct": "Error band, p10", "error_p90_pct": "Error band, p90",
     # sizes and load
     "context_len": "Context", "input_len": "Prompt", "output_len": "Output", "batch": "Batch",
     "max_batch": "Largest batch that fits", "weight_gb": "Weights per GPU", "kv_gb": "KV cache per GPU",

@@ -53,7 +53,8 @@ EXCEL_MAX_ROWS = 1_048_575
 SHEETS = ("Summary", "Sweep", "Frontier", "Assumptions", "Sources", "Read me")
 CHEAPEST_SHOWN = 10
 CHEAPEST_COLUMNS = ("gpu", "model", "quant", "tp", "context_len", "input_len", "output_len", "batch", "tpot_ms",
-                    "ttft_ms", "decode_tok_s_per_gpu", "usd_per_hour", "usd_per_m_output_tokens")
+                    "ttft_ms", "decode_tok_s_per_gpu", "usd_per_hour", "usd_per_m_output_tokens", "calibration",
+                    "error_p10_pct", "error_p90_pct")
 FRONTIER_PRINT_ROWS = 40
 RANK_COLUMN = "usd_per_m_output_tokens"
 _CURVE_KEYS = ("gpu", "model", "quant", "kv_quant", "tp", "context_len", "input_len", "output_len")
@@ -279,7 +280,10 @@ def _summary_sheet(ws, summary: pd.DataFrame, grid: pd.DataFrame, top_n: int | N
 def _readme(ws, record: Mapping[str, Any], top_n: int | None, total_rows: int,
             live: bool) -> PageOptions:
     sheets = [("Sweep", "One row per configuration as an Excel table with filters; units in "
-               "the headers. The cost columns are live formulas on the Assumptions prices."),
+               "the headers. The cost columns are live formulas on the Assumptions prices. "
+               "Calibration says what a row's efficiencies rest on (measured on this engine, GPU and "
+               "precision; transferred from a sibling; prior only) and the error band is the p10 to "
+               "p90 of predicted / measured - 1 of held-out rows with that calibration."),
               ("Frontier", "Decode throughput per GPU against TPOT as the batch grows, for the "
                "cheapest configurations; with a TPOT SLO, the SLO line and each curve's knee."),
               ("Assumptions", "GPU prices per hour: the inputs of every cost in the Sweep sheet."),

@@ -4,6 +4,8 @@ Metrics are stored as float32 in sweep tables (seven significant digits; half th
 bandwidth of float64 on grids of millions of rows) and as float64 in ``estimate_cases`` output.
 Prices, costs and the rates they divide by (``output_tok_s``, ``req_s``) stay float64, so a cost equals
 its formula on the stored inputs exactly, in Python and in a recalculated workbook.
+Every row says how sure its throughput is: ``calibration`` and the error band of held-out rows
+with that label (``fleetplan.sweeps.uncertainty``), one value per configuration repeated onto its rows.
 
 One registry serves the sweep engine (column order and dtypes), the exports (Parquet field
 metadata, workbook headers) and the README's column reference. A unit of ``""`` means the column
@@ -50,6 +52,12 @@ SWEEP_COLUMNS: dict[str, Column] = {
     "usd_per_m_output_tokens": Column("float64", "USD/1M tokens", "Cost of one million output tokens"),
     "usd_per_m_total_tokens": Column("float64", "USD/1M tokens", "Cost of one million prompt + output tokens"),
     "usd_per_k_requests": Column("float64", "USD/1k requests", "Cost of one thousand requests"),
+    "calibration": Column("category", "", "measured: efficiencies fitted to this engine, GPU and precision; "
+                                          "transferred: from another engine, precision or a sibling GPU; "
+                                          "prior: documented priors only"),
+    "error_p10_pct": Column("float32", "%", "p10 of the held-out relative error (predicted / measured - 1) of "
+                                            "throughput for rows with this calibration"),
+    "error_p90_pct": Column("float32", "%", "p90 of that error: over-prediction 9 in 10 such rows stay under"),
 }
 
 # Lever columns appear after ``tp`` when the lever is a sweep axis.

@@ -18,6 +18,7 @@ from fleetplan.catalogs import Catalogs
 from fleetplan.sweeps import operators
 from fleetplan.sweeps.assumptions import Assumptions
 from fleetplan.sweeps.efficiencies import calibration_labels, operator_efficiencies, require_values
+from fleetplan.sweeps.uncertainty import error_band_pct
 
 # Constant -> (operator, catalog column, fallback column): where each efficiency comes from.
 SOURCES = {
@@ -35,6 +36,7 @@ SOURCES = {
     "attention_memory": ("attention", "memory_efficiency", None),
     "allreduce_efficiency": ("allreduce", "memory_efficiency", None),
     "allreduce_latency_us": ("allreduce", "latency_us", None),
+    "crossing_efficiency": ("allreduce", "crossing_efficiency", None),
     "iteration_ms": ("iteration", "overhead_ms", None),
     "iteration_us_per_seq": ("iteration", "overhead_us_per_sequence", None),
     "layer_overhead_us": ("iteration", "overhead_us_per_layer", None),
@@ -55,11 +57,12 @@ SHORTHANDS = {
 }
 _DEFAULTS = {"tp_scaling": 1.0, "request_overhead_ms": 0.0, "iteration_ms": 0.0, "iteration_us_per_seq": 0.0,
              "layer_overhead_us": 0.0, "allreduce_latency_us": 8.0, "expert_tile_tokens": 0.0,
-             "routing_ns_per_token": 0.0}
+             "routing_ns_per_token": 0.0, "crossing_efficiency": 1.0}
 
 
 def add_efficiencies(frame: pd.DataFrame, catalogs: Catalogs, assumptions: Assumptions, per_config) -> None:
-    """Add every efficiency constant, the effective all-reduce path and ``calibration`` to ``frame``."""
+    """Add every efficiency constant, the effective all-reduce path, ``calibration`` and its error
+    band to ``frame``."""
     precision_of = {"gemm": frame["gemm_precision"], "expert_gemm": frame["gemm_precision"],
                     "attention": frame["attention_precision"], "allreduce": "*", "iteration": "*"}
     looked_up = {op: operator_efficiencies(catalogs.efficiency, frame["engine"], frame["gpu"], op,
@@ -73,9 +76,15 @@ def add_efficiencies(frame: pd.DataFrame, catalogs: Catalogs, assumptions: Assum
     for op, columns in (("gemm", ("gemm_compute", "gemm_memory")), ("attention", ("attention_memory",))):
         require_values(frame, columns, op)
     frame["calibration"] = calibration_labels(looked_up["gemm"], frame["engine"], frame["gpu"], frame["gemm_precision"])
+    for column, values in error_band_pct(frame["calibration"]).items():
+        frame[column] = values
     _apply_overrides(frame, assumptions, per_config)
     frame["allreduce_gb_s"] = operators.allreduce_bandwidth_gb_s(
         frame["tp"], frame["interconnect_gb_s"], frame["interconnect_domain_gpus"], frame["beyond_domain_gb_s"], 1.0)
+    # The socket hop's own loss applies only to groups that span domains (1 elsewhere).
+    frame["spans_domains"] = operators.spans_domains(frame["tp"], frame["interconnect_domain_gpus"],
+                                                     frame["beyond_domain_gb_s"])
+    frame["crossing_efficiency"] = np.where(frame["spans_domains"], frame["crossing_efficiency"], 1.0)
 
 
 def _cells(per_config, name: str, n: int) -> np.ndarray:

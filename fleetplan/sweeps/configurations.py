@@ -17,8 +17,9 @@ from fleetplan.catalogs.schema import WEIGHT_ONLY_PRECISIONS
 from fleetplan.sweeps import levers, memory, operators
 from fleetplan.sweeps.assumptions import LEVERS, Assumptions, check_engine
 from fleetplan.sweeps.config_efficiencies import add_efficiencies
-from fleetplan.sweeps.efficiencies import engine_ids, engine_profiles
+from fleetplan.sweeps.efficiencies import engine_ids, engine_profiles, least_sure
 from fleetplan.sweeps.replica_constants import PREFILL_PREFIX
+from fleetplan.sweeps.uncertainty import error_band_pct
 
 CONFIG_KEYS = ["gpu", "model", "quant", "kv_quant", "tp"]
 MLA = "mla"
@@ -57,7 +58,8 @@ def with_prefill_side(catalogs: Catalogs, frame: pd.DataFrame, assumptions: Assu
 
     Colocated configurations (``prefill_tp`` 0) stand in their own gpu and tp so every constant is
     finite; the kernel does not use them there. A prefill-side reason reads ``"prefill: <reason>"``
-    where the configuration itself can run.
+    where the configuration itself can run, and a split configuration is only as well calibrated
+    as the less sure of its two replicas.
     """
     split = frame["prefill_tp"].to_numpy() > 0
     keys = frame[CONFIG_KEYS + list(levers) + ["engine"]].copy()
@@ -68,6 +70,10 @@ def with_prefill_side(catalogs: Catalogs, frame: pd.DataFrame, assumptions: Assu
     other = prefill["config_reason"].to_numpy(dtype=object)
     combined = pd.concat([frame, prefill.select_dtypes(include="number").add_prefix(PREFILL_PREFIX)], axis=1)
     combined["config_reason"] = np.where(split & (own == "") & (other != ""), "prefill: " + other, own)
+    combined["calibration"] = np.where(split, least_sure(frame["calibration"], prefill["calibration"]),
+                                       frame["calibration"].to_numpy(dtype=object))
+    for column, values in error_band_pct(combined["calibration"]).items():
+        combined[column] = values
     return combined
 
 

@@ -18,7 +18,8 @@ from fleetplan.errors import InvalidValueError, did_you_mean
 WILDCARD = "*"
 DEFAULT_ENGINE = "vllm"  # the engine whose profile applies when none is named
 VALUE_COLUMNS = ("compute_efficiency", "prefill_efficiency", "memory_efficiency", "tp_scaling", "overhead_ms",
-                 "overhead_us_per_sequence", "overhead_us_per_layer", "expert_tile_tokens", "routing_ns_per_token", "latency_us", "request_overhead_ms")
+                 "overhead_us_per_sequence", "overhead_us_per_layer", "expert_tile_tokens", "routing_ns_per_token", "latency_us", "request_overhead_ms",
+                 "crossing_efficiency")
 CALIBRATION_LABELS = ("measured", "transferred", "prior")
 
 
@@ -67,6 +68,14 @@ def calibration_labels(matched: pd.DataFrame, engine, gpu, precision) -> np.ndar
              & (matched["matched_precision"].to_numpy(dtype=object) == np.asarray(precision, dtype=object)))
     return np.where(same_gpu & fitted & exact, CALIBRATION_LABELS[0],
                     np.where(same_gpu, CALIBRATION_LABELS[1], CALIBRATION_LABELS[2])).astype(object)
+
+
+def least_sure(first, second) -> np.ndarray:
+    """Per case, the less sure of two calibration labels (``prior`` < ``transferred`` < ``measured``),
+    e.g. of a disaggregated configuration's decode and prefill replicas."""
+    ranks = [pd.Categorical(np.asarray(labels, dtype=object), categories=CALIBRATION_LABELS).codes
+             for labels in (first, second)]
+    return np.asarray(CALIBRATION_LABELS, dtype=object)[np.maximum(*ranks)]
 
 
 def engine_ids(catalogs: Catalogs, engine) -> np.ndarray:

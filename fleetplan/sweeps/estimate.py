@@ -100,8 +100,8 @@ def estimate_cases(cases: pd.DataFrame, catalogs: Catalogs | None = None, *, cap
         table = apply_load(table, loaded, c, rows)
     table["engine"] = configs["engine"].to_numpy(dtype=object)
     table = add_uncertainty(table, configs["calibration"].to_numpy(dtype=object), capacity_quantile)
-    extra = [name for name in (*SWEEP_COLUMNS, *LOAD_COLUMNS, *ESTIMATE_COLUMNS)
-             if name in table and (name not in cases.columns or name in REPLACED)]
+    ordered = (*(n for n in SWEEP_COLUMNS if n not in ESTIMATE_COLUMNS), *LOAD_COLUMNS, *ESTIMATE_COLUMNS)
+    extra = [name for name in ordered if name in table and (name not in cases.columns or name in REPLACED)]
     return pd.concat([cases.drop(columns=list(REPLACED), errors="ignore").reset_index(drop=True),
                       table[extra]], axis=1)
 

@@ -20,7 +20,7 @@ from fleetplan.catalogs import Catalogs
 from fleetplan.catalogs.schema import WEIGHT_ONLY_PRECISIONS, precisions
 from fleetplan.sweeps.config_efficiencies import SOURCES
 from fleetplan.sweeps.efficiencies import operator_efficiencies
-from fleetplan.sweeps.fitting import ADDITIVE, GROUPS, MAX_EFFICIENCY, WILDCARD, Fit
+from fleetplan.sweeps.fitting import ADDITIVE, GROUPS, MAX_EFFICIENCY, RATIO_FIELDS, WILDCARD, Fit
 
 # Operator -> the ReplicaConstants fields its catalog row holds, by catalog column.
 ROW_FIELDS = {op: {column: field for field, (o, column, _) in SOURCES.items() if o == op}
@@ -55,10 +55,10 @@ def _values(priors: pd.DataFrame, fit: Fit, operator: str, gpus: list[str], prec
         if pd.isna(base):
             continue
         value = base * np.exp(scale.get(field, 0.0)) + shift.get(field, 0.0)
-        if column.endswith("_efficiency"):
-            value = min(value, MAX_EFFICIENCY)
-        if column == "tp_scaling":
+        if field in RATIO_FIELDS:
             value = min(value, 1.0)
+        elif column.endswith("_efficiency"):
+            value = min(value, MAX_EFFICIENCY)
         cells[column] = round(max(float(value), 0.0), 4)
     return cells
 

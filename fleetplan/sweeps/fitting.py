@@ -39,6 +39,7 @@ GROUPS = {
     "kv": ("attention_memory",),
     "allreduce": ("allreduce_efficiency",),
     "ar_latency": ("allreduce_latency_us",),
+    "crossing": ("crossing_efficiency",),  # only rows whose group spans interconnect domains
     "tp": ("tp_scaling",),
     "iteration_ms": ("iteration_ms",),
     "iteration_us": ("iteration_us_per_seq",),
@@ -48,6 +49,7 @@ GROUPS = {
     "request_ms": ("request_overhead_ms",),
 }
 ADDITIVE = ("tp", "request_ms")
+RATIO_FIELDS = ("tp_scaling", "crossing_efficiency")  # shares of another efficiency, at most 1
 EFFICIENCY_FIELDS = tuple(sorted({f for g in ("memory", "compute", "prefill", "expert", "kv", "allreduce")
                                   for f in GROUPS[g]}))  # fractions, capped below 1
 SIGMA = {"global": 0.5, "precision": 0.5, "gpu": 0.3, "gpu_precision": 0.2, "engine": 1.0, "engine_gpu": 1.0,
@@ -92,20 +94,24 @@ class FitSpace:
         tp_rows = configs["tp"].to_numpy() > 1
         server = (rows["regime"] == "server").to_numpy()
         moe = (configs["n_experts"] > configs["n_experts_active"]).to_numpy()
+        self.crossing = configs["spans_domains"].to_numpy(dtype=bool)
         self.parameters = self._parameters(tp_rows, server, moe)
-        self.masks = [self._mask(p) for p in self.parameters]
+        self.masks = [self._mask(p) & (self.crossing if p.group == "crossing" else True) for p in self.parameters]
 
     def _parameters(self, tp_rows, server, moe) -> list[Parameter]:
         params = [Parameter(g, "global", "") for g in ("memory", "compute", "prefill", "kv")]
         params += [Parameter("expert", "global", ""), Parameter("tiles", "global", ""),
                    Parameter("routing", "global", "")] if moe.any() else []
         params += [Parameter(g, "global", "") for g in ("allreduce", "ar_latency", "tp")] if tp_rows.any() else []
+        params += [Parameter("crossing", "global", "")] if self.crossing.any() else []
         for precision in sorted(set(self.precision) - {"bf16", "fp16"}):
             params += [Parameter("compute", "precision", precision), Parameter("prefill", "precision", precision)]
         for gpu in sorted(set(self.gpu)):
             params += [Parameter(g, "gpu", gpu) for g in ("memory", "compute", "prefill")]
             if (tp_rows & (self.gpu == gpu)).any():
                 params += [Parameter(g, "gpu", gpu) for g in ("allreduce", "ar_latency", "tp")]
+            if (self.crossing & (self.gpu == gpu)).any():
+                params += [Parameter("crossing", "gpu", gpu)]
             if (moe & (self.gpu == gpu)).any():
                 params += [Parameter("tiles", "gpu", gpu), Parameter("routing", "gpu", gpu)]
             precisions = sorted(set(self.precision[self.gpu == gpu]))
@@ -150,8 +156,8 @@ class FitSpace:
         out = {}
         for field, base in self.base.items():
             value = base * np.exp(log_scale[field]) + shift[field]
-            if field in EFFICIENCY_FIELDS or field == "tp_scaling":
-                value = np.clip(value, 0.01, MAX_EFFICIENCY if field != "tp_scaling" else 1.0)
+            if field in EFFICIENCY_FIELDS or field in RATIO_FIELDS:
+                value = np.clip(value, 0.01, MAX_EFFICIENCY if field not in RATIO_FIELDS else 1.0)
             out[field] = np.maximum(value, 0.0)
         return out
 

@@ -253,6 +253,45 @@ def allreduce_bandwidth_gb_s(tp, interconnect_gb_s, domain_gpus, beyond_domain_g
     return np.where(np.asarray(tp) > domain_gpus, beyond, link) / 2.0 * efficiency
 
 
+def spans_domains(tp, domain_gpus, beyond_domain_gb_s):
+    """Whether a tensor-parallel group reaches beyond its interconnect domain.
+
+    Parameters
+    ----------
+    tp : int or array
+        GPUs in the group [GPUs].
+    domain_gpus : int or array
+        GPUs linked at the domain's bandwidth (NVLink domain, PCIe cards under one socket) [GPUs].
+    beyond_domain_gb_s : float or array
+        Bandwidth once the group spans domains; NaN = the domain holds every group [GB/s].
+
+    Returns
+    -------
+    bool or array
+        True where the ring crosses the domain boundary (e.g. the CPU socket link of PCIe cards).
+
+    Notes
+    -----
+    .. math:: \\text{spans} = (tp > n_{domain}) \\wedge BW_{beyond} \\text{ given}
+
+    NCCL uses peer-to-peer copies only inside a socket; across sockets it stages the ring's hop
+    through host memory (its SHM transport), so that hop loses more than the link's share
+    ``crossing_efficiency`` of the efficiency catalog describes.
+
+    References
+    ----------
+    .. [1] NCCL environment variables, ``NCCL_P2P_LEVEL`` (default: peer-to-peer up to PCIe host
+       bridges, not across the CPU interconnect, "SYS"),
+       https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html
+
+    Examples
+    --------
+    >>> spans_domains(np.array([4, 8]), 4, 56.0).tolist(), bool(spans_domains(8, 8, np.nan))
+    ([False, True], False)
+    """
+    return (np.asarray(tp) > np.asarray(domain_gpus)) & ~np.isnan(np.asarray(beyond_domain_gb_s, dtype=float))
+
+
 def host_time_ms(overhead_ms, overhead_us_per_sequence, sequences):
     """Host time of one engine iteration: scheduling, input preparation, sampling, launches.
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fleetplan.catalogs import Catalogs
 from fleetplan.catalogs.conventions import HOURS_PER_MONTH, PRICING_TYPES
 from fleetplan.errors import InvalidValueError, check_range
 from fleetplan.sweeps import estimate_cases

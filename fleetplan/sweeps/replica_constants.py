@@ -65,6 +65,9 @@ class ReplicaConstants:
     routing_ns_per_token : time per routed token copy and MoE layer outside the GEMM roofline [ns]
     tp_scaling : share of the GEMM efficiencies kept per doubling of ``tp`` [fraction]
     allreduce_efficiency : share of ``allreduce_gb_s`` a ring all-reduce reaches [fraction]
+    crossing_efficiency : share of ``allreduce_efficiency`` kept by a group spanning interconnect
+        domains (CPU sockets), whose boundary hop NCCL stages through host memory; 1 for groups
+        inside one domain [fraction]
     iteration_ms : fixed host time of one engine iteration [ms]
     iteration_us_per_seq : host time per running sequence of one iteration [us]
     layer_overhead_us : GPU time per layer and step outside the operators' rooflines [us]
@@ -128,6 +131,7 @@ class ReplicaConstants:
     routing_ns_per_token: np.ndarray
     tp_scaling: np.ndarray
     allreduce_efficiency: np.ndarray
+    crossing_efficiency: np.ndarray
     iteration_ms: np.ndarray
     iteration_us_per_seq: np.ndarray
     layer_overhead_us: np.ndarray

@@ -9,7 +9,9 @@ slower of their memory traffic and their FLOPs at their own efficiency (``operat
 GPU time is their sum plus a fixed time per layer (kernel launches and gaps); the engine's
 host work for the iteration runs alongside, so the step takes about ``max(GPU time, a + b *
 sequences)`` (``operators.overlapped_ms``). The all-reduce's fixed latency grows with
-``log2(tp)`` (tree and ring steps of small messages). The serving levers apply on top:
+``log2(tp)`` (tree and ring steps of small messages); a group spanning interconnect domains
+(PCIe cards under both CPU sockets) runs at the socket link's bandwidth and keeps only
+``crossing_efficiency`` of the ring's efficiency there (NCCL's host-memory hop across sockets). The serving levers apply on top:
 
 - pipeline parallelism (``pp`` stages across nodes): each stage holds ``ceil(L / pp)`` layers;
   the batch is split into ``pp`` micro-batches and a token passes every stage in turn
@@ -83,7 +85,8 @@ def stage_step(c: ReplicaConstants, decode_seqs, context_len, prefill_tokens=0.0
     prompt_attention = _flop_ms(c.attention_tflops, np.asarray(prefill_pair_layers, dtype=float) * fraction
                                 * c.attention_flop_per_pair_prefill, c.tp) / c.attention_prefill
     message_gb = tokens * c.hidden_size * c.activation_bytes / 1e9
-    comm = latency.allreduce_time_ms(message_gb, c.tp, 2.0 * c.allreduce_gb_s * c.allreduce_efficiency,
+    ring_gb_s = 2.0 * c.allreduce_gb_s * c.allreduce_efficiency * c.crossing_efficiency
+    comm = latency.allreduce_time_ms(message_gb, c.tp, ring_gb_s,
                                      2.0 * c.n_layers * fraction, c.allreduce_latency_us * np.log2(np.maximum(c.tp, 2.0)))
     launches = c.n_layers * fraction * c.layer_overhead_us / 1e3
     moe = c.n_experts > c.n_experts_active  # routing, permutation and combination of each routed copy

@@ -16,13 +16,16 @@ from fleetplan.sweeps.columns import (
     LEVER_COLUMNS,
     SWEEP_COLUMNS,
 )
+from fleetplan.sweeps.efficiencies import CALIBRATION_LABELS
 from fleetplan.sweeps.row_kernel import Rows
+from fleetplan.sweeps.uncertainty import BAND_COLUMNS
 
 CONTEXT_TOO_LONG = "context_len exceeds the model's max_context"
 DOES_NOT_FIT = "KV cache does not fit: batch above max_batch"
 PREFILL_DOES_NOT_FIT = "prefill replica cannot hold one prompt's KV cache"
 _BOUNDS = ["memory", "compute"]
 _LABELS = ("gpu", "model", "quant", "kv_quant", "prefill_gpu")
+_SMALL_CATEGORIES = ("bound", "calibration")  # stored as int8 codes
 
 
 def _category(codes: np.ndarray, categories) -> pd.Categorical:
@@ -60,7 +63,7 @@ def _output_dtype(name: str, wide: bool = False) -> str:
     dtype = ALL_SWEEP_COLUMNS[name].dtype
     if wide and dtype == "float32":
         return "float64"
-    return "int8" if name == "bound" else "int16" if dtype == "category" else dtype
+    return "int8" if name in _SMALL_CATEGORIES else "int16" if dtype == "category" else dtype
 
 
 def column_arrays(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason=None, *,
@@ -90,6 +93,10 @@ def column_arrays(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason
     for name in (label for label in _LABELS if label in SWEEP_COLUMNS or label in extra_columns):
         label_codes, categories[name] = pd.factorize(configs[name])
         values[name] = label_codes.take(rows.config)
+    # How sure each configuration is: labelled and banded once per configuration, repeated onto its rows.
+    categories["calibration"] = list(CALIBRATION_LABELS)
+    values["calibration"] = pd.Categorical(configs["calibration"], categories=CALIBRATION_LABELS).codes.take(rows.config)
+    values.update({name: configs[name].to_numpy().take(rows.config) for name in BAND_COLUMNS})
     values.update({name: metrics[name] if name in metrics else configs[name].to_numpy().take(rows.config)
                    for name in extra_columns if name not in values})
     return {name: full(name, values[name]) for name in (*SWEEP_COLUMNS, *extra_columns)}, categories

@@ -53,14 +53,22 @@ def check_quantile(capacity_quantile: str) -> str:
     return capacity_quantile
 
 
+def error_band_pct(calibration) -> dict[str, np.ndarray]:
+    """The shipped error band of each calibration label: ``BAND_COLUMNS`` -> values [%], NaN where
+    no band ships. Called once per configuration (a lookup of three labels), never per grid row."""
+    bands = shipped_error_bands()
+    labels = np.asarray(calibration, dtype=object)
+    return {column: (bands[column].reindex(labels).to_numpy(dtype=float) if column in bands
+                     else np.full(len(labels), np.nan)) for column in BAND_COLUMNS}
+
+
 def add_uncertainty(table: pd.DataFrame, calibration: np.ndarray, capacity_quantile: str = "p50") -> pd.DataFrame:
     """``table`` (estimate rows) with ``calibration``, its error band and ``capacity_quantile``;
     throughput and cost columns at that quantile."""
-    bands = shipped_error_bands()
     out = table.copy()
     out["calibration"] = calibration
-    for column in BAND_COLUMNS:
-        out[column] = bands[column].reindex(calibration).to_numpy(dtype=float) if column in bands else np.nan
+    for column, values in error_band_pct(calibration).items():
+        out[column] = values
     out["capacity_quantile"] = capacity_quantile
     if capacity_quantile == "p90":
         derate = 1.0 + np.maximum(np.nan_to_num(out["error_p90_pct"].to_numpy(dtype=float)), 0.0) / 100.0

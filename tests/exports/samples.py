@@ -37,6 +37,10 @@ def synthetic_sweep(gpus=tuple(PRICES), batches=(1, 8, 32, 64, 128), tps=(1, 2),
     frame["usd_per_m_total_tokens"] = frame.usd_per_hour * 1e6 / (
         frame.req_s * (frame.input_len + frame.output_len) * 3600)
     frame["usd_per_k_requests"] = frame.usd_per_hour * 1e3 / (frame.req_s * 3600)
+    frame["calibration"] = pd.Categorical(np.where(frame["gpu"] == "l4", "prior", "measured"),
+                                          categories=["measured", "transferred", "prior"])
+    frame["error_p10_pct"] = np.where(frame["gpu"] == "l4", -11.2, -17.0)
+    frame["error_p90_pct"] = np.where(frame["gpu"] == "l4", 31.4, 24.4)
     columns = {name: frame[name].astype(column.dtype) for name, column in SWEEP_COLUMNS.items()}
     return pd.DataFrame(columns)
 

@@ -33,7 +33,7 @@ def test_sheets_table_names_and_properties(tmp_path, small_sweep):
     assert [c.value for c in ws[1]] == [header_of(c) for c in small_sweep.columns]
     assert ws.max_row == len(small_sweep) + 1
     table = ws.tables["Sweep"]
-    assert table.ref == f"A1:AB{len(small_sweep) + 1}"
+    assert table.ref == f"A1:AE{len(small_sweep) + 1}"
     assert table.autoFilter is not None
     assert ws.freeze_panes == "E2"
     assert ws.column_dimensions["A"].width >= 6

@@ -6,13 +6,13 @@ import pyarrow.dataset as ds
 import pytest
 
 from fleetplan.errors import InvalidValueError
-from fleetplan.sweeps import sweep
+from fleetplan.sweeps import SWEEP_COLUMNS, sweep
 from fleetplan.sweeps.sweep_grid import make_grid
 
 distributed = pytest.importorskip("distributed")
 AXES = {"gpus": ["h100-sxm", "l40s"], "models": ["llama-3.1-8b", "mixtral-8x7b"], "quants": ["bf16", "fp8"],
         "tps": [1, 2], "contexts": [512, 4096], "batches": [1, 16, 128]}
-LABELS = ["gpu", "model", "quant", "kv_quant", "reason", "bound"]
+LABELS = [name for name, column in SWEEP_COLUMNS.items() if column.dtype == "category"]
 
 
 @pytest.fixture(scope="module")
