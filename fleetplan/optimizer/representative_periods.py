@@ -39,8 +39,12 @@ from fleetplan.optimizer.fleet_problem import Problem
 
 logger = logging.getLogger(__name__)
 
-#: Representative periods per month when the problem has more periods than this.
+#: Representative periods per month.
 REPRESENTATIVES_PER_MONTH = 12
+
+#: Months with more periods than this are planned through representatives (a day of hours is
+#: not: its 24-period model is solved as it is).
+REPRESENTATIVE_THRESHOLD = 48
 
 #: Lloyd iterations of the k-means (it converges in a few on demand profiles).
 KMEANS_ITERATIONS = 30
@@ -106,6 +110,6 @@ def representative_problem(problem: Problem, representative: pd.Series) -> Probl
 
 
 def wants_representatives(problem: Problem) -> bool:
-    """True when some month has more periods than representatives would stand for."""
+    """True when some month has more than :data:`REPRESENTATIVE_THRESHOLD` periods."""
     counts = problem.periods.groupby("month").size()
-    return bool((counts > REPRESENTATIVES_PER_MONTH).any())
+    return bool((counts > REPRESENTATIVE_THRESHOLD).any())
