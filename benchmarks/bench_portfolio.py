@@ -133,7 +133,8 @@ def run_case(case: str, time_limit_s: float | None) -> dict:
     return {"case": case, "status": plan.status, "gap": plan.gap, "seconds": seconds,
             "usd_per_hour": plan.objective_usd / problem.horizon_hours,
             "bound_usd_per_hour": bound / problem.horizon_hours,
-            "gpus_peak": float(plan.fleet_by_period.groupby("period")["gpus"].sum().max()),
+            "gpus_peak": float(plan.fleet_by_period.groupby("period")["gpus"].sum().max())
+            if not plan.fleet_by_period.empty else math.nan,
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "target_s": target_s, "target_gap": target_gap}
 

@@ -95,11 +95,15 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
             tpot_factor=what_if.tpot_factor)
     if plan.binding_constraints.empty:
         plan.binding_constraints = pd.DataFrame(columns=BINDING_COLUMNS)
-    if status == "time_limit":
+    if status == "time_limit" and math.isfinite(plan.gap):
         plan.messages.append(
             f"time_limit: stopped at a gap of {plan.gap:.2%} to the bound of "
             f"{usd(plan.bound_usd / problem.horizon_months)} per month, above the accepted "
             f"{options.mip_gap:.2%}; raise solver.time_limit_s for a proven plan")
+    elif status == "time_limit":
+        plan.messages.append(
+            "time_limit: no bound was proven in time, so how far this plan is from the best "
+            "is unknown; raise solver.time_limit_s for a proven plan")
     return plan
 
 

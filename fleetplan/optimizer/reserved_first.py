@@ -49,7 +49,7 @@ from fleetplan.optimizer.representative_periods import (
     representative_problem,
     wants_representatives,
 )
-from fleetplan.optimizer.rounding import rounded_up
+from fleetplan.optimizer.rounding import greedy_plan, rounded_up
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, gap_between, open_solver
 
 logger = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ class ReservedFirst:
 
     def relaxation(self) -> Result:
         solver = open_solver(self.model.program, self.model.cost, self.options)
-        result = solver.solve(time_limit_s=max(self.deadline.share(0.3), 0.05),
+        result = solver.solve(time_limit_s=max(self.deadline.share(0.5), 0.05),
                               mip_gap=self.options.mip_gap, relax=True)
         if result.values is not None and result.outcome.status == "optimal":
             self.bound = max(self.bound, result.outcome.bound)
@@ -178,8 +178,11 @@ class ReservedFirst:
 
     def solve(self) -> SolveOutcome:
         lp = self.relaxation()
-        if lp.values is None:
-            return lp.outcome
+        if lp.values is None:  # no LP in time: the greedy plan, honestly labelled
+            if lp.outcome.status == "infeasible":
+                return lp.outcome
+            self.offer(greedy_plan(self.model))
+            return self.outcome()
         self.offer(rounded_up(self.model, lp.values))
         rows = reserved_rows(self.model)
         lp_reserved = lp.values[rows["col"].to_numpy()]

@@ -16,6 +16,7 @@ import logging
 import numpy as np
 import pandas as pd
 
+from fleetplan.catalogs.conventions import RESERVED_PRICING
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.milp_tables import per_period
 from fleetplan.optimizer.node_packing import nodes_needed
@@ -107,3 +108,31 @@ def _with_node_size(counts: pd.Series, nodes: pd.DataFrame):
     size = nodes.groupby("gpu")["gpus_per_node"].first()
     for key, group in counts.groupby(level=[0, 1, 2]):
         yield (key, group), size[key[0]]
+
+
+def cheapest_routes(model: FleetModel) -> np.ndarray:
+    """Column values that send every bucket, in every period, wholly to its cheapest route
+    (load x GPUs per replica x the GPU's lowest flexible price, summed over the route's
+    stages), with nothing else bought: the start of the greedy fallback."""
+    offers = model.problem.offers
+    flexible = offers[~offers["pricing_type"].isin(RESERVED_PRICING)]
+    price = flexible.groupby("gpu")["usd_per_gpu_hour"].min()
+    configs = model.problem.configs.set_index("config")
+    routes = model.routes.assign(
+        usd=model.routes["load"] * model.routes["config"].map(configs["tp"])
+        * model.routes["config"].map(configs["gpu"]).map(price))
+    per_share = routes.groupby("col", as_index=False).agg(
+        usd=("usd", "sum"), workload=("workload", "first"), bucket=("bucket", "first"),
+        period=("period", "first"))
+    per_share = per_share.dropna(subset=["usd"]).sort_values("usd", kind="stable")
+    chosen = per_share.drop_duplicates(["workload", "bucket", "period"])
+    values = np.zeros(model.program.n_cols)
+    values[chosen["col"].to_numpy(dtype=np.int64)] = 1.0
+    return values
+
+
+def greedy_plan(model: FleetModel) -> np.ndarray | None:
+    """A whole plan with no LP at all: every bucket on its cheapest route, bought on flexible
+    pricing and rounded up (None when that breaks a limit such as an availability cap)."""
+    reserved = np.zeros(int((model.replicas["period"] < 0).sum()))
+    return rounded_up(model, cheapest_routes(model), reserved=reserved)

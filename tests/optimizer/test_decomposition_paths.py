@@ -12,11 +12,12 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import fleetplan.optimizer.decomposition as decomposition
+import fleetplan.optimizer.reserved_first as reserved_first
 from fleetplan.optimizer.cost_cover import least_pool_costs, pool_period_problem
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
-from fleetplan.optimizer.rounding import rounded_up
-from fleetplan.optimizer.solver import SolveOptions, open_solver
+from fleetplan.optimizer.rounding import greedy_plan, rounded_up
+from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, open_solver
 from tests.optimizer.instances import brute_force_usd, make_problem, portfolio_problem
 from tests.optimizer.plan_checker import check_plan
 from tests.optimizer.test_bruteforce import EXACT, SETTINGS, instances
@@ -83,3 +84,27 @@ def test_the_rounded_up_lp_is_a_whole_feasible_plan():
     integer = model.program.integer
     assert (abs(plan[integer] - plan[integer].round()) <= 1e-9).all()
     assert model.cost @ plan >= lp.outcome.objective - 1e-6
+
+
+def test_the_greedy_plan_needs_no_lp_and_is_whole_and_feasible():
+    problem = portfolio_problem(n_models=2, n_gpus=3, n_periods=6)
+    model = build_model(problem)
+    plan = greedy_plan(model)
+    assert plan is not None
+    assert model.program.violation(plan) <= 1e-6
+    integer = model.program.integer
+    assert (abs(plan[integer] - plan[integer].round()) <= 1e-9).all()
+    reserved = model.replicas.loc[model.replicas["period"] < 0, "col"].to_numpy()
+    assert (plan[reserved] == 0).all()
+
+
+def test_a_plan_without_a_bound_says_so(monkeypatch):
+    problem = portfolio_problem(n_models=2, n_gpus=3, n_periods=6)
+    monkeypatch.setattr(decomposition, "WHOLE_MODEL_COLUMNS", 0)
+    monkeypatch.setattr(reserved_first.ReservedFirst, "relaxation",
+                        lambda self: Result(SolveOutcome("time_limit", math.nan, math.nan,
+                                                         "HiGHS", 0.0, math.nan), None))
+    plan = optimize_problem(problem, SolveOptions(time_limit_s=5, mip_gap=0.01))
+    assert plan.status == "time_limit" and math.isnan(plan.gap)
+    assert any("no bound was proven in time" in m for m in plan.messages)
+    assert check_plan(plan, problem) == []
