@@ -10,13 +10,13 @@ all periods), so:
 2. each cluster becomes one period that stands for its members' hours, with the element-wise
    **peak** of their demand: a fleet that serves the representative serves every member hour,
    so the representative plan is feasible hour by hour by construction (never optimistic);
-3. the small representative problem is solved, and its reserved counts are one of the
-   candidates the reserved-first decomposition prices on the full hourly model, where every hour
+3. the small representative problem's LP relaxation is solved, and its reserved counts,
+   rounded up, are one of the candidates the reserved-first decomposition prices on the full hourly model, where every hour
    is solved on its own with those reserved replicas fixed.
 
 The plan reported is therefore always a full-resolution plan, re-checked in every hour; the
-representative problem only proposes its reserved capacity. Its cost against the full model's
-bound is logged as the clustering's error.
+representative problem only proposes its reserved capacity. Its LP value against the full
+model's bound is logged as the clustering's error.
 
 References:
     [1] K. Poncelet, H. Hoeschle, E. Delarue, A. Virag, W. D'haeseleer, "Selecting
