@@ -68,11 +68,11 @@ def kmeans_labels(points: np.ndarray, count: int) -> np.ndarray:
         return np.arange(n)
     order = np.argsort(points.sum(axis=1), kind="stable")
     centers = points[order[np.linspace(0, n - 1, count).round().astype(int)]].copy()
-    labels = np.zeros(n, dtype=int)
+    labels = np.full(n, -1)
     for _ in range(KMEANS_ITERATIONS):
         distance = ((points[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
         new = distance.argmin(axis=1)
-        if np.array_equal(new, labels) and _ > 0:
+        if np.array_equal(new, labels):  # converged
             break
         labels = new
         sums = np.zeros_like(centers)

@@ -305,9 +305,7 @@ def load_duration_reserved(model: FleetModel, programs: PeriodPrograms,
     reserved_price = offers.reindex(pd.MultiIndex.from_frame(
         rows[["gpu", "pricing_type"]])).to_numpy(dtype=float)
     ratio = np.nan_to_num(reserved_price / on_demand, nan=1.0)
-    counts = np.zeros(len(rows))
-    for j in range(len(rows)):
-        levels = np.arange(1, int(usage[:, j].max()) + 1)
-        share = np.array([hours[usage[:, j] >= level].sum() for level in levels]) / hours.sum()
-        counts[j] = int((share >= ratio[j]).sum())
-    return counts
+    levels = np.arange(1, int(usage.max(initial=0)) + 1)
+    # hours of periods using at least each level of each reserved row: [level, row]
+    covered = ((usage[None, :, :] >= levels[:, None, None]) * hours[None, :, None]).sum(axis=1)
+    return ((covered / hours.sum()) >= ratio[None, :]).sum(axis=0).astype(float)
