@@ -90,15 +90,14 @@ def solve_fleet(model: FleetModel, options: SolveOptions,
     n_periods = len(model.problem.periods)
     if n_periods == 1 or model.elastic or model.program.n_rows == 0:
         return solve_whole(model, options, deadline)
-    programs = PeriodPrograms.of(model)
     if is_separable(model.problem):
-        run = solve_periods(programs, PeriodTask(model.cost), options, deadline)
+        run = solve_periods(PeriodPrograms.of(model), PeriodTask(model.cost), options, deadline)
         model.values = run.values if run.complete() else None
         objective = float(model.cost @ run.values) if run.complete() else math.nan
         return run.outcome(objective)
     if model.program.n_cols <= WHOLE_MODEL_COLUMNS:
         return solve_whole(model, options, deadline)
-    linked = ReservedFirst(model, programs, options, deadline)
+    linked = ReservedFirst(model, PeriodPrograms.of(model), options, deadline)
     if not _cut_by_periods(model):
         return linked.solve()
     share = Deadline(deadline.share(START_TIME_SHARE))

@@ -16,11 +16,24 @@ from fleetplan.optimizer.fleet_problem import Problem
 PERIOD_TABLES = ("fleet_by_period", "routing", "unmet_demand")
 
 
-def representative_periods(problem: Problem) -> pd.Series:
-    """For each period, the first period of the same month with identical demand."""
+def demand_matrix(problem: Problem) -> pd.DataFrame:
+    """Requests/s per period (rows, in ``problem.periods`` order) and (workload, bucket)."""
     wide = problem.demand.pivot_table(index="period", columns=["workload", "bucket"],
                                       values="req_s", aggfunc="sum", fill_value=0.0)
-    wide = wide.reindex(problem.periods["period"], fill_value=0.0).round(9)
+    return wide.reindex(problem.periods["period"], fill_value=0.0)
+
+
+def merged_periods(periods: pd.DataFrame, representative: pd.Series) -> pd.DataFrame:
+    """One period per representative, standing for the hours of the periods it represents."""
+    periods = periods.assign(representative=periods["period"].map(representative))
+    return periods.groupby("representative", as_index=False).agg(
+        month=("month", "first"), hour=("hour", "first"), hours=("hours", "sum"),
+        month_weight=("month_weight", "first")).rename(columns={"representative": "period"})
+
+
+def representative_periods(problem: Problem) -> pd.Series:
+    """For each period, the first period of the same month with identical demand."""
+    wide = demand_matrix(problem).round(9)
     month = problem.periods.set_index("period")["month"]
     key = pd.util.hash_pandas_object(wide, index=False).to_numpy()
     groups = pd.DataFrame({"period": wide.index, "month": month.reindex(wide.index).to_numpy(),
@@ -34,10 +47,7 @@ def merge_identical_periods(problem: Problem) -> tuple[Problem, pd.Series]:
     representative = representative_periods(problem)
     if representative.nunique() == len(representative):
         return problem, representative
-    periods = problem.periods.assign(representative=problem.periods["period"].map(representative))
-    merged = periods.groupby("representative", as_index=False).agg(
-        month=("month", "first"), hour=("hour", "first"), hours=("hours", "sum"),
-        month_weight=("month_weight", "first")).rename(columns={"representative": "period"})
+    merged = merged_periods(problem.periods, representative)
     demand = problem.demand[problem.demand["period"].isin(merged["period"])]
     return problem.with_changes(periods=merged, demand=demand.reset_index(drop=True)), \
         representative

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.period_merging import demand_matrix, merged_periods
 
 logger = logging.getLogger(__name__)
 
@@ -48,13 +49,6 @@ REPRESENTATIVE_THRESHOLD = 48
 
 #: Lloyd iterations of the k-means (it converges in a few on demand profiles).
 KMEANS_ITERATIONS = 30
-
-
-def demand_matrix(problem: Problem) -> pd.DataFrame:
-    """Requests/s per period (rows, in ``problem.periods`` order) and (workload, bucket)."""
-    wide = problem.demand.pivot_table(index="period", columns=["workload", "bucket"],
-                                      values="req_s", aggfunc="sum", fill_value=0.0)
-    return wide.reindex(problem.periods["period"], fill_value=0.0)
 
 
 def kmeans_labels(points: np.ndarray, count: int) -> np.ndarray:
@@ -100,10 +94,7 @@ def cluster_periods(problem: Problem, per_month: int = REPRESENTATIVES_PER_MONTH
 
 def representative_problem(problem: Problem, representative: pd.Series) -> Problem:
     """One period per cluster, standing for its members' hours, at their peak demand."""
-    periods = problem.periods.assign(representative=problem.periods["period"].map(representative))
-    merged = periods.groupby("representative", as_index=False).agg(
-        month=("month", "first"), hour=("hour", "first"), hours=("hours", "sum"),
-        month_weight=("month_weight", "first")).rename(columns={"representative": "period"})
+    merged = merged_periods(problem.periods, representative)
     demand = problem.demand.assign(period=problem.demand["period"].map(representative))
     peak = demand.groupby(["workload", "bucket", "period"], as_index=False)["req_s"].max()
     return problem.with_changes(periods=merged, demand=peak)

@@ -209,8 +209,9 @@ class ReservedFirst:
         return self.outcome()
 
     def representative_reserved(self) -> np.ndarray | None:
-        """Reserved counts of the representative-period plan (``representative_periods``),
-        None when the problem is short enough to need none or it finds no plan in time."""
+        """Reserved counts of the representative periods' LP relaxation, rounded up
+        (``representative_periods``); None when the problem is short enough to need none or
+        the LP is not solved in time."""
         problem = self.model.problem
         if not wants_representatives(problem):
             return None
@@ -223,7 +224,8 @@ class ReservedFirst:
         if result.values is None:
             return None
         keys = ["config", "pricing_type"]
-        chosen = reserved_rows(small).assign(value=result.values[reserved_rows(small)["col"]])
+        chosen = reserved_rows(small)
+        chosen = chosen.assign(value=result.values[chosen["col"]])
         counts = reserved_rows(self.model)[keys].merge(chosen[[*keys, "value"]], on=keys,
                                                        how="left")["value"]
         logger.debug("representative periods: %d for %d, LP %.2f (full-model bound %.2f)",
