@@ -106,12 +106,9 @@ def read_json(path: str | os.PathLike, what: str = "JSON file", *,
     text = read_text(path, what, error=error)
     _refuse_empty(text, str(path), error)
     try:
-        return json.loads(text, object_pairs_hook=_unique_pairs)
+        return _loads_json(text, path, error)
     except json.JSONDecodeError as problem:
         message = f"{path}: not a readable {what} (line {problem.lineno}: {problem.msg})"
-        raise error(message) from None
-    except _DuplicateKey as duplicate:
-        message = f"{path}: duplicate key '{duplicate.args[0]}'"
         raise error(message) from None
 
 
@@ -141,9 +138,15 @@ def read_mapping(path: str | os.PathLike, what: str, *, error: type[FleetplanErr
 def _json_or_none(text: str, path: Path, error: type[FleetplanError]) -> Any:
     """``text`` parsed as JSON (keys given twice refused), or None when it is not JSON."""
     try:
-        return json.loads(text, object_pairs_hook=_unique_pairs)
+        return _loads_json(text, path, error)
     except json.JSONDecodeError:
         return None
+
+
+def _loads_json(text: str, path, error: type[FleetplanError]) -> Any:
+    """``text`` parsed as JSON; a key given twice raises ``error``, bad JSON JSONDecodeError."""
+    try:
+        return json.loads(text, object_pairs_hook=_unique_pairs)
     except _DuplicateKey as duplicate:
         message = f"{path}: duplicate key '{duplicate.args[0]}'"
         raise error(message) from None

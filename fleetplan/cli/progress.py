@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports import write_sweep
+from fleetplan.sweeps.sweep_grid import DEFAULT_MAX_ROWS
 from fleetplan.exports.sanitize import safe_frame
 
 
@@ -57,8 +58,8 @@ def progress_bar(enabled: bool | None = None) -> tuple[Callable[[int, int], None
     return update, bar.stop
 
 
-#: Most rows printed to stdout; a bigger grid belongs in a file (-o).
-MAX_PRINTED_ROWS = 10_000_000
+#: Most rows printed to stdout (the in-memory sweep limit); a bigger grid belongs in a file (-o).
+MAX_PRINTED_ROWS = DEFAULT_MAX_ROWS
 
 
 def print_chunks(chunks: Iterable[pd.DataFrame], total_rows: int) -> None:

@@ -140,11 +140,6 @@ class HighsSolver:
         self.highs.changeColsBounds(len(cols), cols, np.broadcast_to(lower, cols.shape).astype(
             float), np.broadcast_to(upper, cols.shape).astype(float))
 
-    def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
-        rows = np.asarray(rows, dtype=np.int32)
-        self.highs.changeRowsBounds(len(rows), rows, np.broadcast_to(lower, rows.shape).astype(
-            float), np.broadcast_to(upper, rows.shape).astype(float))
-
     def add_row(self, cols: np.ndarray, coefs: np.ndarray, lower: float, upper: float) -> None:
         cols = np.asarray(cols, dtype=np.int32)
         self.highs.addRow(float(lower), float(upper), len(cols), cols,
@@ -206,7 +201,7 @@ class HighsSolver:
         bound = float(info.mip_dual_bound) if mip else objective
         if not math.isfinite(bound):
             bound = objective if status == "optimal" and not mip else math.nan
-        gap = gap_between(objective, bound) if math.isfinite(bound) else math.nan
+        gap = gap_between(objective, bound)
         duals = None if mip else np.array(solution.row_dual, dtype=float)
         return Result(SolveOutcome(status, gap, objective, self.name, seconds, bound), values,
                       duals)
@@ -228,9 +223,6 @@ class CbcSolver:
 
     def set_col_bounds(self, cols, lower, upper) -> None:
         self.col_lower[cols], self.col_upper[cols] = lower, upper
-
-    def set_row_bounds(self, rows, lower, upper) -> None:
-        self.row_lower[rows], self.row_upper[rows] = lower, upper
 
     def add_row(self, cols, coefs, lower, upper) -> None:
         self.extra.append((np.asarray(cols), np.asarray(coefs, dtype=float), lower, upper))
