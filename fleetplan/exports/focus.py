@@ -33,7 +33,7 @@ import pandas as pd
 from fleetplan.catalogs.conventions import RESERVED_PRICING
 from fleetplan.exports.csv import write_csv
 from fleetplan.exports.plan_quantities import month_start
-from fleetplan.optimizer.cost_pools import cents, offer_costs, plan_total_usd
+from fleetplan.optimizer.cost_pools import cents, offer_costs, part_cents, plan_total_usd
 
 FOCUS_VERSION = "1.2"
 #: Every FOCUS v1.2 column, in the specification's order.
@@ -62,12 +62,12 @@ _DATE_TIME = "%Y-%m-%dT%H:%M:%SZ"
 
 def focus_table(plan, start: dt.date) -> pd.DataFrame:
     """The plan's charges as FOCUS rows (all columns, in order); months from ``start``."""
-    offers = offer_costs(plan)
-    if offers.empty or np.isnan(plan_total_usd(plan)):
+    offers, total_usd = offer_costs(plan), plan_total_usd(plan)
+    if offers.empty or np.isnan(total_usd):
         return pd.DataFrame({name: pd.Series(dtype=object) for name in FOCUS_COLUMNS})
     offers = offers.merge(_price_rows(plan), on=["gpu", "pricing_type"], how="left")
     offers["billed_cents"] = cents(offers["usd"].to_numpy(float), offers["month"].to_numpy(),
-                                   plan_total_usd(plan))
+                                   total_usd)
     reserved = offers["pricing_type"].isin(RESERVED_PRICING)
     rows = pd.concat([_flexible_rows(offers[~reserved]), *_commitment_rows(offers[reserved])],
                      ignore_index=True)
@@ -131,10 +131,9 @@ def _commitment_rows(offers: pd.DataFrame) -> list[pd.DataFrame]:
         ChargeCategory="Purchase", ChargeFrequency="Recurring", PricingCategory="Standard",
         BilledCost=offers["billed_cents"].to_numpy() / 100.0, ConsumedQuantity=np.nan,
         CommitmentDiscountQuantity=offers["gpu_hours"].to_numpy(float))
-    used_share = np.divide(offers["used_usd"].to_numpy(float), offers["usd"].to_numpy(float),
-                           out=np.zeros(len(offers)), where=offers["usd"].to_numpy(float) > 0)
     billed = offers["billed_cents"].to_numpy()
-    used_cents = np.rint(billed * np.clip(used_share, 0.0, 1.0))
+    used_cents = part_cents(billed, offers["used_usd"].to_numpy(float),
+                            offers["usd"].to_numpy(float))
     listed = offers["list_usd_per_gpu_hour"].fillna(price)
     used = _usage(offers, offers["used_gpu_hours"], used_cents, price, listed)
     unused_hours = (offers["gpu_hours"] - offers["used_gpu_hours"]).clip(lower=0.0)

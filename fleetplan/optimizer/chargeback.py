@@ -38,17 +38,17 @@ from fleetplan.errors import did_you_mean
 from fleetplan.optimizer.cost_pools import (
     cents,
     idle_pools,
+    part_cents,
     plan_total_usd,
     replica_pools,
     served_tokens,
     to_calendar_months,
     workload_use,
 )
+from fleetplan.sweeps.throughput import safe_divide
 
 #: Team or cost center of a workload that names none.
 UNASSIGNED = "(unassigned)"
-#: The spare-capacity rules a scenario may choose (``owner:`` is followed by a team name).
-SPARE_RULES = ("usage", "even", "owner:")
 #: Where the ``usage`` rule looks for users of a spare dollar, narrowest first.
 USAGE_LEVELS = (("period", "config"), ("period", "gpu", "pricing_type"), ("month",), ())
 #: Columns of :func:`chargeback_table` (by team and cost center).
@@ -85,9 +85,7 @@ def usd_per_m_tokens(usd, tokens):
     >>> print(usd_per_m_tokens(1500.0, 3.0e9))
     0.5
     """
-    usd, tokens = np.asarray(usd, dtype=float), np.asarray(tokens, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        value = np.where(tokens > 0, usd / (tokens / 1e6), np.nan)
+    value = np.asarray(safe_divide(usd, np.asarray(tokens, dtype=float) / 1e6))
     return float(value) if value.ndim == 0 else value
 
 
@@ -201,8 +199,9 @@ def workload_charges(plan) -> pd.DataFrame:
     people = owners(plan) if not math.isnan(total) else pd.DataFrame()
     if people.empty:
         return pd.DataFrame(columns=columns)
-    replicas = replica_pools(plan)
-    used = used_charges(replicas, workload_use(plan))
+    use = workload_use(plan)
+    replicas = replica_pools(plan, use)
+    used = used_charges(replicas, use)
     spare = spare_charges(plan, spare_pools(replicas, idle_pools(plan, replicas)), used, people)
     parts = [used.groupby(["period", "workload"], as_index=False)["usd"].sum().assign(spare_usd=0.0),
              spare.assign(spare_usd=spare["usd"]), served_tokens(plan).assign(usd=0.0, spare_usd=0.0)]
@@ -220,8 +219,7 @@ def _to_cents(table: pd.DataFrame, total_usd: float) -> tuple[np.ndarray, np.nda
     """usd in whole cents summing to the total per month and overall; spare_usd within it."""
     usd = table["usd"].to_numpy(float)
     row_cents = cents(usd, table["month"].to_numpy(), total_usd)
-    ratio = np.divide(table["spare_usd"].to_numpy(float), usd, out=np.zeros(len(table)), where=usd > 0)
-    spare_cents = np.minimum(np.rint(row_cents * np.clip(ratio, 0.0, 1.0)), row_cents)
+    spare_cents = part_cents(row_cents, table["spare_usd"].to_numpy(float), usd)
     return row_cents / 100.0, spare_cents / 100.0
 
 

@@ -84,6 +84,19 @@ def scaled_to(values: np.ndarray, total: float) -> np.ndarray:
     return values * (total / present) if present > 0 else values
 
 
+def part_cents(total_cents: np.ndarray, part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """Whole cents of ``part`` within rows of ``total_cents`` for ``whole``: the share
+    part / whole (clipped to [0, 1]; 0 where whole is 0) of each row's cents, rounded.
+
+    >>> part_cents(np.array([100, 100]), np.array([0.25, 2.0]), np.array([1.0, 0.0])).tolist()
+    [25.0, 0.0]
+    """
+    whole = np.asarray(whole, dtype=float)
+    ratio = np.divide(np.asarray(part, dtype=float), whole, out=np.zeros(len(whole)),
+                      where=whole > 0)
+    return np.rint(np.asarray(total_cents) * np.clip(ratio, 0.0, 1.0))
+
+
 def cents(usd: np.ndarray, month: np.ndarray, total_usd: float) -> np.ndarray:
     """Whole cents per row summing to ``total_usd`` in cents: each month first gets its share of
     the total (largest remainders over months), then each row its share of its month's.
@@ -127,9 +140,10 @@ def to_calendar_months(table: pd.DataFrame, periods: pd.DataFrame,
     return spread.drop(columns=["plan_month", "share"])
 
 
-def replica_pools(plan) -> pd.DataFrame:
+def replica_pools(plan, use: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (period, config, gpu, pricing_type): gpus, hours, usd and used_fraction (planned load
-    over replicas of the configuration in that period, at most 1)."""
+    over replicas of the configuration in that period, at most 1); ``use``: the plan's
+    ``workload_use`` when the caller has it already."""
     columns = ["period", "config", "gpu", "pricing_type", "gpus", "hours", "usd_per_gpu_hour",
                "usd", "used_fraction"]
     if plan.fleet_by_period.empty:
@@ -140,7 +154,8 @@ def replica_pools(plan) -> pd.DataFrame:
         pd.MultiIndex.from_frame(rows[["config", "pricing_type"]])).to_numpy(float)
     rows["usd"] = rows["gpus"] * rows["usd_per_gpu_hour"] * rows["hours"]
     replicas = rows.groupby(["period", "config"])["replicas"].transform("sum")
-    load = workload_use(plan).groupby(["period", "config"])["load"].sum()
+    use = workload_use(plan) if use is None else use
+    load = use.groupby(["period", "config"])["load"].sum()
     planned = load.reindex(pd.MultiIndex.from_frame(rows[["period", "config"]])).fillna(0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         used = np.where(replicas > 0, planned.to_numpy() / replicas.to_numpy(), 0.0)
