@@ -36,7 +36,7 @@ START_TIME_SHARE = 0.8
 
 #: Largest model solved whole even when its periods are linked [columns]. Below it HiGHS's
 #: own branch and bound beats the reserved-first decomposition (measured on the example plan:
-#: 662 columns, 6 s whole against 14 s decomposed, and a cheaper plan).
+#: 662 columns, solved whole faster than decomposed, and to a cheaper plan).
 WHOLE_MODEL_COLUMNS = 5_000
 
 #: Shortest run given to a solve when the deadline has passed [s] (it still returns a plan).

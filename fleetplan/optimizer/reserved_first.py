@@ -217,7 +217,7 @@ class ReservedFirst:
             return None
         small = build_model(representative_problem(problem, cluster_periods(problem)))
         # the LP only: HiGHS's root cut rounds on these models can run far past a time limit
-        # (measured: 100 s against 2 s on the week portfolio's representatives)
+        # (100 s against a 2 s limit on 12 representatives of bench_portfolio's day case)
         result = open_solver(small.program, small.cost, self.options).solve(
             time_limit_s=max(self.deadline.share(REPRESENTATIVE_SHARE), 0.05),
             mip_gap=self.options.mip_gap, relax=True)
