@@ -15,6 +15,10 @@ FLEXIBLE_PRICING: tuple[str, ...] = ("on_demand", "spot")
 #: Pricing types that commit to every hour of a term, used or not.
 RESERVED_PRICING: tuple[str, ...] = ("reserved_1y", "reserved_3y")
 
+#: Pricing types of GPUs in the company's own data halls, which draw on a site's power envelope:
+#: servers already owned, and servers the plan buys.
+ON_PREMISES_PRICING: tuple[str, ...] = ("owned", "purchase")
+
 #: Length of each reserved commitment [months].
 RESERVED_TERM_MONTHS: dict[str, int] = {"reserved_1y": 12, "reserved_3y": 36}
 
