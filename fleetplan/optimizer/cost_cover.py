@@ -26,7 +26,8 @@ holds for every feasible plan: the row removes no plan, only fractional points. 
 lower bound in the sense of the dual bound: it uses each small MILP's dual bound, never its
 incumbent, so a small MILP stopped early still gives a valid (weaker) row.
 
-Pools and periods with the same demand share one small MILP. A model with more than
+Pools and periods with the same demand share one small MILP; a model of one pool in one
+period gets no cut (its small MILP would be the model itself, solved twice). A model with more than
 :data:`MAX_SOLVES` distinct ones gets no cut at all (it stays correct, only its relaxation is
 weaker): a week of hours is first planned on representative periods
 (``representative_periods.py``), whose model is small enough for the cut.
@@ -98,6 +99,8 @@ def least_pool_costs(problem: Problem, build: Callable, options: SolveOptions) -
     """pool, period, usd_per_hour: the lowest cost of serving each pool in each period with
     whole replicas [USD/h], a dual bound (module docstring)."""
     signatures = demand_signatures(problem)
+    if len(signatures) <= 1:  # one pool in one period: the small MILP would be the model itself
+        return pd.DataFrame(columns=["pool", "period", "usd_per_hour"])
     firsts = signatures.drop_duplicates("key")
     if len(firsts) > MAX_SOLVES:
         logger.debug("cost cover: %d distinct pool demands, more than %d: no cut",

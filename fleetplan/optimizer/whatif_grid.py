@@ -25,10 +25,12 @@ infeasible is reported in its row and never stops the grid.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import itertools
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
@@ -45,6 +47,7 @@ from fleetplan.optimizer.example import example_data
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.scenario_files import error_message, read_data, validate_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario
+from fleetplan.sweeps import estimate_cases
 
 log = logging.getLogger(__name__)
 
@@ -250,6 +253,52 @@ def _first_reason(plan: FleetPlan) -> str:
     return ""
 
 
+@functools.lru_cache(maxsize=4)
+def _grid_catalogs(catalog_paths: tuple[str, ...]) -> Catalogs:
+    """The catalogs every case of a grid starts from, read once per worker process."""
+    return load_catalogs(list(catalog_paths))
+
+
+class EstimateMemo:
+    """Candidate capacities already estimated in this process, re-used by the cases that ask
+    the engine the same question.
+
+    Most axes (demand, prices, caps, pricing) leave every candidate's capacity unchanged, so a
+    grid needs one engine call per distinct set of cases, not one per case. The key is the
+    cases table's content, the capacity quantile and the identity of the catalogs' non-price
+    tables (price rows do not enter a capacity; ``scaled_catalogs`` replaces only those).
+    """
+
+    def __init__(self, size: int = 64):
+        self.size = size
+        self.results: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
+        self.hits = 0
+
+    def __call__(self, capacity_quantile: str):
+        quantile = {} if capacity_quantile == "p50" else {"capacity_quantile": capacity_quantile}
+
+        def estimate(cases: pd.DataFrame, catalogs: Catalogs) -> pd.DataFrame:
+            key = (hashlib.sha256(pd.util.hash_pandas_object(cases, index=True).to_numpy().tobytes()
+                                  + "|".join(map(str, cases.columns)).encode()).hexdigest(),
+                   capacity_quantile, *(id(catalogs.table(name)) for name in _CAPACITY_CATALOGS))
+            if key in self.results:
+                self.hits += 1
+                self.results.move_to_end(key)
+                return self.results[key].copy()
+            result = estimate_cases(cases, catalogs, **quantile)
+            self.results[key] = result.copy()
+            if len(self.results) > self.size:
+                self.results.popitem(last=False)
+            return result
+
+        return estimate
+
+
+#: Catalogs a candidate's capacity depends on.
+_CAPACITY_CATALOGS = ("gpus", "models", "quants", "efficiency", "engines")
+_ESTIMATES = EstimateMemo()
+
+
 def solve_case(base: dict, case: dict, grid_json: str, catalog_paths: list[str]) -> dict:
     """Solve one case; any failure becomes a row with status ``error`` and its message."""
     identity = {**case, "case_id": case_id(case)}
@@ -257,8 +306,10 @@ def solve_case(base: dict, case: dict, grid_json: str, catalog_paths: list[str])
         grid = Grid.model_validate_json(grid_json)
         data, multipliers = apply_case(base, case, grid)
         scenario = validate_scenario(data, source=f"case {identity['case_id']}")
-        catalogs = scaled_catalogs(load_catalogs(catalog_paths), multipliers)
-        return {**summarize(identity, plan_scenario(scenario, catalogs, what_if=False))}
+        catalogs = scaled_catalogs(_grid_catalogs(tuple(catalog_paths)), multipliers)
+        estimate = _ESTIMATES(scenario.fleet.capacity_quantile)
+        return {**summarize(identity, plan_scenario(scenario, catalogs, estimate=estimate,
+                                                    what_if=False))}
     except Exception as error:  # one case's failure is reported in its row, never aborts the grid
         log.debug("case %s failed", identity["case_id"], exc_info=True)
         return {**identity, "status": "error", "message": str(error).splitlines()[0] if str(error) else repr(error)}

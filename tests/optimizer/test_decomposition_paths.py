@@ -74,6 +74,16 @@ def test_the_cost_cover_is_the_cheapest_whole_fleet_of_each_pool_and_period():
     assert part.gpus["max_gpus"].isna().all()
 
 
+def test_one_pool_in_one_period_gets_no_cost_cover():
+    # its small MILP would be the model itself: the cut is skipped, the other rows stay
+    problem = make_problem([[2.0], [3.0]], [[2.5]], {("g0", "on_demand"): 1.0,
+                                                     ("g1", "on_demand"): 1.5})
+    assert least_pool_costs(problem, lambda part: build_model(part, cost_cover=False),
+                            SolveOptions()).empty
+    families = set(build_model(problem).constraint_table()["family"])
+    assert "cost_cover" not in families and "capacity" in families
+
+
 def test_the_rounded_up_lp_is_a_whole_feasible_plan():
     model = build_model(portfolio_problem(n_models=2, n_gpus=3, n_periods=6))
     lp = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=30, mip_gap=0.0,

@@ -9,6 +9,9 @@ import pytest
 from fleetplan.cli import main
 from fleetplan.errors import ScenarioError
 from fleetplan.exports.whatif_cache import run_grid
+from fleetplan.optimizer import whatif_grid
+from fleetplan.optimizer.scenario_files import validate_scenario
+from fleetplan.optimizer.scenario_planning import plan_scenario
 from fleetplan.optimizer.whatif_grid import (
     Grid,
     apply_case,
@@ -16,6 +19,7 @@ from fleetplan.optimizer.whatif_grid import (
     expand,
     load_grid,
     scaled_catalogs,
+    solve_case,
 )
 
 SMALL = Path(__file__).parent / "fixtures" / "small_scenario.yaml"
@@ -154,3 +158,18 @@ def test_disaggregation_and_engine_axes(tmp_path):
     assert results.loc["pairs", "usd_per_month"] <= results.loc["colocated", "usd_per_month"] * (1 + base_gap(base))
     engine, _ = apply_case(base, {"engine": "vllm"}, grid)
     assert engine["fleet"]["engine"] == "vllm"
+
+
+def test_cases_that_ask_the_engine_the_same_question_share_one_estimate(tmp_path, shipped):
+    # demand and price axes leave every capacity unchanged: one engine call serves them all,
+    # and each row still equals planning its case directly
+    grid, base = load_grid(grid_file(tmp_path, "axes:\n  demand_multiplier: [1, 2]\n"
+                                               "  price_multiplier: {l40s: [0.5, 1]}\n"))
+    memo = whatif_grid.EstimateMemo()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(whatif_grid, "_ESTIMATES", memo)
+        rows = [solve_case(base, case, grid.model_dump_json(), []) for case in expand(grid)]
+    assert memo.hits == 3 and len(memo.results) == 1
+    data, multipliers = apply_case(base, expand(grid)[3], grid)
+    direct = plan_scenario(validate_scenario(data), scaled_catalogs(shipped, multipliers), what_if=False)
+    assert rows[3]["usd_per_month"] == pytest.approx(direct.usd_per_month, rel=1e-9)
