@@ -137,19 +137,20 @@ def check_joint_scenarios(workloads: list) -> None:
     first, reference = given[0]
     probability = {s.name: s.probability for s in reference}
     for index, scenarios in given[1:]:
-        for scenario in scenarios:
-            if scenario.name not in probability:
-                problem = did_you_mean(scenario.name, probability, kind="scenario")
-                message = (f"workloads[{index}].demand_scenarios: {problem}; every workload "
-                           f"names the scenarios of workloads[{first}]")
-                raise ValueError(message)
-            if abs(scenario.probability - probability[scenario.name]) > PROBABILITY_TOLERANCE:
-                message = (f"workloads[{index}].demand_scenarios: '{scenario.name}' has "
-                           f"probability {scenario.probability:g}, workloads[{first}] gives it "
-                           f"{probability[scenario.name]:g}; one joint scenario set")
-                raise ValueError(message)
-        missing = set(probability) - {s.name for s in scenarios}
-        if missing:
-            message = (f"workloads[{index}].demand_scenarios: missing {sorted(missing)[0]!r}; "
-                       f"every workload names the scenarios of workloads[{first}]")
+        where = f"workloads[{index}].demand_scenarios"
+        unknown = [s.name for s in scenarios if s.name not in probability]
+        if unknown:
+            problem = did_you_mean(unknown[0], probability, kind="scenario")
+            message = f"{where}: {problem}; every workload names the scenarios of workloads[{first}]"
             raise ValueError(message)
+        missing = sorted(set(probability) - {s.name for s in scenarios})
+        if missing:
+            message = (f"{where}: missing {missing[0]!r}; every workload names the scenarios of "
+                       f"workloads[{first}]")
+            raise ValueError(message)
+        for scenario in scenarios:
+            if abs(scenario.probability - probability[scenario.name]) > PROBABILITY_TOLERANCE:
+                message = (f"{where}: '{scenario.name}' has probability {scenario.probability:g}, "
+                           f"workloads[{first}] gives it {probability[scenario.name]:g}; one "
+                           "joint scenario set")
+                raise ValueError(message)
