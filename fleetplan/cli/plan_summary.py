@@ -23,6 +23,7 @@ def print_plan(plan) -> None:
     _fleet(plan)
     _workloads(plan)
     _chargeback(plan)
+    _commitments(plan)
     if not plan.binding_constraints.empty:
         typer.echo("\nWhat limits the plan:")
         for text in plan.binding_constraints["description"].head(MAX_ROWS):
@@ -77,3 +78,22 @@ def _chargeback(plan) -> None:
     print_table("\nChargeback", ["team", "cost center", "USD per month", "USD over the horizon", "share",
                                  "of it spare USD", "USD per 1M tokens"], rows,
                 numeric=[False, False, True, True, True, True, True])
+
+
+def _commitments(plan) -> None:
+    """Each commitment option's expected cost and risk, and the VSS, under demand scenarios."""
+    table = plan.commitments
+    if table.empty:
+        return
+    options = table.drop_duplicates("option")
+    rows = [[o["option"], o["reserved_gpus"], o["expected_usd_per_month"], o["p90_usd_per_month"],
+             o["cost_at_risk_usd_per_month"], o["over_stochastic_usd_per_month"]]
+            for o in options.to_dict("records")]
+    print_table("\nCommitments under uncertain demand (USD per month; costs are expected over the "
+                "demand scenarios)", ["commitment option", "reserved GPUs", "expected", "P90",
+                                      "cost-at-risk", "above the stochastic plan"], rows,
+                numeric=[False, True, True, True, True, True])
+    risk = plan.assumptions.get("stochastic") or {}
+    vss = risk.get("vss_usd_per_month", math.nan)
+    typer.echo(f"value of the stochastic solution (VSS): ${number_text(vss)} per month, against "
+               f"committing as if demand were the {risk.get('p50_scenario', 'P50')} scenario")

@@ -33,6 +33,7 @@ from fleetplan.catalogs.conventions import RESERVED_PRICING
 from fleetplan.optimizer import fleet_simplicity as simplicity
 from fleetplan.optimizer import milp_constraints as build
 from fleetplan.optimizer import plan_checks as checks
+from fleetplan.optimizer import stochastic_model as stochastic
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.plan_summary import usd
@@ -317,6 +318,10 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         ("fleet.pricing", "fleet.reserved_beyond_horizon"),
         build=None, check=checks.check_reserved_baseline,
         links_periods=lambda p: bool(p.offers["pricing_type"].isin(RESERVED_PRICING).any())),
+    ConstraintFamily(  # an objective term (the risk of the cost), so it limits no plan
+        "cvar", "USD", ("cvar_alpha", "cvar_weight"), ("fleet.stochastic",),
+        build=stochastic.define_cvar, check=stochastic.check_cvar,
+        links_periods=lambda p: p.cvar_weight > 0, in_period_subproblems=False),
 )
 
 #: Each family by name.

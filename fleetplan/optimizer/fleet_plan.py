@@ -24,7 +24,7 @@ from fleetplan.optimizer.plan_summary import summary_text
 TABLE_FIELDS: tuple[str, ...] = (
     "fleet", "fleet_by_period", "nodes", "routing", "workloads", "costs_by_gpu",
     "costs_by_pricing", "costs_by_workload", "costs_by_month", "binding_constraints",
-    "unmet_demand", "prices", "periods", "candidates",
+    "unmet_demand", "prices", "periods", "candidates", "commitments",
 )
 
 #: Scalar fields written at the top of the JSON file and the workbook's summary.
@@ -110,6 +110,14 @@ class FleetPlan:
         candidates: (workload, bucket, config): the capacity table the model used:
             model, gpu, quant, tp, input_len, output_len, req_s_per_replica (at 100 %
             utilization), batch, tpot_ms, ttft_ms, valid, reason.
+        commitments: (option, scenario): with demand scenarios only, each commitment option
+            priced with its recourse re-solved per scenario (``commitment_risk.COLUMNS``):
+            reserved_gpus, probability, usd_per_month and recourse_usd_per_month in that
+            scenario, utilization of the commitment [fraction], first-stage, expected, P90,
+            CVaR and cost-at-risk (P90 - expected) USD per month, over_stochastic_usd_per_month
+            (expected cost above the stochastic plan's; the P50-only row's is the VSS).
+    With demand scenarios, periods carry scenario and probability, hours are weighted by
+    probability, and every cost is the expected cost over the scenarios.
     """
 
     status: str
@@ -136,6 +144,7 @@ class FleetPlan:
     prices: pd.DataFrame = field(default_factory=_empty)
     periods: pd.DataFrame = field(default_factory=_empty)
     candidates: pd.DataFrame = field(default_factory=_empty)
+    commitments: pd.DataFrame = field(default_factory=_empty)
 
     @property
     def feasible(self) -> bool:

@@ -40,7 +40,10 @@ class Problem:
     [h], horizon_months [months], budget_usd_per_month [USD; None = no cap], spot_max_share
     [fraction of GPUs in a period that may be spot; None = no cap], max_configs_per_workload
     [routes one workload may use over the horizon; None = any], one_quant_per_model [every
-    model in one quantization; needs configs.model and configs.quant].
+    model in one quantization; needs configs.model and configs.quant], cvar_alpha and
+    cvar_weight [CVaR level and weight in the objective, with demand scenarios only].
+    With demand scenarios (``stochastic_problem.py``) every period belongs to one scenario:
+    periods then also carry scenario and probability, and hours are weighted by probability.
     """
 
     workloads: pd.DataFrame
@@ -58,6 +61,8 @@ class Problem:
     max_configs_per_workload: int | None = None
     one_quant_per_model: bool = False
     notes: list[str] = field(default_factory=list)
+    cvar_alpha: float = 0.9
+    cvar_weight: float = 0.0
 
     @property
     def horizon_hours(self) -> float:
@@ -189,3 +194,15 @@ def table_problem(capacity_req_s: np.ndarray, usd_per_gpu_hour: np.ndarray,
         target_utilization=target_utilization, hours_per_month=hours, horizon_months=horizon,
         **scalars,
     )
+
+
+def month_keys(periods: pd.DataFrame) -> list[str]:
+    """Columns naming one month of one outcome: ``scenario`` and ``month`` when the periods
+    carry demand scenarios (``stochastic_problem.py``), else ``month``."""
+    return ["scenario", "month"] if "scenario" in periods else ["month"]
+
+
+def period_probability(periods: pd.DataFrame) -> pd.Series:
+    """Each period's probability (1 without demand scenarios), indexed by period."""
+    probability = periods["probability"] if "probability" in periods else 1.0
+    return pd.Series(probability, index=periods.index).set_axis(periods["period"])

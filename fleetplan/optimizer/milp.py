@@ -209,6 +209,9 @@ def define_objective(model: FleetModel) -> None:
     nodes, cost = model.nodes, np.zeros(model.program.n_cols)
     cost[nodes["col"].to_numpy(dtype=np.int64)] = (
         nodes["gpus_per_node"] * nodes["usd_per_gpu_hour"] * nodes["hours"]).to_numpy(float)
+    extra = model.extras.get("objective")  # terms a family adds (CVaR: stochastic_model.py)
+    if extra is not None:
+        np.add.at(cost, extra["col"].to_numpy(dtype=np.int64), extra["coef"].to_numpy(float))
     model.cost = cost
     if model.elastic and not model.unmet.empty:
         hours = model.problem.periods.set_index("period")["hours"]

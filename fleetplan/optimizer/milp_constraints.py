@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from fleetplan.optimizer.fleet_problem import month_keys, period_probability
 from fleetplan.optimizer.milp_tables import add_keyed_rows, per_period
 from fleetplan.optimizer.node_packing import chain_capacity, is_chain, patterns
 
@@ -220,17 +221,21 @@ def define_pool_cover(model: FleetModel) -> None:
 
 
 def monthly_cost_terms(model: FleetModel) -> pd.DataFrame:
-    """Cost of each node column in each month: (month, col, coef [USD per node])."""
+    """Cost of each node column in each month: (month, col, coef [USD per node]); with demand
+    scenarios per (scenario, month), each scenario's hours at their own weight."""
     p = model.problem
+    months = month_keys(p.periods)
     nodes = model.nodes.assign(
         usd_per_node_hour=model.nodes["gpus_per_node"] * model.nodes["usd_per_gpu_hour"])
-    reserved = nodes[nodes["period"] < 0].merge(p.periods[["month"]].drop_duplicates(),
+    reserved = nodes[nodes["period"] < 0].merge(p.periods[months].drop_duplicates(),
                                                 how="cross")
     reserved["coef"] = reserved["usd_per_node_hour"] * p.hours_per_month
-    flexible = nodes[nodes["period"] >= 0].merge(p.periods[["period", "month", "month_weight"]],
-                                                 on="period")
-    flexible["coef"] = flexible["usd_per_node_hour"] * flexible["hours"] / flexible["month_weight"]
-    return pd.concat([reserved[["month", "col", "coef"]], flexible[["month", "col", "coef"]]],
+    flexible = nodes[nodes["period"] >= 0].merge(
+        p.periods[["period", *months, "month_weight"]], on="period")
+    probability = flexible["period"].map(period_probability(p.periods))
+    flexible["coef"] = flexible["usd_per_node_hour"] * flexible["hours"] / (
+        flexible["month_weight"] * probability)
+    return pd.concat([reserved[[*months, "col", "coef"]], flexible[[*months, "col", "coef"]]],
                      ignore_index=True)
 
 
@@ -239,5 +244,11 @@ def define_budget(model: FleetModel) -> None:
     budget = model.problem.budget_usd_per_month
     if budget is None:
         return
-    add_keyed_rows(model, "budget", monthly_cost_terms(model), ["month"], "<=", float(budget),
-                   unit="USD/month", subject=lambda t: t["month"].map(lambda m: f"month {m}"))
+    months = month_keys(model.problem.periods)
+    add_keyed_rows(model, "budget", monthly_cost_terms(model), months, "<=", float(budget),
+                   unit="USD/month", subject=lambda t: _month_names(t, months))
+
+
+def _month_names(table: pd.DataFrame, months: list[str]) -> pd.Series:
+    names = table["month"].map(lambda m: f"month {m}")
+    return names if months == ["month"] else table["scenario"].astype(str) + " " + names

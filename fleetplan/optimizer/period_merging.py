@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 
 from fleetplan.optimizer.fleet_plan import FleetPlan
-from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.fleet_problem import Problem, month_keys
 
 #: Plan tables with a ``period`` column, spread back to every original period after solving.
 PERIOD_TABLES = ("fleet_by_period", "routing", "unmet_demand")
@@ -26,19 +26,22 @@ def demand_matrix(problem: Problem) -> pd.DataFrame:
 def merged_periods(periods: pd.DataFrame, representative: pd.Series) -> pd.DataFrame:
     """One period per representative, standing for the hours of the periods it represents."""
     periods = periods.assign(representative=periods["period"].map(representative))
+    kept = {name: (name, "first") for name in ("scenario", "probability") if name in periods}
     return periods.groupby("representative", as_index=False).agg(
         month=("month", "first"), hour=("hour", "first"), hours=("hours", "sum"),
-        month_weight=("month_weight", "first")).rename(columns={"representative": "period"})
+        month_weight=("month_weight", "first"), **kept).rename(
+        columns={"representative": "period"})
 
 
 def representative_periods(problem: Problem) -> pd.Series:
-    """For each period, the first period of the same month with identical demand."""
+    """For each period, the first period of the same month (of the same demand scenario) with
+    identical demand."""
     wide = demand_matrix(problem).round(9)
-    month = problem.periods.set_index("period")["month"]
+    months = month_keys(problem.periods)
+    calendar = problem.periods.set_index("period")[months].reindex(wide.index)
     key = pd.util.hash_pandas_object(wide, index=False).to_numpy()
-    groups = pd.DataFrame({"period": wide.index, "month": month.reindex(wide.index).to_numpy(),
-                           "key": key})
-    first = groups.groupby(["month", "key"])["period"].transform("min")
+    groups = calendar.reset_index(drop=True).assign(period=wide.index.to_numpy(), key=key)
+    first = groups.groupby([*months, "key"])["period"].transform("min")
     return pd.Series(first.to_numpy(), index=groups["period"].to_numpy(), name="representative")
 
 

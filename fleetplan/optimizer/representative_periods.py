@@ -35,7 +35,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.fleet_problem import Problem, month_keys
 from fleetplan.optimizer.period_merging import demand_matrix, merged_periods
 
 logger = logging.getLogger(__name__)
@@ -82,7 +82,8 @@ def cluster_periods(problem: Problem, per_month: int = REPRESENTATIVES_PER_MONTH
     wide = demand_matrix(problem)
     periods = problem.periods.set_index("period")
     first = pd.Series(wide.index.to_numpy(), index=wide.index)
-    for _, members in periods.groupby("month").groups.items():
+    months = month_keys(problem.periods)
+    for _, members in periods.groupby(months if len(months) > 1 else months[0]).groups.items():
         members = np.asarray(members)
         points = wide.loc[members].to_numpy(dtype=float)
         scale = np.where(points.max(axis=0) > 0, points.max(axis=0), 1.0)
@@ -102,5 +103,5 @@ def representative_problem(problem: Problem, representative: pd.Series) -> Probl
 
 def wants_representatives(problem: Problem) -> bool:
     """True when some month has more than :data:`REPRESENTATIVE_THRESHOLD` periods."""
-    counts = problem.periods.groupby("month").size()
+    counts = problem.periods.groupby(month_keys(problem.periods)).size()
     return bool((counts > REPRESENTATIVE_THRESHOLD).any())

@@ -19,6 +19,13 @@ from fleetplan.catalogs.prices import (
     parse_price_rule,
 )
 from fleetplan.errors import did_you_mean
+from fleetplan.optimizer.uncertainty_inputs import (
+    DemandScenario,
+    Stochastic,
+    check_joint_scenarios,
+    check_quantiles,
+    check_scenario_set,
+)
 
 PricingType = Literal[PRICING_TYPES]
 SolverName = Literal["auto", "highs", "cbc"]
@@ -85,6 +92,13 @@ class Workload(_Strict):
                              description="Team charged for this workload (chargeback)")
     cost_center: str | None = Field(None, min_length=1, max_length=80,
                                     description="Cost center charged for this workload (chargeback)")
+    demand_scenarios: list[DemandScenario] | None = Field(
+        None, min_length=1, description="Demand outcomes with probabilities (uncertainty_inputs)")
+    demand_quantiles: dict[str, float] | None = Field(
+        None, description="P10/P50/P90 demand factors, probabilities 0.3/0.4/0.3 (Swanson)")
+
+    _scenario_set = field_validator("demand_scenarios")(check_scenario_set)
+    _quantiles = field_validator("demand_quantiles")(check_quantiles)
 
     @field_validator("hourly_profile")
     @classmethod
@@ -110,6 +124,9 @@ class Workload(_Strict):
             raise ValueError(message)
         if has_means and (self.input_tokens is None or self.output_tokens is None):
             message = "give both input_tokens and output_tokens"
+            raise ValueError(message)
+        if self.demand_scenarios is not None and self.demand_quantiles is not None:
+            message = "give either demand_scenarios or demand_quantiles, not both"
             raise ValueError(message)
         return self
 
@@ -261,6 +278,8 @@ class Fleet(_Strict):
                            "error band of rows like it (p90: a pessimistic plan)")
     disaggregation: Disaggregation | None = Field(
         None, description="Also offer prefill/decode disaggregated pairs as candidates")
+    stochastic: Stochastic = Field(
+        Stochastic(), description="Objective under workloads' demand scenarios")
 
     @field_validator("tp")
     @classmethod
@@ -346,6 +365,7 @@ class Scenario(_Strict):
     @model_validator(mode="after")
     def _profiles_share_a_cycle(self) -> Scenario:
         check_profile_cycle(self.workloads)
+        check_joint_scenarios(self.workloads)
         return self
 
     @field_validator("fleet")

@@ -17,6 +17,7 @@ from fleetplan.optimizer.capacity_profiles import (
     read_profiles,
     uncovered_reasons,
 )
+from fleetplan.optimizer.commitment_risk import add_commitments
 from fleetplan.optimizer.constraint_families import scenario_settings
 from fleetplan.optimizer.demand import demand_table, plan_periods, workload_buckets
 from fleetplan.optimizer.disaggregated_candidates import disaggregated_candidates
@@ -27,6 +28,7 @@ from fleetplan.optimizer.scenario import Scenario
 from fleetplan.optimizer.scenario_prices import select_prices
 from fleetplan.optimizer.slo_levels import slo_levels
 from fleetplan.optimizer.solver import SolveOptions
+from fleetplan.optimizer.stochastic_problem import with_demand_scenarios
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +140,7 @@ def prepare(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=No
         target_utilization=fleet.target_utilization, hours_per_month=fleet.hours_per_month,
         horizon_months=float(fleet.horizon_months), notes=notes + term_notes + more_notes,
         **scenario_settings(scenario))
+    problem = with_demand_scenarios(scenario, problem, buckets)
     return PreparedScenario(problem, prices, base, relaxed, source, catalogs.versions())
 
 
@@ -158,6 +161,7 @@ def plan_scenario(scenario: Scenario, catalogs: Catalogs | None = None, *, estim
     plan = optimize_problem(prepared.problem, options, what_if_options,
                             scenario=scenario.model_dump(mode="json"), assumptions=assumptions,
                             prices=prepared.prices)
+    plan = add_commitments(plan, prepared.problem, options)
     plan.fleet = with_calibration(plan.fleet, prepared.candidates)
     plan.messages = [*prepared.problem.notes, *plan.messages, *prior_warnings(plan.fleet)]
     return plan

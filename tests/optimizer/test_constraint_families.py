@@ -3,6 +3,7 @@ plan check (each family's check) agrees with the independent test checker."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,6 +17,7 @@ from fleetplan.optimizer.constraint_families import (
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.solver import SolveOptions
+from fleetplan.optimizer.stochastic_problem import with_demand_factors
 from tests.optimizer.instances import make_problem
 from tests.optimizer.plan_checker import check_plan
 from tests.optimizer.test_bruteforce import instances
@@ -35,7 +37,9 @@ def every_family_problem():
 
 
 def test_every_family_built_has_one_entry_and_every_entry_builds():
-    model = build_model(every_family_problem())
+    outcomes = pd.DataFrame({"scenario": ["low", "high"], "probability": [0.5, 0.5],
+                             "factor": [0.8, 1.2]})
+    model = build_model(with_demand_factors(every_family_problem(), outcomes, cvar_weight=1.0))
     built = list(dict.fromkeys(model.constraint_table()["family"]))
     with_builders = [f.name for f in FAMILIES if f.build is not None]
     # no offer caps here; the cost cover is built last, from small models of the others

@@ -1,0 +1,193 @@
+"""What each commitment risks: expected and P90 cost, cost-at-risk, utilisation per scenario,
+and the value of the stochastic solution.
+
+A commitment option is a first stage: reserved replicas per configuration and pricing type.
+Each option is priced by re-solving the stochastic problem with that first stage fixed, so the
+recourse (on-demand and spot capacity) is chosen per scenario as it would be once the outcome
+is known. Options: the stochastic plan's own commitment, the P50-only plan's (the plan made as
+if the median demand scenario were certain), the P90-only plan's, and fractions of the P90-only
+plan's reserved replicas between zero and all of them (:data:`COMMITTED_SHARES`).
+
+Definitions (per option, costs per month of the horizon):
+    expected: sum over scenarios of probability x cost; P90 cost: the smallest scenario cost
+    whose cumulative probability reaches 0.9; CVaR: the mean cost of the worst 1 - alpha of
+    outcomes (``stochastic_model.cvar_usd``); cost-at-risk: P90 cost minus expected cost (how
+    much a bad year costs beyond the budgeted expectation); utilisation: the share of committed
+    GPU-hours carrying load in that scenario. VSS (value of the stochastic solution [1]): the
+    P50-only option's expected cost minus the stochastic plan's, both with recourse re-solved
+    per scenario; never negative up to the solver's gap.
+
+References:
+    [1] J. R. Birge, "The value of the stochastic solution in stochastic linear programs with
+        fixed recourse", Mathematical Programming 24 (1982) 314-325.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.optimizer.decomposition import WHOLE_MODEL_COLUMNS, solve_fleet
+from fleetplan.optimizer.fleet_plan import FleetPlan
+from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.milp import FleetModel, build_model
+from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, PeriodTask, solve_periods
+from fleetplan.optimizer.reserved_first import reserved_plan, reserved_rows
+from fleetplan.optimizer.solver import SolveOptions, open_solver
+from fleetplan.optimizer.stochastic_model import (
+    commitment_utilization,
+    cost_quantile,
+    cvar_usd,
+    reserved_replicas,
+    scenario_costs,
+)
+from fleetplan.optimizer.stochastic_problem import (
+    demand_quantile_scenario,
+    has_scenarios,
+    outcome_problem,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Shares of the P90-only plan's reserved replicas offered as commitment options.
+COMMITTED_SHARES = (0.0, 0.25, 0.5, 0.75)
+
+#: Quantile of the cost distribution reported as "P90 cost".
+P90 = 0.9
+
+#: Columns of the commitments table (one row per option and scenario).
+COLUMNS = ("option", "reserved_gpus", "scenario", "probability", "usd_per_month",
+           "recourse_usd_per_month", "utilization", "first_stage_usd_per_month",
+           "expected_usd_per_month", "p90_usd_per_month", "cvar_usd_per_month",
+           "cost_at_risk_usd_per_month", "over_stochastic_usd_per_month")
+
+
+def first_stage(model: FleetModel, values: np.ndarray) -> pd.DataFrame:
+    """The reserved replicas of a solved model: config, pricing_type, replicas."""
+    return reserved_replicas(model, values)[["config", "pricing_type", "replicas"]]
+
+
+def committed_values(model: FleetModel, commitment: pd.DataFrame) -> np.ndarray:
+    """One reserved count per reserved replica row of ``model`` (0 where not committed)."""
+    keys = ["config", "pricing_type"]
+    rows = reserved_rows(model)[keys].merge(commitment, on=keys, how="left")
+    return rows["replicas"].fillna(0.0).to_numpy(dtype=float)
+
+
+def solve_committed(model: FleetModel, commitment: pd.DataFrame, options: SolveOptions,
+                    seconds: float) -> np.ndarray | None:
+    """Values of the cheapest plan with the first stage fixed to ``commitment`` (None when no
+    plan was found in ``seconds``): the periods separate, so large models solve per period."""
+    fixed = reserved_plan(model, committed_values(model, commitment))
+    cut = model.constraint_table()["family"].isin(["budget", "simplicity", "cvar"]).any()
+    if model.program.n_cols <= WHOLE_MODEL_COLUMNS or cut:
+        solver = open_solver(model.program, model.cost, options)
+        solver.set_col_bounds(fixed["cols"], fixed["values"], fixed["values"])
+        return solver.solve(time_limit_s=max(seconds, 0.05), mip_gap=options.mip_gap).values
+    cost = model.cost.copy()
+    cost[fixed["cols"]] = 0.0
+    run = solve_periods(PeriodPrograms.of(model), PeriodTask(cost, fixed=fixed), options,
+                        Deadline(seconds))
+    return run.values if run.complete() else None
+
+
+def single_outcome_commitment(problem: Problem, scenario: str, options: SolveOptions,
+                              seconds: float) -> pd.DataFrame:
+    """The first stage of the plan made as if ``scenario`` were certain."""
+    model = build_model(outcome_problem(problem, scenario), cost_cover=False)
+    outcome = solve_fleet(model, options, Deadline(seconds))
+    if not outcome.has_solution or model.values is None:
+        return pd.DataFrame(columns=["config", "pricing_type", "replicas"])
+    return first_stage(model, model.values)
+
+
+def option_rows(model: FleetModel, values: np.ndarray | None, name: str,
+                alpha: float) -> pd.DataFrame:
+    """One row per scenario of one option (NaN costs when it has no plan)."""
+    months = model.problem.horizon_months
+    costs = scenario_costs(model, values if values is not None else np.zeros(
+        model.program.n_cols))
+    if values is None:
+        costs[["first_stage_usd", "recourse_usd", "usd"]] = math.nan
+    reserved = reserved_replicas(model, values if values is not None else np.zeros(
+        model.program.n_cols))
+    usd, probability = costs["usd"].to_numpy(), costs["probability"].to_numpy(float)
+    expected = float(np.dot(usd, probability))
+    p90 = cost_quantile(usd, probability, P90)
+    utilization = commitment_utilization(model, values) if values is not None else None
+    return pd.DataFrame({
+        "option": name, "reserved_gpus": float((reserved["replicas"] * reserved["tp"]).sum()),
+        "scenario": costs["scenario"], "probability": probability,
+        "usd_per_month": usd / months, "recourse_usd_per_month": costs["recourse_usd"] / months,
+        "utilization": np.nan if utilization is None else
+        costs["scenario"].map(utilization).to_numpy(float),
+        "first_stage_usd_per_month": costs["first_stage_usd"] / months,
+        "expected_usd_per_month": expected / months, "p90_usd_per_month": p90 / months,
+        "cvar_usd_per_month": cvar_usd(usd, probability, alpha) / months,
+        "cost_at_risk_usd_per_month": (p90 - expected) / months})
+
+
+def commitment_options(problem: Problem, chosen: pd.DataFrame, options: SolveOptions,
+                       deadline: Deadline) -> dict[str, pd.DataFrame]:
+    """Named first stages: the stochastic plan's, the P50-only and P90-only plans', and shares
+    of the P90-only plan's reserved replicas (rounded down to whole replicas)."""
+    median = demand_quantile_scenario(problem, 0.5)
+    high = demand_quantile_scenario(problem, P90)
+    found = {"stochastic": chosen,
+             f"P50 only ({median})": single_outcome_commitment(problem, median, options,
+                                                               deadline.share(0.25))}
+    p90 = single_outcome_commitment(problem, high, options, deadline.share(0.3))
+    for share in COMMITTED_SHARES:
+        found[f"{share:.0%} of P90 reserved"] = p90.assign(
+            replicas=np.floor(p90["replicas"] * share + 1e-9))
+    found[f"P90 only ({high})"] = p90
+    return found
+
+
+def commitment_table(problem: Problem, chosen: pd.DataFrame, options: SolveOptions,
+                     seconds: float) -> pd.DataFrame:
+    """The commitments table (:data:`COLUMNS`) for a problem with demand scenarios, given the
+    stochastic plan's first stage ``chosen`` (config, pricing_type, replicas)."""
+    deadline = Deadline(seconds)
+    model = build_model(problem.with_changes(cvar_weight=0.0), cost_cover=False)
+    found = commitment_options(problem, chosen, options, deadline)
+    parts = []
+    for position, (name, commitment) in enumerate(found.items()):
+        left = deadline.remaining() / max(len(found) - position, 1)
+        values = solve_committed(model, commitment, options, left)
+        parts.append(option_rows(model, values, name, problem.cvar_alpha))
+    table = pd.concat(parts, ignore_index=True)
+    stochastic = table.loc[table["option"] == "stochastic", "expected_usd_per_month"]
+    table["over_stochastic_usd_per_month"] = table["expected_usd_per_month"] - float(
+        stochastic.iloc[0])
+    return table[list(COLUMNS)]
+
+
+def value_of_stochastic_solution(table: pd.DataFrame) -> float:
+    """VSS [USD/month]: the P50-only option's expected cost minus the stochastic plan's."""
+    p50 = table[table["option"].str.startswith("P50 only")]
+    return float(p50["over_stochastic_usd_per_month"].iloc[0]) if len(p50) else math.nan
+
+
+def add_commitments(plan: FleetPlan, problem: Problem, options: SolveOptions) -> FleetPlan:
+    """``plan`` with its commitments table and, in ``assumptions["stochastic"]``, the demand
+    scenarios, the objective and the VSS; unchanged without demand scenarios or a plan."""
+    if not has_scenarios(problem) or not plan.feasible:
+        return plan
+    fleet = plan.fleet
+    reserved = fleet[fleet["pricing_type"].isin(RESERVED_PRICING)]
+    chosen = pd.DataFrame({"config": reserved["config"], "pricing_type": reserved["pricing_type"],
+                           "replicas": reserved["replicas_peak"].astype(float)})
+    plan.commitments = commitment_table(problem, chosen, options, options.time_limit_s)
+    scenarios = problem.periods.drop_duplicates("scenario")
+    plan.assumptions["stochastic"] = {
+        "scenarios": dict(zip(scenarios["scenario"], scenarios["probability"], strict=True)),
+        "objective": "cvar" if problem.cvar_weight > 0 else "expected",
+        "cvar_alpha": problem.cvar_alpha, "cvar_weight": problem.cvar_weight,
+        "p50_scenario": demand_quantile_scenario(problem, 0.5),
+        "vss_usd_per_month": value_of_stochastic_solution(plan.commitments)}
+    return plan

@@ -1,0 +1,188 @@
+"""Two-stage stochastic planning: the first stage against a brute force over commitment levels,
+the P50-only plan never cheaper in expectation than the stochastic plan, CVaR, and the
+(scenario, month) grouping of periods."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from fleetplan.optimizer.commitment_risk import add_commitments, value_of_stochastic_solution
+from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.optimization import optimize_problem
+from fleetplan.optimizer.period_merging import merge_identical_periods
+from fleetplan.optimizer.solver import SolveOptions
+from fleetplan.optimizer.stochastic_model import cost_quantile, cvar_usd
+from fleetplan.optimizer.stochastic_problem import (
+    demand_quantile_scenario,
+    outcome_problem,
+    with_demand_factors,
+)
+from tests.optimizer.instances import make_problem
+
+EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)
+HOURS = 730.0
+
+
+def tiny(k0, k1, on_demand, reserved, other, demands, probabilities, **risk):
+    """One workload, one bucket: configuration c0 on g0 (on-demand or reserved), c1 on g1
+    (on-demand only); demand scenario s asks for ``demands[s]`` requests/s for the year."""
+    problem = make_problem([[k0], [k1]], [[1.0]],
+                           {("g0", "on_demand"): on_demand, ("g0", "reserved_1y"): reserved,
+                            ("g1", "on_demand"): other}, hours=[HOURS])
+    problem = problem.with_changes(periods=problem.periods.assign(month_weight=12.0))
+    names = [f"s{i}" for i in range(len(demands))]
+    scenarios = pd.DataFrame({"scenario": names, "probability": probabilities,
+                              "factor": demands})
+    return with_demand_factors(problem, scenarios, **risk)
+
+
+def brute_force(k0, k1, on_demand, reserved, other, demands, probabilities, weight=0.0,
+                alpha=0.9, max_reserved=8, max_flexible=10):
+    """Objective (expected cost + weight x CVaR) per reserved count, each scenario's recourse
+    enumerated: on-demand replicas of c0 and c1 covering its demand at least cost."""
+    p = np.asarray(probabilities, dtype=float)
+    objective = {}
+    for held in range(max_reserved + 1):
+        costs = []
+        for demand in demands:
+            costs.append(min(held * reserved * HOURS + (o0 * on_demand + o1 * other) * HOURS
+                             for o0, o1 in itertools.product(range(max_flexible + 1), repeat=2)
+                             if (held + o0) * k0 + o1 * k1 >= demand - 1e-9))
+        costs = np.asarray(costs)
+        tail = min(eta + np.dot(p, np.clip(costs - eta, 0, None)) / (1 - alpha) for eta in costs)
+        objective[held] = float(np.dot(p, costs) + weight * tail)
+    return objective
+
+
+def reserved_count(plan) -> int:
+    fleet = plan.fleet
+    return int(fleet.loc[fleet["pricing_type"] == "reserved_1y", "replicas_peak"].sum())
+
+
+PRICES = st.tuples(st.sampled_from([2.0, 3.0, 5.0]), st.sampled_from([2.0, 4.0, 6.0]),
+                   st.sampled_from([1.0, 1.5, 2.0]), st.sampled_from([0.5, 0.8, 1.2]),
+                   st.sampled_from([1.0, 1.6, 2.5]))
+OUTCOMES = st.sampled_from([(0.5, 0.5), (0.3, 0.7), (0.3, 0.4, 0.3), (0.2, 0.5, 0.3)]).flatmap(
+    lambda p: st.tuples(st.lists(st.sampled_from([0.0, 1.0, 3.0, 5.0, 8.0, 12.0]),
+                                 min_size=len(p), max_size=len(p)), st.just(list(p))))
+SETTINGS = settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.mark.slow
+@SETTINGS
+@given(PRICES, OUTCOMES)
+@example((2.0, 4.0, 1.0, 0.5, 1.6), ([1.0, 5.0, 12.0], [0.3, 0.4, 0.3]))
+def test_first_stage_matches_a_brute_force_over_commitment_levels(prices, outcomes):
+    demands, probabilities = outcomes
+    plan = optimize_problem(tiny(*prices, demands, probabilities), EXACT)
+    objective = brute_force(*prices, demands, probabilities)
+    assert plan.feasible
+    assert objective[reserved_count(plan)] == pytest.approx(min(objective.values()), rel=1e-9)
+    assert plan.objective_usd == pytest.approx(min(objective.values()), rel=1e-9)
+
+
+@pytest.mark.parametrize("weight", [0.5, 3.0])
+def test_cvar_first_stage_matches_a_brute_force(weight):
+    prices, demands, probabilities = (2.0, 4.0, 1.0, 0.8, 1.6), [1.0, 5.0, 12.0], [0.3, 0.4, 0.3]
+    plan = optimize_problem(tiny(*prices, demands, probabilities, cvar_alpha=0.9,
+                                 cvar_weight=weight), EXACT)
+    objective = brute_force(*prices, demands, probabilities, weight=weight)
+    assert objective[reserved_count(plan)] == pytest.approx(min(objective.values()), rel=1e-9)
+    neutral = brute_force(*prices, demands, probabilities)
+    assert neutral[reserved_count(plan)] > min(neutral.values())  # risk aversion moves it
+
+
+def test_cvar_with_weight_zero_is_the_expected_cost():
+    prices, demands, probabilities = (2.0, 4.0, 1.0, 0.8, 1.6), [1.0, 5.0, 12.0], [0.3, 0.4, 0.3]
+    expected = optimize_problem(tiny(*prices, demands, probabilities), EXACT)
+    zero = optimize_problem(tiny(*prices, demands, probabilities, cvar_weight=0.0), EXACT)
+    model = build_model(tiny(*prices, demands, probabilities, cvar_weight=0.0))
+    assert "cvar" not in set(model.constraint_table()["family"])
+    assert zero.objective_usd == pytest.approx(expected.objective_usd, rel=1e-12)
+    assert reserved_count(zero) == reserved_count(expected)
+
+
+@pytest.mark.slow
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(PRICES, OUTCOMES)
+@example((2.0, 4.0, 1.0, 0.5, 1.6), ([1.0, 5.0, 12.0], [0.3, 0.4, 0.3]))
+def test_no_commitment_option_beats_the_stochastic_plan_in_expectation(prices, outcomes):
+    demands, probabilities = outcomes
+    problem = tiny(*prices, demands, probabilities)
+    plan = add_commitments(optimize_problem(problem, EXACT), problem, EXACT)
+    table = plan.commitments
+    scale = max(plan.usd_per_month, 1.0)
+    assert (table["over_stochastic_usd_per_month"] >= -1e-9 * scale).all()
+    assert value_of_stochastic_solution(table) >= -1e-9 * scale
+    stochastic = table[table["option"] == "stochastic"]
+    assert stochastic["expected_usd_per_month"].iloc[0] == pytest.approx(plan.usd_per_month)
+
+
+def test_the_commitment_table_of_a_known_instance():
+    prices, demands, probabilities = (2.0, 4.0, 1.0, 0.5, 1.6), [1.0, 5.0, 12.0], [0.3, 0.4, 0.3]
+    problem = tiny(*prices, demands, probabilities)
+    plan = add_commitments(optimize_problem(problem, EXACT), problem, EXACT)
+    table = plan.commitments
+    assert list(dict.fromkeys(table["option"])) == [
+        "stochastic", "P50 only (s1)", "0% of P90 reserved", "25% of P90 reserved",
+        "50% of P90 reserved", "75% of P90 reserved", "P90 only (s2)"]
+    # brute force: 3 reserved c0 replicas (6 req/s) at 0.5 $/h; s2 needs 6 more req/s on
+    # demand, cheapest as one c1 (4 req/s, 1.6 $/h) and one c0 (2 req/s, 1 $/h)
+    stochastic = table[table["option"] == "stochastic"].set_index("scenario")
+    assert stochastic["reserved_gpus"].iloc[0] == 3
+    month = HOURS / 12
+    assert stochastic.loc["s2", "usd_per_month"] == pytest.approx((3 * 0.5 + 1.6 + 1.0) * month)
+    assert stochastic.loc["s0", "utilization"] == pytest.approx(1.0 / 6.0)
+    assert stochastic["cost_at_risk_usd_per_month"].iloc[0] == pytest.approx(
+        stochastic.loc["s2", "usd_per_month"] - stochastic["expected_usd_per_month"].iloc[0])
+    assert plan.assumptions["stochastic"]["vss_usd_per_month"] == pytest.approx(
+        value_of_stochastic_solution(table))
+
+
+def test_cost_quantile_and_cvar_of_a_discrete_distribution():
+    assert cost_quantile([1.0, 2.0, 3.0], [0.5, 0.3, 0.2], 0.9) == 3.0
+    assert cost_quantile([1.0, 2.0, 3.0], [0.5, 0.3, 0.2], 0.5) == 1.0
+    assert cvar_usd([1.0, 2.0, 3.0], [0.5, 0.3, 0.2], 0.6) == pytest.approx(
+        (0.2 * 2.0 + 0.2 * 3.0) / 0.4)
+    assert math.isnan(cost_quantile([], [], 0.9))
+
+
+def test_scenario_copies_share_hours_by_probability():
+    problem = tiny(2.0, 4.0, 1.0, 0.5, 1.6, [1.0, 5.0, 12.0], [0.3, 0.4, 0.3])
+    assert problem.horizon_hours == pytest.approx(HOURS)
+    assert problem.periods["scenario"].tolist() == ["s0", "s1", "s2"]
+    assert demand_quantile_scenario(problem, 0.5) == "s1"
+    assert demand_quantile_scenario(problem, 0.9) == "s2"
+    alone = outcome_problem(problem, "s2")
+    assert alone.horizon_hours == pytest.approx(HOURS)
+    assert alone.demand["req_s"].tolist() == [12.0]
+
+
+def test_identical_periods_merge_only_within_a_scenario():
+    base = make_problem([[4.0]], [[2.0], [2.0]], {("g0", "on_demand"): 1.0}, hours=[5.0, 5.0])
+    two = pd.DataFrame({"scenario": ["a", "b"], "probability": [0.5, 0.5], "factor": [1.0, 1.0]})
+    merged, representative = merge_identical_periods(with_demand_factors(base, two))
+    assert merged.periods["scenario"].tolist() == ["a", "b"]
+    assert representative.tolist() == [0, 0, 2, 2]
+
+
+def test_the_budget_holds_in_every_scenario_and_month():
+    problem = tiny(2.0, 4.0, 1.0, 0.5, 1.6, [1.0, 5.0, 12.0], [0.3, 0.4, 0.3])
+    month = HOURS / 12
+    # the high scenario alone needs 6 req/s beyond what the cheapest commitment carries
+    capped = problem.with_changes(budget_usd_per_month=4.0 * month)
+    model = build_model(capped)
+    rows = model.constraint_table().query("family == 'budget'")
+    assert sorted(rows["subject"]) == ["s0 month 0", "s1 month 0", "s2 month 0"]
+    plan = optimize_problem(capped, EXACT)
+    costs = add_commitments(plan, capped, EXACT).commitments
+    own = costs[costs["option"] == "stochastic"]
+    assert (own["usd_per_month"] <= 4.0 * month * (1 + 1e-9)).all()
+    assert plan.objective_usd > optimize_problem(problem, EXACT).objective_usd
