@@ -41,6 +41,14 @@ class Problem:
     [fraction of GPUs in a period that may be spot; None = no cap], max_configs_per_workload
     [routes one workload may use over the horizon; None = any], one_quant_per_model [every
     model in one quantization; needs configs.model and configs.quant].
+    Supply beyond GPUs (empty tables = none; ``power_envelope.py``, ``hosted_apis.py``):
+        sites: site, kw [kW the site may draw], pue [facility kW per IT kW].
+        site_gpus: site, gpu, pricing_type, kw_per_gpu [IT kW per GPU bought, host share
+            included]: the offers whose GPUs draw on the site.
+        apis: api, max_requests_per_min, max_tokens_per_min [rate limits; NaN = none] (and
+            descriptive columns: provider, model, prices, ttft_ms, tpot_ms, source, as_of).
+        api_candidates: workload, bucket, api, tokens_per_request [prompt + output tokens],
+            usd_per_request [USD]: buckets an API may serve within the workload's SLOs.
     """
 
     workloads: pd.DataFrame
@@ -58,6 +66,14 @@ class Problem:
     max_configs_per_workload: int | None = None
     one_quant_per_model: bool = False
     notes: list[str] = field(default_factory=list)
+    sites: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["site", "kw", "pue"]))
+    site_gpus: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["site", "gpu", "pricing_type", "kw_per_gpu"]))
+    apis: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["api", "max_requests_per_min", "max_tokens_per_min"]))
+    api_candidates: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["workload", "bucket", "api", "tokens_per_request", "usd_per_request"]))
 
     @property
     def horizon_hours(self) -> float:
