@@ -13,7 +13,8 @@ import math
 import pandas as pd
 
 from fleetplan.catalogs import Catalogs
-from fleetplan.errors import ScenarioError, UnknownNameError, did_you_mean
+from fleetplan.errors import ScenarioError, UnknownNameError
+from fleetplan.optimizer.candidates import fleet_gpu_id
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.hosted_apis import api_candidates
 from fleetplan.optimizer.power_envelope import (
@@ -44,19 +45,8 @@ def _site_gpu_ids(scenario: Scenario, catalogs: Catalogs, index: int,
     site = scenario.fleet.sites[index]
     if site.gpus is None:
         return fleet_gpus
-    chosen = []
-    for position, gpu in enumerate(site.gpus):
-        try:
-            canonical = catalogs.require("gpu", [gpu])[0]
-        except UnknownNameError as problem:
-            message = f"fleet.sites[{index}].gpus[{position}]: {problem}"
-            raise ScenarioError(message) from None
-        if canonical not in fleet_gpus:
-            problem = did_you_mean(gpu, fleet_gpus, kind="fleet GPU")
-            message = f"fleet.sites[{index}].gpus[{position}]: {problem}"
-            raise ScenarioError(message)
-        chosen.append(canonical)
-    return chosen
+    return [fleet_gpu_id(catalogs, gpu, fleet_gpus, f"fleet.sites[{index}].gpus[{position}]")
+            for position, gpu in enumerate(site.gpus)]
 
 
 def site_tables(scenario: Scenario, catalogs: Catalogs, fleet_gpus: list[str]) -> dict:

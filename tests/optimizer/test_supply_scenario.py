@@ -59,12 +59,12 @@ def test_bad_sites_and_apis_are_one_line_errors(path, value, message):
 
 
 @pytest.mark.parametrize(("path", "value", "message"), [
-    (("fleet", "apis", 0, "model"), "llama-3.1-8", r"fleet.apis\[0\].model: unknown model "
-                                                    r"'llama-3.1-8'; did you mean"),
-    (("fleet", "sites", 0, "gpus"), ["h10"], r"fleet.sites\[0\].gpus\[0\]: unknown gpu 'h10'; "
-                                              r"did you mean"),
-    (("fleet", "sites", 0, "gpus"), ["a10g"], r"fleet.sites\[0\].gpus\[0\]: unknown fleet GPU "
-                                               r"'a10g'"),
+    (("fleet", "apis", 0, "model"), "llama-3.1-8",
+     r"fleet.apis\[0\].model: unknown model 'llama-3.1-8'; did you mean"),
+    (("fleet", "sites", 0, "gpus"), ["h10"],
+     r"fleet.sites\[0\].gpus\[0\]: unknown gpu 'h10'; did you mean"),
+    (("fleet", "sites", 0, "gpus"), ["a10g"],
+     r"fleet.sites\[0\].gpus\[0\]: unknown fleet GPU 'a10g'"),
 ])
 def test_unknown_names_in_sites_and_apis_say_did_you_mean(shipped, path, value, message):
     scenario = validate_scenario(edited(path, value))
