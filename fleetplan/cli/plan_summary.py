@@ -7,6 +7,7 @@ import math
 
 import typer
 
+from fleetplan.cli.plan_supply import print_supply
 from fleetplan.cli.tables import number_text, print_table
 from fleetplan.optimizer.chargeback import chargeback_table
 
@@ -24,6 +25,7 @@ def print_plan(plan) -> None:
     _workloads(plan)
     _chargeback(plan)
     _commitments(plan)
+    print_supply(plan)
     if not plan.binding_constraints.empty:
         typer.echo("\nWhat limits the plan:")
         for text in plan.binding_constraints["description"].head(MAX_ROWS):

@@ -70,12 +70,20 @@ LABELS: dict[str, str] = {
     "demand_multiplier": "Demand multiplier", "monthly_growth": "Monthly growth", "scenarios": "Scenarios",
     "input": "Input", "low_usd_per_month": "Lowest change", "high_usd_per_month": "Highest change",
     "swing_usd_per_month": "Swing",
+    # supply: sites with a power envelope, hosted APIs
+    "site": "Site", "kw_peak": "Power at peak", "kw_mean": "Power, mean", "kw_limit": "Power limit",
+    "mwh": "Energy", "api": "API", "requests": "Requests", "tokens": "Tokens",
+    "usd_per_request": "API price per request", "replica_usd_per_hour": "Replica price",
+    "replica_req_s": "Replica capacity", "break_even_req_s": "Break-even rate",
+    "break_even_tokens_per_month": "Break-even tokens per month", "api_usd": "Hosted APIs",
 }
 _WORDS = {"usd": "USD", "gpu": "GPU", "gpus": "GPUs", "tp": "TP", "kv": "KV", "ms": "ms", "req": "requests",
           "tok": "tokens", "slo": "target", "ttft": "TTFT", "tpot": "TPOT", "id": "id"}
 _EXTRA_UNITS = {"ape_pct": "%", "median_ape_pct": "%", "p90_ape_pct": "%", "qps": "requests/s", "predicted": "", "value": "",
                 "usd_per_m_output_tokens": "USD", "usd_per_m_total_tokens": "USD", "usd_per_m_tokens": "USD",
-                "usd_per_k_requests": "USD", "min_usd_per_m_output_tokens": "USD"}
+                "usd_per_k_requests": "USD", "min_usd_per_m_output_tokens": "USD",
+                "kw_peak": "kW", "kw_mean": "kW", "kw_limit": "kW", "mwh": "MWh",
+                "usd_per_request": "USD", "replica_usd_per_hour": "USD/h"}
 _SHOWN_UNITS = {"fraction": "%"}  # shares print as percentages
 
 

@@ -1,7 +1,7 @@
 """The plan workbook: a live, finance-grade Excel model of a FleetPlan.
 
-Sheets: Summary, Fleet, Costs, Workloads, Chargeback, Commitments, Assumptions, Candidates,
-Frontier, Sources, Read me.
+Sheets: Summary, Fleet, Costs, Workloads, Chargeback, Commitments, Supply, Assumptions,
+Candidates, Frontier, Sources, Read me.
 Every money cell of Fleet, Costs, Workloads and Summary is a formula that reaches the prices
 and hours on Assumptions through defined names; replica counts and GPU usage stay numbers (the
 optimizer's decisions). Formulas are written only where they reproduce the plan's own numbers.
@@ -19,6 +19,7 @@ from fleetplan.catalogs import PriceRule, load_catalogs
 from fleetplan.exports import plan_quantities
 from fleetplan.exports.plan_sheet_chargeback import chargeback_sheet
 from fleetplan.exports.plan_sheet_commitments import commitments_sheet
+from fleetplan.exports.plan_sheet_supply import has_supply, supply_sheet
 from fleetplan.exports.plan_sheets_costs import CostCells, costs_sheet, fleet_sheet
 from fleetplan.exports.plan_sheets_inputs import (
     assumptions_sheet,
@@ -33,8 +34,8 @@ from fleetplan.exports.xlsx_sources import catalog_rows, readme_sheet, sources_s
 
 log = logging.getLogger(__name__)
 
-SHEETS = ("Summary", "Fleet", "Costs", "Workloads", "Chargeback", "Commitments", "Assumptions",
-          "Candidates", "Frontier", "Sources", "Read me")
+SHEETS = ("Summary", "Fleet", "Costs", "Workloads", "Chargeback", "Commitments", "Supply",
+          "Assumptions", "Candidates", "Frontier", "Sources", "Read me")
 
 _SHEET_NOTES = (
     ("Summary", "Scenario, total cost per month, year and horizon, cost and $/1M tokens per "
@@ -50,6 +51,9 @@ _SHEET_NOTES = (
     ("Commitments", "Under demand scenarios: each commitment option's expected, P90 and CVaR "
      "cost, cost-at-risk and utilisation per scenario, the value of the stochastic solution, "
      "and a chart of cost against committed capacity. Other sheets show expected costs."),
+    ("Supply", "kW and MWh per month of each site with a power envelope; the requests, tokens "
+     "and dollars sent to hosted model APIs, and the break-even rate above which a replica of "
+     "your own is cheaper."),
     ("Assumptions", "The inputs: hours per month and GPU prices per pricing type (yellow), and "
      "the settings that shaped the fleet (utilization target, budget, efficiency factors)."),
     ("Candidates", "Every configuration considered for every workload bucket, at its knee "
@@ -94,9 +98,11 @@ def plan_catalogs(plan) -> Any:
 
 def plan_sheets(plan) -> tuple[str, ...]:
     """The plan workbook's sheets: Chargeback only when some workload names its team,
-    Commitments only when the plan has demand scenarios."""
+    Commitments only when the plan has demand scenarios, Supply only when the scenario has
+    sites or hosted APIs."""
     teams = any(w.get("team") for w in plan.scenario.get("workloads") or [])
-    shown = {"Chargeback": teams, "Commitments": not plan.commitments.empty}
+    shown = {"Chargeback": teams, "Commitments": not plan.commitments.empty,
+             "Supply": has_supply(plan)}
     return tuple(t for t in SHEETS if shown.get(t, True))
 
 
@@ -120,6 +126,8 @@ def build_plan_book(plan, *, catalogs: Any = None, estimate=None,
         book.pages["Chargeback"] = chargeback_sheet(book, wb["Chargeback"], plan, cells.start)
     if "Commitments" in titles:
         book.pages["Commitments"] = commitments_sheet(book, wb["Commitments"], plan)
+    if "Supply" in titles:
+        book.pages["Supply"] = supply_sheet(wb["Supply"], plan, cells.start)
     rule = price_rule_text(plan.scenario)
     book.pages["Summary"] = summary_sheet(book, wb["Summary"], plan, cells, workloads, rule)
     candidates_sheet(wb["Candidates"], plan)

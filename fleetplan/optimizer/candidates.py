@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import Catalogs
-from fleetplan.errors import ScenarioError, UnknownNameError
+from fleetplan.errors import ScenarioError, UnknownNameError, did_you_mean
 from fleetplan.optimizer.scenario import Scenario
 from fleetplan.optimizer.slo_levels import slo_levels
 from fleetplan.sweeps import estimate_cases
@@ -58,6 +58,20 @@ def canonical_names(scenario: Scenario, catalogs: Catalogs) -> dict:
         message = f"fleet.engine: {problem}"
         raise ScenarioError(message) from None
     return {"models": models, "quants": quants, "gpus": gpus, "engine": engine}
+
+
+def fleet_gpu_id(catalogs: Catalogs, name: str, fleet_gpus: list[str], where: str) -> str:
+    """The canonical id of ``name``, which must be one of the fleet's GPUs; a ScenarioError
+    naming the field ``where`` otherwise (``fleet.sites[0].gpus[1]: unknown gpu 'x'; ...``)."""
+    try:
+        gpu = catalogs.require("gpu", [name])[0]
+    except UnknownNameError as problem:
+        message = f"{where}: {problem}"
+        raise ScenarioError(message) from None
+    if gpu not in fleet_gpus:
+        message = f"{where}: {did_you_mean(name, fleet_gpus, kind='fleet GPU')}"
+        raise ScenarioError(message)
+    return gpu
 
 
 def workload_slos(scenario: Scenario, names: dict) -> pd.DataFrame:

@@ -7,6 +7,8 @@ Rule (``fleetplan.optimizer.cost_pools`` builds the pools):
    split among the workloads routed to that configuration in proportion to the tokens each one
    has it process: prompt and output tokens on a colocated replica, prompt tokens on a prefill
    stage, output tokens on a decode stage.
+   Requests sent to a hosted API are charged to the workload that sent them, at the API's
+   price, with their tokens.
 2. Spare capacity: N+k spares and rounding up to whole replicas (the rest of a replica pool),
    and GPUs bought with whole nodes or a reserved commitment that no replica occupies. The
    scenario's ``chargeback.spare`` chooses who pays:
@@ -35,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.errors import did_you_mean
+from fleetplan.optimizer.api_supply import plan_api_costs
 from fleetplan.optimizer.cost_pools import (
     cents,
     idle_pools,
@@ -203,8 +206,10 @@ def workload_charges(plan) -> pd.DataFrame:
     replicas = replica_pools(plan, use)
     used = used_charges(replicas, use)
     spare = spare_charges(plan, spare_pools(replicas, idle_pools(plan, replicas)), used, people)
+    api = plan_api_costs(plan)  # hosted APIs: charged to the workload that sent the requests
     parts = [used.groupby(["period", "workload"], as_index=False)["usd"].sum().assign(spare_usd=0.0),
-             spare.assign(spare_usd=spare["usd"]), served_tokens(plan).assign(usd=0.0, spare_usd=0.0)]
+             spare.assign(spare_usd=spare["usd"]), served_tokens(plan).assign(usd=0.0, spare_usd=0.0),
+             api[["period", "workload", "usd", "tokens"]].assign(spare_usd=0.0)]
     parts = [p for p in parts if len(p)]
     if not parts:  # no demand, no fleet: nothing to charge
         return pd.DataFrame(columns=columns)

@@ -30,9 +30,11 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.optimizer import api_supply as api
 from fleetplan.optimizer import fleet_simplicity as simplicity
 from fleetplan.optimizer import milp_constraints as build
 from fleetplan.optimizer import plan_checks as checks
+from fleetplan.optimizer import power_envelope as power
 from fleetplan.optimizer import stochastic_model as stochastic
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
@@ -322,6 +324,17 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         "cvar", "USD", ("cvar_alpha", "cvar_weight"), ("fleet.stochastic",),
         build=stochastic.define_cvar, check=stochastic.check_cvar,
         links_periods=lambda p: p.cvar_weight > 0, in_period_subproblems=False),
+    ConstraintFamily(
+        "power", "kW", ("sites.kw", "sites.pue", "site_gpus.kw_per_gpu"), ("fleet.sites",),
+        build=power.define_power, check=power.check_power,
+        relax=lambda p, s: Relaxation(*power.relax_power(p, s)), binding_step=power.power_step,
+        lift=power.lift_power, diagnose=power.diagnose_power, swap_guard=power.power_swaps),
+    ConstraintFamily(
+        "api_rate", "per_min", ("apis.max_requests_per_min", "apis.max_tokens_per_min"),
+        ("fleet.apis[].max_requests_per_min", "fleet.apis[].max_tokens_per_min"),
+        build=api.define_api_rate, check=api.check_api_rate,
+        relax=lambda p, s: Relaxation(*api.relax_api_rate(p, s)), binding_step=_step(0.0),
+        lift=api.lift_api_rate, diagnose=api.diagnose_api_rate),
 )
 
 #: Each family by name.

@@ -16,7 +16,7 @@ import pandas as pd
 
 from fleetplan.catalogs import Catalogs
 from fleetplan.errors import ScenarioError, UnknownNameError, did_you_mean
-from fleetplan.optimizer.candidates import bucket_cases, replica_options
+from fleetplan.optimizer.candidates import bucket_cases, fleet_gpu_id, replica_options
 from fleetplan.optimizer.scenario import Scenario
 from fleetplan.sweeps.disaggregation import disaggregated
 
@@ -36,19 +36,9 @@ def pool_gpus(scenario: Scenario, catalogs: Catalogs, fleet_gpus: list[str]) -> 
         if given is None:
             chosen[side] = list(fleet_gpus)
             continue
-        ids = []
-        for index, name in enumerate(given):
-            where = f"fleet.disaggregation.{side}_gpus[{index}]"
-            try:
-                gpu = catalogs.require("gpu", [name])[0]
-            except UnknownNameError as problem:
-                message = f"{where}: {problem}"
-                raise ScenarioError(message) from None
-            if gpu not in fleet_gpus:
-                message = f"{where}: {did_you_mean(name, fleet_gpus, kind='fleet GPU')}"
-                raise ScenarioError(message)
-            ids.append(gpu)
-        chosen[side] = ids
+        chosen[side] = [fleet_gpu_id(catalogs, name, fleet_gpus,
+                                     f"fleet.disaggregation.{side}_gpus[{index}]")
+                         for index, name in enumerate(given)]
     return chosen
 
 

@@ -25,6 +25,8 @@ TABLE_FIELDS: tuple[str, ...] = (
     "fleet", "fleet_by_period", "nodes", "routing", "workloads", "costs_by_gpu",
     "costs_by_pricing", "costs_by_workload", "costs_by_month", "binding_constraints",
     "unmet_demand", "prices", "periods", "candidates", "commitments",
+    "unmet_demand", "prices", "periods", "candidates", "power", "api_routing", "api_usage",
+    "api_break_even",
 )
 
 #: Scalar fields written at the top of the JSON file and the workbook's summary.
@@ -118,6 +120,19 @@ class FleetPlan:
             (expected cost above the stochastic plan's; the P50-only row's is the VSS).
     With demand scenarios, periods carry scenario and probability, hours are weighted by
     probability, and every cost is the expected cost over the scenarios.
+        power: (site, month): kw_peak, kw_mean [facility kW of the GPUs bought on the site],
+            kw_limit [kW], mwh [MWh in the month]. Empty without ``fleet.sites``.
+        api_routing: (workload, bucket, period, api): fraction (of the bucket's demand sent
+            to the hosted API), req_s, tokens_per_request, usd_per_request.
+        api_usage: (workload, api, month): requests, tokens, usd sent to the API in the
+            month, share (of the workload's requests that month).
+        api_break_even: (workload, api): usd_per_request (the workload's mix), config,
+            pricing_type, replica_usd_per_hour, replica_req_s (one replica at the target
+            utilization), break_even_req_s (request rate above which that replica is cheaper
+            than the API; inf: never), break_even_tokens_per_month. Empty without
+            ``fleet.apis``.
+        API costs are part of objective_usd, costs_by_workload, costs_by_month (``api_usd``)
+        and costs_by_pricing (pricing type ``api``).
     """
 
     status: str
@@ -145,6 +160,10 @@ class FleetPlan:
     periods: pd.DataFrame = field(default_factory=_empty)
     candidates: pd.DataFrame = field(default_factory=_empty)
     commitments: pd.DataFrame = field(default_factory=_empty)
+    power: pd.DataFrame = field(default_factory=_empty)
+    api_routing: pd.DataFrame = field(default_factory=_empty)
+    api_usage: pd.DataFrame = field(default_factory=_empty)
+    api_break_even: pd.DataFrame = field(default_factory=_empty)
 
     @property
     def feasible(self) -> bool:

@@ -44,6 +44,15 @@ class Problem:
     cvar_weight [CVaR level and weight in the objective, with demand scenarios only].
     With demand scenarios (``stochastic_problem.py``) every period belongs to one scenario:
     periods then also carry scenario and probability, and hours are weighted by probability.
+    model in one quantization; needs configs.model and configs.quant].
+    Supply beyond GPUs (empty tables = none; ``power_envelope.py``, ``hosted_apis.py``):
+        sites: site, kw [kW the site may draw], pue [facility kW per IT kW].
+        site_gpus: site, gpu, pricing_type, kw_per_gpu [IT kW per GPU bought, host share
+            included]: the offers whose GPUs draw on the site.
+        apis: api, max_requests_per_min, max_tokens_per_min [rate limits; NaN = none] (and
+            descriptive columns: provider, model, prices, ttft_ms, tpot_ms, source, as_of).
+        api_candidates: workload, bucket, api, tokens_per_request [prompt + output tokens],
+            usd_per_request [USD]: buckets an API may serve within the workload's SLOs.
     """
 
     workloads: pd.DataFrame
@@ -63,6 +72,14 @@ class Problem:
     notes: list[str] = field(default_factory=list)
     cvar_alpha: float = 0.9
     cvar_weight: float = 0.0
+    sites: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["site", "kw", "pue"]))
+    site_gpus: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["site", "gpu", "pricing_type", "kw_per_gpu"]))
+    apis: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["api", "max_requests_per_min", "max_tokens_per_min"]))
+    api_candidates: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["workload", "bucket", "api", "tokens_per_request", "usd_per_request"]))
 
     @property
     def horizon_hours(self) -> float:

@@ -41,7 +41,8 @@ def slo_reasons(problem: Problem) -> pd.DataFrame:
     demand = problem.demand[problem.demand["req_s"] > 0][["workload", "bucket"]].drop_duplicates()
     best = complete_routes(candidates).groupby(["workload", "bucket"])["req_s_per_replica"].max()
     capacity = demand.set_index(["workload", "bucket"]).index.map(best).fillna(0).to_numpy()
-    dead = demand[capacity <= 0]
+    by_api = pd.MultiIndex.from_frame(problem.api_candidates[["workload", "bucket"]])
+    dead = demand[(capacity <= 0) & ~pd.MultiIndex.from_frame(demand).isin(by_api)]
     if dead.empty:
         return pd.DataFrame(columns=["workload", "bucket", "reason"])
     workloads = problem.workloads.set_index("workload")

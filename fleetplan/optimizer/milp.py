@@ -69,6 +69,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.optimizer.api_supply import api_pools, api_shares, define_api_shares
 from fleetplan.optimizer.constraint_families import FAMILIES
 from fleetplan.optimizer.cost_cover import (
     cover_limits,
@@ -201,7 +202,7 @@ def define_unmet(model: FleetModel) -> None:
 
 
 #: Steps that define the variables, in order; the constraint families follow (FAMILIES).
-VARIABLE_STEPS = (define_routes, define_replicas, define_nodes, define_unmet)
+VARIABLE_STEPS = (define_routes, define_replicas, define_nodes, define_unmet, define_api_shares)
 
 
 def define_objective(model: FleetModel) -> None:
@@ -212,6 +213,8 @@ def define_objective(model: FleetModel) -> None:
     extra = model.extras.get("objective")  # terms a family adds (CVaR: stochastic_model.py)
     if extra is not None:
         np.add.at(cost, extra["col"].to_numpy(dtype=np.int64), extra["coef"].to_numpy(float))
+    shares = api_shares(model)
+    cost[shares["col"].to_numpy(dtype=np.int64)] = shares["usd"].to_numpy(float)
     model.cost = cost
     if model.elastic and not model.unmet.empty:
         hours = model.problem.periods.set_index("period")["hours"]
@@ -232,6 +235,7 @@ def define_cost_cover(model: FleetModel) -> None:
     problem = model.problem
     costs = least_pool_costs(problem, lambda part: build_model(part, cost_cover=False),
                              SolveOptions())
+    costs = costs[~costs["pool"].isin(api_pools(problem))]  # an API may serve them instead
     if costs.empty:
         return
     terms = cover_terms(per_period(model.replicas, problem.periods), lowest_gpu_prices(problem))

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.optimizer.fleet_problem import month_keys, period_probability
+from fleetplan.optimizer.api_supply import api_shares
 from fleetplan.optimizer.milp_tables import add_keyed_rows, per_period
 from fleetplan.optimizer.node_packing import chain_capacity, is_chain, patterns
 
@@ -36,6 +37,8 @@ def define_demand(model: FleetModel) -> None:
     terms = [_terms(shares, keys, 1.0)]
     if model.elastic:
         terms.append(_terms(model.unmet, keys, 1.0))
+    if not api_shares(model).empty:
+        terms.append(_terms(api_shares(model), keys, 1.0))
     add_keyed_rows(model, "demand", pd.concat(terms, ignore_index=True), keys, "=", 1.0,
                    rows=demand, unit="share",
                    subject=lambda t: t["workload"] + "#" + t["bucket"].astype(str))
@@ -208,6 +211,10 @@ def define_pool_cover(model: FleetModel) -> None:
         pool=("pool", "first"), load=("load", "sum"))  # a route's stages all need replicas
     best = per_route.groupby(["workload", "bucket", "period"]).agg(
         pool=("pool", "first"), load=("load", "min"))
+    by_api = pd.MultiIndex.from_frame(p.api_candidates[["workload", "bucket"]])
+    best = best[~best.index.droplevel("period").isin(by_api)]  # an API may serve them instead
+    if best.empty:
+        return
     need = best.groupby(["pool", "period"])["load"].sum()
     busy = best.reset_index()[["workload", "pool", "period"]].drop_duplicates().merge(
         p.workloads[["workload", "redundancy_k"]], on="workload")
@@ -235,8 +242,12 @@ def monthly_cost_terms(model: FleetModel) -> pd.DataFrame:
     probability = flexible["period"].map(period_probability(p.periods))
     flexible["coef"] = flexible["usd_per_node_hour"] * flexible["hours"] / (
         flexible["month_weight"] * probability)
-    return pd.concat([reserved[[*months, "col", "coef"]], flexible[[*months, "col", "coef"]]],
-                     ignore_index=True)
+    shares = api_shares(model).merge(p.periods[["period", *months, "month_weight"]],
+                                     on="period")
+    shares["coef"] = shares["usd"] / (shares["month_weight"]
+                                      * shares["period"].map(period_probability(p.periods)))
+    return pd.concat([reserved[[*months, "col", "coef"]], flexible[[*months, "col", "coef"]],
+                      shares[[*months, "col", "coef"]]], ignore_index=True)
 
 
 def define_budget(model: FleetModel) -> None:

@@ -28,7 +28,8 @@ class PlanView:
     replicas: config, pricing_type, period, replicas, gpu, tp, pool, gpus [GPUs of replicas].
     routing: workload, bucket, period, config, route, fraction [share of the bucket], req_s.
     unmet: workload, bucket, period, unmet_fraction. costs_by_month: month, usd [USD].
-    nodes: gpu, pricing_type, nodes_peak.
+    nodes: gpu, pricing_type, nodes_peak. api_routing: workload, bucket, period, api,
+    fraction, req_s, tokens_per_request (shares sent to hosted APIs).
     """
 
     problem: Problem
@@ -39,6 +40,7 @@ class PlanView:
     feasible: bool
     messages: list[str] = field(default_factory=list)
     nodes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    api_routing: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @classmethod
     def of(cls, plan: FleetPlan, problem: Problem) -> PlanView:
@@ -57,7 +59,7 @@ class PlanView:
             routing = pd.DataFrame(columns=["workload", "bucket", "period", "config", "route",
                                             "fraction", "req_s"])
         return cls(problem, replicas, routing, unmet, plan.costs_by_month, plan.feasible,
-                   list(plan.messages), plan.nodes)
+                   list(plan.messages), plan.nodes, plan.api_routing)
 
     def loads(self) -> pd.DataFrame:
         """Routing rows with ``load`` [replicas at the target utilization] and ``pool``."""
@@ -92,6 +94,9 @@ def check_demand(view: PlanView) -> list[str]:
     index = _keys(demand, keys)
     total = (routed.reindex(index, fill_value=0.0).to_numpy(dtype=float)
              + unmet.reindex(index, fill_value=0.0).to_numpy(dtype=float))
+    if not view.api_routing.empty:  # shares sent to hosted APIs
+        total += view.api_routing.groupby(keys)["fraction"].sum().reindex(
+            index, fill_value=0.0).to_numpy(dtype=float)
     problems = []
     if view.feasible and len(unmet) and unmet.max() > TOLERANCE:
         problems.append("demand: a feasible plan leaves demand unmet")

@@ -26,6 +26,7 @@ from fleetplan.optimizer.fleet_problem import Problem, configs_of
 from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
 from fleetplan.optimizer.scenario import Scenario
 from fleetplan.optimizer.scenario_prices import select_prices
+from fleetplan.optimizer.scenario_supply import supply_notes, supply_tables
 from fleetplan.optimizer.slo_levels import slo_levels
 from fleetplan.optimizer.solver import SolveOptions
 from fleetplan.optimizer.stochastic_problem import with_demand_scenarios
@@ -132,14 +133,17 @@ def prepare(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=No
     relaxed = relaxed.assign(relaxed_for=relaxed.pop("variant").str.removeprefix("relaxed:"))
     prices, term_notes = _within_terms(scenario, prices)
     fleet = scenario.fleet
+    workloads = _workload_table(scenario, names["models"])
+    supply = supply_tables(scenario, catalogs, names["gpus"], workloads, buckets)
     problem = Problem(
-        workloads=_workload_table(scenario, names["models"]), periods=periods,
+        workloads=workloads, periods=periods,
         demand=demand_table(scenario, buckets, periods), configs=configs_of(base),
         candidates=base, offers=_offer_table(scenario, names["gpus"], prices),
         gpus=_gpu_table(scenario, names["gpus"], catalogs.gpus),
         target_utilization=fleet.target_utilization, hours_per_month=fleet.hours_per_month,
-        horizon_months=float(fleet.horizon_months), notes=notes + term_notes + more_notes,
-        **scenario_settings(scenario))
+        horizon_months=float(fleet.horizon_months),
+        notes=notes + term_notes + more_notes + supply_notes(supply),
+        **scenario_settings(scenario), **supply)
     problem = with_demand_scenarios(scenario, problem, buckets)
     return PreparedScenario(problem, prices, base, relaxed, source, catalogs.versions())
 

@@ -8,10 +8,18 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs.conventions import PRICING_TYPES, RESERVED_PRICING
+from fleetplan.optimizer.api_supply import (
+    api_costs_by_period,
+    api_routing_table,
+    api_shares,
+    api_usage_table,
+)
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import charged_offers
 from fleetplan.optimizer.milp import FleetModel
+from fleetplan.optimizer.hosted_apis import break_even_table
 from fleetplan.optimizer.milp_tables import per_period
+from fleetplan.optimizer.power_envelope import power_table
 from fleetplan.optimizer.solver import SolveOutcome
 
 #: Shares and counts below this are solver noise.
@@ -50,7 +58,9 @@ def solution_tables(model: FleetModel) -> dict[str, pd.DataFrame]:
                           .rename(columns={"value": "replicas"}), on=["config", "period"],
                           how="left")
     unmet = model.unmet.assign(value=values(model, model.unmet)) if model.elastic else None
-    return {"replicas": replicas, "nodes": nodes, "routes": routes, "unmet": unmet}
+    api = api_routing_table(model, model.value(api_shares(model)))
+    return {"replicas": replicas, "nodes": nodes, "routes": routes, "unmet": unmet,
+            "api_routing": api, "api_costs": api_costs_by_period(api, p.periods)}
 
 
 def fleet_tables(model: FleetModel, solution: dict) -> dict[str, pd.DataFrame]:
@@ -103,7 +113,8 @@ def cost_tables(model: FleetModel, solution: dict) -> dict[str, pd.DataFrame]:
     """costs_by_gpu, costs_by_pricing, costs_by_month."""
     p = model.problem
     nodes, replicas = solution["nodes"], solution["replicas"]
-    total = float(nodes["usd"].sum()) or 1.0
+    api_usd = float(solution["api_costs"]["usd"].sum())
+    total = float(nodes["usd"].sum()) + api_usd or 1.0
     gpu_usd = nodes.groupby("gpu")["usd"].sum()
     busy_usd = replicas.groupby("gpu")["usd"].sum().reindex(gpu_usd.index, fill_value=0.0)
     peak = nodes.groupby(["gpu", "period"])["gpus"].sum().groupby("gpu").max()
@@ -119,20 +130,31 @@ def cost_tables(model: FleetModel, solution: dict) -> dict[str, pd.DataFrame]:
         "gpus_peak": pricing_peak.reindex(pricing_usd.index).values,
         "usd_per_month": pricing_usd.values / p.horizon_months, "usd_total": pricing_usd.values,
         "share": pricing_usd.values / total})
+    if api_usd > 0:  # hosted APIs: no GPUs, paid per request
+        by_pricing = pd.concat([by_pricing, pd.DataFrame({
+            "pricing_type": ["api"], "gpus_peak": [0.0], "usd_per_month": [api_usd / p.horizon_months],
+            "usd_total": [api_usd], "share": [api_usd / total]})], ignore_index=True)
     return {"costs_by_gpu": by_gpu[by_gpu["usd_total"] > 0].reset_index(drop=True),
             "costs_by_pricing": by_pricing[by_pricing["usd_total"] > 0].reset_index(drop=True),
-            "costs_by_month": _monthly_costs(model, nodes)}
+            "costs_by_month": _monthly_costs(model, nodes, solution["api_costs"])}
 
 
-def _monthly_costs(model: FleetModel, nodes: pd.DataFrame) -> pd.DataFrame:
-    """USD per month of the horizon, split by pricing type."""
+def _monthly_costs(model: FleetModel, nodes: pd.DataFrame,
+                   api_costs: pd.DataFrame) -> pd.DataFrame:
+    """USD per month of the horizon, split by pricing type (hosted APIs as ``api_usd`` when
+    the problem has any)."""
     p = model.problem
+    with_api = not p.api_candidates.empty
+    if with_api:
+        nodes = pd.concat([nodes[["period", "pricing_type", "usd"]],
+                           api_costs[["period", "usd"]].assign(pricing_type="api")],
+                          ignore_index=True)
     nodes = nodes.merge(p.periods[["period", "month", "month_weight"]], on="period")
     nodes["usd_month"] = nodes["usd"] / nodes["month_weight"]
     table = nodes.pivot_table(index="month", columns="pricing_type", values="usd_month",
                               aggfunc="sum", fill_value=0.0)
     table = table.rename(columns=lambda c: f"{c}_usd")
-    for column in (f"{pricing}_usd" for pricing in PRICING_TYPES):
+    for column in (f"{pricing}_usd" for pricing in (*PRICING_TYPES, "api")):
         if column not in table:
             table[column] = 0.0
     table["reserved_usd"] = sum(table.pop(f"{pricing}_usd") for pricing in RESERVED_PRICING)
@@ -141,7 +163,8 @@ def _monthly_costs(model: FleetModel, nodes: pd.DataFrame) -> pd.DataFrame:
         months = np.arange(math.ceil(p.horizon_months))
         table = table.loc[np.zeros(len(months), dtype=int)].set_axis(months)
     table.index.name = "month"
-    return table.reset_index()[["month", "usd", "reserved_usd", "on_demand_usd", "spot_usd"]]
+    columns = ["month", "usd", "reserved_usd", "on_demand_usd", "spot_usd"]
+    return table.reset_index()[[*columns, "api_usd"] if with_api else columns]
 
 
 def routing_table(model: FleetModel, solution: dict) -> pd.DataFrame:
@@ -174,9 +197,13 @@ def workload_tables(model: FleetModel, solution: dict) -> dict[str, pd.DataFrame
     routes["replica_hours"] = routes["share"] * routes["replicas"].fillna(0.0) * routes["hours"]
     by_workload = routes.groupby("workload").agg(
         usd_total=("usd", "sum"), replica_hours=("replica_hours", "sum"))
+    api_usd = solution["api_costs"].groupby("workload")["usd"].sum()
+    by_workload = by_workload.reindex(by_workload.index.union(api_usd.index)).fillna(
+        {"usd_total": 0.0, "replica_hours": 0.0})
+    by_workload["usd_total"] += api_usd.reindex(by_workload.index).fillna(0.0)
     load_hours = (routes["full_load"] * routes["hours"]).groupby(routes["workload"]).sum()
     by_workload["utilization"] = load_hours / by_workload["replica_hours"].replace(0, np.nan)
-    spare = float(replicas["usd"].sum() - by_workload["usd_total"].sum())
+    spare = float(replicas["usd"].sum() + api_usd.sum() - by_workload["usd_total"].sum())
     idle = float(solution["nodes"]["usd"].sum() - replicas["usd"].sum())
     costs = by_workload["usd_total"].rename_axis("workload").reset_index()
     extra = pd.DataFrame({"workload": ["(spare)", "(idle node GPUs)"], "usd_total": [spare, idle]})
@@ -196,7 +223,10 @@ def _workload_summary(model: FleetModel, solution: dict, routes: pd.DataFrame,
     tokens = _optional(demand, "input_len", 0.0) + _optional(demand, "output_len", 0.0)
     per_period = demand.groupby(["workload", "period"])["req_s"].sum()
     shares = routes.drop_duplicates(["workload", "bucket", "period", "route"])  # one per route
-    served_req_s = shares.groupby(["workload", "bucket", "period"])["value"].sum()
+    api = solution["api_routing"].rename(columns={"fraction": "value"})
+    served_req_s = pd.concat([shares[["workload", "bucket", "period", "value"]],
+                              api[["workload", "bucket", "period", "value"]]]).groupby(
+        ["workload", "bucket", "period"])["value"].sum().astype(float)
     served = served_req_s.reindex(pd.MultiIndex.from_frame(
         demand[["workload", "bucket", "period"]])).fillna(0.0).clip(upper=1.0).to_numpy()
     weight = demand["req_s"] * demand["hours"]
@@ -248,7 +278,7 @@ def assemble_plan(model: FleetModel, outcome: SolveOutcome, status: str, **metad
                          solve_seconds=outcome.seconds, periods=p.periods,
                          candidates=p.candidates, **metadata)
     solution = solution_tables(model)
-    objective = float(solution["nodes"]["usd"].sum())
+    objective = float(solution["nodes"]["usd"].sum()) + float(solution["api_costs"]["usd"].sum())
     return FleetPlan(
         status=status, gap=outcome.gap, objective_usd=objective,
         usd_per_month=objective / p.horizon_months, solver=outcome.solver,
@@ -256,4 +286,12 @@ def assemble_plan(model: FleetModel, outcome: SolveOutcome, status: str, **metad
         routing=routing_table(model, solution),
         unmet_demand=unmet_table(model, solution), periods=p.periods, candidates=p.candidates,
         **fleet_tables(model, solution), **cost_tables(model, solution),
-        **workload_tables(model, solution), **metadata)
+        **workload_tables(model, solution), **supply_tables(model, solution), **metadata)
+
+
+def supply_tables(model: FleetModel, solution: dict) -> dict[str, pd.DataFrame]:
+    """power (per site and month), api_routing, api_usage and api_break_even."""
+    p = model.problem
+    return {"power": power_table(p, solution["nodes"]), "api_routing": solution["api_routing"],
+            "api_usage": api_usage_table(p, solution["api_routing"]),
+            "api_break_even": break_even_table(p)}

@@ -21,6 +21,7 @@ from fleetplan.optimizer.stochastic_problem import with_demand_factors
 from tests.optimizer.instances import make_problem
 from tests.optimizer.plan_checker import check_plan
 from tests.optimizer.test_bruteforce import instances
+from tests.optimizer.test_supply import sited, with_api
 
 EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)
 
@@ -33,7 +34,8 @@ def every_family_problem():
                            gpus_per_node={"g1": 2}, max_gpus={"g0": 6}, redundancy_k=1,
                            spot_max_share=0.5, budget_usd_per_month=100.0,
                            max_configs_per_workload=2, one_quant_per_model=True)
-    return problem.with_changes(configs=problem.configs.assign(model="m", quant="bf16"))
+    problem = problem.with_changes(configs=problem.configs.assign(model="m", quant="bf16"))
+    return sited(problem, 10.0, pricing="reserved_1y")
 
 
 def test_every_family_built_has_one_entry_and_every_entry_builds():
@@ -42,14 +44,19 @@ def test_every_family_built_has_one_entry_and_every_entry_builds():
     model = build_model(with_demand_factors(every_family_problem(), outcomes, cvar_weight=1.0))
     built = list(dict.fromkeys(model.constraint_table()["family"]))
     with_builders = [f.name for f in FAMILIES if f.build is not None]
-    # no offer caps here; the cost cover is built last, from small models of the others
-    assert built == [name for name in with_builders if name != "offer_cap"] + ["cost_cover"]
+    # no offer caps or APIs here; the cost cover is built last, from small models of the others
+    assert built == [name for name in with_builders if name not in ("offer_cap", "api_rate")] \
+        + ["cost_cover"]
     assert len(FAMILY) == len(FAMILIES)
+    # an API may serve the pool: no whole-replica cuts, a rate-limit row per period
+    served = build_model(with_api(every_family_problem(), 1e-4, max_requests_per_min=60.0))
+    families = set(served.constraint_table()["family"])
+    assert "api_rate" in families and not families & {"cost_cover", "pool_cover"}
 
 
 def test_priced_families_have_a_step_and_lifted_families_a_diagnosis():
     assert priced_families() == ("availability", "offer_cap", "spot_share", "redundancy",
-                                  "simplicity", "budget")
+                                  "simplicity", "budget", "power", "api_rate")
     for family in FAMILIES:
         assert (family.relax is None) == (family.binding_step is None), family.name
         assert (family.lift is None) == (family.diagnose is None), family.name
@@ -59,9 +66,9 @@ def test_priced_families_have_a_step_and_lifted_families_a_diagnosis():
 def test_lifts_exist_only_for_limits_the_problem_has():
     plain = make_problem([[10.0]], [[20.0]], {("g0", "on_demand"): 1.0})
     assert [f.name for f in FAMILIES if f.lift and f.lift(plain) is not None] == []
-    limited = every_family_problem()
+    limited = with_api(every_family_problem(), 1e-4, max_requests_per_min=60.0)
     assert [f.name for f in FAMILIES if f.lift and f.lift(limited) is not None] == [
-        "availability", "spot_share", "simplicity", "budget"]
+        "availability", "spot_share", "simplicity", "budget", "power", "api_rate"]
 
 
 @pytest.mark.slow
