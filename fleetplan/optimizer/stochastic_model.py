@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.optimizer.api_supply import api_shares
 from fleetplan.optimizer.linear_program import INF
 from fleetplan.optimizer.milp_tables import add_keyed_rows
 
@@ -38,18 +39,24 @@ if TYPE_CHECKING:
 
 
 def node_costs(model: FleetModel) -> pd.DataFrame:
-    """Node columns with their scenario (None for reserved), probability and cost per node
-    over the hours it is paid for, not weighted by probability [USD]."""
+    """Paid columns (nodes, and hosted-API shares, which are recourse too) with their scenario
+    (None for reserved), probability and cost per unit over the hours it is paid for, not
+    weighted by probability [USD]."""
     p = model.problem
     nodes = model.nodes
+    node_usd = nodes["gpus_per_node"] * nodes["usd_per_gpu_hour"] * nodes["hours"]
+    shares = api_shares(model)
+    paid = pd.concat([pd.DataFrame({"col": nodes["col"], "period": nodes["period"],
+                                    "usd": node_usd}),
+                      shares[["col", "period", "usd"]]], ignore_index=True)
     periods = p.periods.set_index("period")
-    scenario = nodes["period"].map(periods["scenario"]) if "scenario" in periods else None
-    probability = nodes["period"].map(periods["probability"]) if "scenario" in periods \
-        else pd.Series(np.where(nodes["period"] < 0, np.nan, 1.0), index=nodes.index)
-    usd = nodes["gpus_per_node"] * nodes["usd_per_gpu_hour"] * nodes["hours"]
-    return pd.DataFrame({"col": nodes["col"], "scenario": scenario, "probability": probability,
-                         "reserved": nodes["period"].to_numpy() < 0,
-                         "usd_per_node": (usd / probability.fillna(1.0)).to_numpy(float)})
+    scenario = paid["period"].map(periods["scenario"]) if "scenario" in periods else None
+    probability = paid["period"].map(periods["probability"]) if "scenario" in periods \
+        else pd.Series(np.where(paid["period"] < 0, np.nan, 1.0), index=paid.index)
+    return pd.DataFrame({"col": paid["col"].astype(np.int64), "scenario": scenario,
+                         "probability": probability, "reserved": paid["period"].to_numpy() < 0,
+                         "usd_per_node": (paid["usd"].astype(float)
+                                          / probability.fillna(1.0)).to_numpy(float)})
 
 
 def scenario_names(model: FleetModel) -> pd.DataFrame:

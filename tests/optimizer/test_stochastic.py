@@ -13,18 +13,20 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from fleetplan.optimizer.api_supply import api_shares
 from fleetplan.optimizer.commitment_risk import add_commitments, value_of_stochastic_solution
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.period_merging import merge_identical_periods
-from fleetplan.optimizer.solver import SolveOptions
-from fleetplan.optimizer.stochastic_model import cost_quantile, cvar_usd
+from fleetplan.optimizer.solver import SolveOptions, open_solver
+from fleetplan.optimizer.stochastic_model import cost_quantile, cvar_usd, scenario_costs
 from fleetplan.optimizer.stochastic_problem import (
     demand_quantile_scenario,
     outcome_problem,
     with_demand_factors,
 )
 from tests.optimizer.instances import make_problem
+from tests.optimizer.test_supply import with_api
 
 EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)
 HOURS = 730.0
@@ -186,3 +188,19 @@ def test_the_budget_holds_in_every_scenario_and_month():
     own = costs[costs["option"] == "stochastic"]
     assert (own["usd_per_month"] <= 4.0 * month * (1 + 1e-9)).all()
     assert plan.objective_usd > optimize_problem(problem, EXACT).objective_usd
+
+
+def test_hosted_api_spend_is_recourse_in_every_scenario_cost():
+    # an API at $0.0002/request ($0.72/h per req/s) undercuts replicas; each scenario's cost
+    # counts what it spends there, so the expected scenario cost is the plan's objective
+    problem = with_api(tiny(2.0, 4.0, 3.0, 1.0, 1.6, [1.0, 5.0], [0.5, 0.5]),
+                       usd_per_request=0.0002)
+    model = build_model(problem)
+    result = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=30, mip_gap=0.0)
+    values = result.values
+    shares = api_shares(model)
+    api_usd = float((shares["usd"] * values[shares["col"].to_numpy(dtype=np.int64)]).sum())
+    assert api_usd > 0
+    costs = scenario_costs(model, values)
+    assert float((costs["probability"] * costs["usd"]).sum()) == pytest.approx(
+        result.outcome.objective, rel=1e-9)
