@@ -8,13 +8,17 @@ Three horizons, each solved in its own process (peak memory per case):
   <= 10 s);
 - ``week``: 168 hourly periods, daily profiles shaped by weekday (target: within 1 % of the
   dual bound in <= 60 s);
-- ``year``: 12 monthly periods with 2-8 % monthly growth (target: within 1 % in <= 60 s).
+- ``year``: 12 monthly periods with 2-8 % monthly growth (target: within 1 % in <= 60 s);
+- ``stochastic``: the ``day`` portfolio under 3 demand scenarios (P10/P50/P90 factors 0.7, 1.0
+  and 1.4 with probabilities 0.3/0.4/0.3): 72 periods, reserved capacity shared by all
+  (target: within 1 % in <= 60 s); then the commitments table (7 options re-solved with their
+  first stage fixed), timed apart.
 
 Capacities are synthetic (decode-bound, a smooth function of model size, GPU speed and memory,
 quantization and TP degree; configurations whose weights do not fit are unusable), so the
 benchmark needs neither the performance engine nor the catalogs. Run:
 
-    python benchmarks/bench_portfolio.py [--case day|week|year] [--time-limit S]
+    python benchmarks/bench_portfolio.py [--case day|week|year|stochastic] [--time-limit S]
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.optimizer import Problem, SolveOptions, optimize_problem
+from fleetplan.optimizer.commitment_risk import add_commitments
 from fleetplan.optimizer.fleet_problem import profile_periods
+from fleetplan.optimizer.stochastic_problem import with_demand_factors
 
 #: model: parameters [billions]
 MODELS = {"m8b": 8.0, "m24b": 24.0, "m32b": 32.0, "m70b": 70.0, "m120b": 120.0}
@@ -43,8 +49,12 @@ QUANTS = {"bf16": (2.0, 1.0), "fp8": (1.0, 1.6), "int4": (0.5, 1.9)}
 TPS = (1, 2, 4, 8)
 #: pricing type: factor on the on-demand price
 PRICING = {"on_demand": 1.0, "spot": 0.4, "reserved_1y": 0.62}
-CASES = {"day": (24, 1), "week": (168, 1), "year": (1, 12)}
-TARGETS = {"day": (10.0, 0.005), "week": (60.0, 0.01), "year": (60.0, 0.01)}
+CASES = {"day": (24, 1), "week": (168, 1), "year": (1, 12), "stochastic": (24, 1)}
+TARGETS = {"day": (10.0, 0.005), "week": (60.0, 0.01), "year": (60.0, 0.01),
+           "stochastic": (60.0, 0.01)}
+#: The stochastic case's demand scenarios: factors on the day case's demand (Swanson's rule).
+OUTCOMES = pd.DataFrame({"scenario": ["p10", "p50", "p90"], "probability": [0.3, 0.4, 0.3],
+                         "factor": [0.7, 1.0, 1.4]})
 
 
 def configurations() -> pd.DataFrame:
@@ -93,12 +103,13 @@ def portfolio(case: str, seed: int = 5) -> Problem:
     offers = pd.DataFrame([(g, p, price * factor, math.nan) for g, (_, _, price) in GPUS.items()
                            for p, factor in PRICING.items()],
                           columns=["gpu", "pricing_type", "usd_per_gpu_hour", "max_gpus"])
-    return Problem(workloads=workloads, periods=periods, demand=demand, configs=configs,
-                   candidates=candidates, offers=offers,
-                   gpus=pd.DataFrame({"gpu": list(GPUS), "gpus_per_node": 1,
-                                      "max_gpus": math.nan}),
-                   target_utilization=0.8, hours_per_month=730.0, horizon_months=12.0,
-                   spot_max_share=0.3)
+    problem = Problem(workloads=workloads, periods=periods, demand=demand, configs=configs,
+                      candidates=candidates, offers=offers,
+                      gpus=pd.DataFrame({"gpu": list(GPUS), "gpus_per_node": 1,
+                                         "max_gpus": math.nan}),
+                      target_utilization=0.8, hours_per_month=730.0, horizon_months=12.0,
+                      spot_max_share=0.3)
+    return with_demand_factors(problem, OUTCOMES) if case == "stochastic" else problem
 
 
 def _demand(names: pd.Series, periods: pd.DataFrame, n_hours: int, n_months: int,
@@ -130,7 +141,14 @@ def run_case(case: str, time_limit_s: float | None) -> dict:
     plan = optimize_problem(problem, options)
     seconds = time.perf_counter() - started
     bound = plan.bound_usd
-    return {"case": case, "status": plan.status, "gap": plan.gap, "seconds": seconds,
+    risk = {}
+    if case == "stochastic":
+        started = time.perf_counter()
+        add_commitments(plan, problem, options)
+        risk = {"commitments_seconds": time.perf_counter() - started,
+                "vss_usd_per_hour": plan.assumptions.get("stochastic", {}).get(
+                    "vss_usd_per_month", math.nan) / 730.0}
+    return {"case": case, "status": plan.status, "gap": plan.gap, "seconds": seconds, **risk,
             "usd_per_hour": plan.objective_usd / problem.horizon_hours,
             "bound_usd_per_hour": bound / problem.horizon_hours,
             "gpus_peak": float(plan.fleet_by_period.groupby("period")["gpus"].sum().max())
@@ -159,7 +177,14 @@ def main() -> None:
               f"${figures['bound_usd_per_hour']:,.2f}/h, ${figures['usd_per_hour']:,.2f}/h, "
               f"{figures['seconds']:.1f} s (target {figures['target_s']:g} s within "
               f"{figures['target_gap']:.1%}: {verdict}), peak {figures['gpus_peak']:.0f} GPUs, "
-              f"peak memory {figures['peak_rss_mb']:,.0f} MB")
+              f"peak memory {figures['peak_rss_mb']:,.0f} MB{_risk_text(figures)}")
+
+
+def _risk_text(figures: dict) -> str:
+    if "commitments_seconds" not in figures:
+        return ""
+    return (f"; commitments table {figures['commitments_seconds']:.1f} s, VSS "
+            f"${figures['vss_usd_per_hour']:,.2f}/h")
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ _NOTES = (
     "Each option fixes the reserved capacity (the commitment, bought once for every outcome) "
     "and re-plans on-demand and spot capacity for each demand scenario. USD per month.",
     "P90: the cost not exceeded with 90 % probability. Cost-at-risk = P90 - expected: what a bad "
-    "outcome costs beyond the expected cost. CVaR: the mean cost of the worst outcomes.",
+    "outcome costs beyond the expected cost. CVaR: the mean cost of the worst outcomes. "
+    "Re-solve status time_limit: the recourse was found, not proven the cheapest, in time.",
 )
 
 
@@ -97,6 +98,7 @@ def _columns(options: pd.DataFrame, scenarios: list[str], first: int) -> list[Li
     columns += [LiveColumn(f"utilization:{name}", options[f"utilization:{name}"].tolist(),
                            number_format=PERCENT, header=f"Commitment used if {name}")
                 for name in scenarios]
+    columns.append(LiveColumn("status", options["status"].tolist(), header="Re-solve status"))
     return columns
 
 

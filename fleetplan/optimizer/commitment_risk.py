@@ -8,6 +8,11 @@ is known. Options: the stochastic plan's own commitment, the P50-only plan's (th
 if the median demand scenario were certain), the P90-only plan's, and fractions of the P90-only
 plan's reserved replicas between zero and all of them (:data:`COMMITTED_SHARES`).
 
+The whole table is given ``solver.time_limit_s``, shared evenly by the options; an option whose
+recourse was not proven within ``solver.mip_gap`` in its share says ``time_limit`` (its costs
+are those of the recourse found, possibly above the best), one without any plan
+``no_solution`` (NaN costs).
+
 Definitions (per option, costs per month of the horizon):
     expected: sum over scenarios of probability x cost; P90 cost: the smallest scenario cost
     whose cumulative probability reaches 0.9; CVaR: the mean cost of the worst 1 - alpha of
@@ -60,7 +65,7 @@ COMMITTED_SHARES = (0.0, 0.25, 0.5, 0.75)
 P90 = 0.9
 
 #: Columns of the commitments table (one row per option and scenario).
-COLUMNS = ("option", "reserved_gpus", "scenario", "probability", "usd_per_month",
+COLUMNS = ("option", "status", "reserved_gpus", "scenario", "probability", "usd_per_month",
            "recourse_usd_per_month", "utilization", "first_stage_usd_per_month",
            "expected_usd_per_month", "p90_usd_per_month", "cvar_usd_per_month",
            "cost_at_risk_usd_per_month", "over_stochastic_usd_per_month")
@@ -79,20 +84,32 @@ def committed_values(model: FleetModel, commitment: pd.DataFrame) -> np.ndarray:
 
 
 def solve_committed(model: FleetModel, commitment: pd.DataFrame, options: SolveOptions,
-                    seconds: float) -> np.ndarray | None:
+                    seconds: float, programs: PeriodPrograms | None = None
+                    ) -> tuple[np.ndarray | None, str]:
     """Values of the cheapest plan with the first stage fixed to ``commitment`` (None when no
-    plan was found in ``seconds``): the periods separate, so large models solve per period."""
+    plan was found in ``seconds``) and the solve's status; with ``programs`` (a model too large
+    to solve whole) every period is solved on its own, as the fixed first stage separates them."""
     fixed = reserved_plan(model, committed_values(model, commitment))
-    cut = model.constraint_table()["family"].isin(["budget", "simplicity", "cvar"]).any()
-    if model.program.n_cols <= WHOLE_MODEL_COLUMNS or cut:
+    if programs is None:
         solver = open_solver(model.program, model.cost, options)
         solver.set_col_bounds(fixed["cols"], fixed["values"], fixed["values"])
-        return solver.solve(time_limit_s=max(seconds, 0.05), mip_gap=options.mip_gap).values
+        result = solver.solve(time_limit_s=max(seconds, 0.05), mip_gap=options.mip_gap)
+        return result.values, result.outcome.status if result.values is not None else \
+            "no_solution"
     cost = model.cost.copy()
     cost[fixed["cols"]] = 0.0
-    run = solve_periods(PeriodPrograms.of(model), PeriodTask(cost, fixed=fixed), options,
-                        Deadline(seconds))
-    return run.values if run.complete() else None
+    run = solve_periods(programs, PeriodTask(cost, fixed=fixed), options, Deadline(seconds))
+    if not run.complete():
+        return None, "no_solution"
+    return run.values, run.outcome(float(model.cost @ run.values)).status
+
+
+def period_programs(model: FleetModel) -> PeriodPrograms | None:
+    """Each period's program when the model is too large to solve whole and nothing but the
+    first stage links its periods (None otherwise)."""
+    cut = model.constraint_table()["family"].isin(["budget", "simplicity", "cvar"]).any()
+    return None if model.program.n_cols <= WHOLE_MODEL_COLUMNS or cut else \
+        PeriodPrograms.of(model)
 
 
 def single_outcome_commitment(problem: Problem, scenario: str, options: SolveOptions,
@@ -105,7 +122,7 @@ def single_outcome_commitment(problem: Problem, scenario: str, options: SolveOpt
     return first_stage(model, model.values)
 
 
-def option_rows(model: FleetModel, values: np.ndarray | None, name: str,
+def option_rows(model: FleetModel, values: np.ndarray | None, status: str, name: str,
                 alpha: float) -> pd.DataFrame:
     """One row per scenario of one option (NaN costs when it has no plan)."""
     months = model.problem.horizon_months
@@ -120,7 +137,7 @@ def option_rows(model: FleetModel, values: np.ndarray | None, name: str,
     p90 = cost_quantile(usd, probability, P90)
     utilization = commitment_utilization(model, values) if values is not None else None
     return pd.DataFrame({
-        "option": name, "reserved_gpus": float((reserved["replicas"] * reserved["tp"]).sum()),
+        "option": name, "status": status, "reserved_gpus": float((reserved["replicas"] * reserved["tp"]).sum()),
         "scenario": costs["scenario"], "probability": probability,
         "usd_per_month": usd / months, "recourse_usd_per_month": costs["recourse_usd"] / months,
         "utilization": np.nan if utilization is None else
@@ -155,11 +172,12 @@ def commitment_table(problem: Problem, chosen: pd.DataFrame, options: SolveOptio
     deadline = Deadline(seconds)
     model = build_model(problem.with_changes(cvar_weight=0.0), cost_cover=False)
     found = commitment_options(problem, chosen, options, deadline)
+    programs = period_programs(model)
     parts = []
     for position, (name, commitment) in enumerate(found.items()):
         left = deadline.remaining() / max(len(found) - position, 1)
-        values = solve_committed(model, commitment, options, left)
-        parts.append(option_rows(model, values, name, problem.cvar_alpha))
+        values, status = solve_committed(model, commitment, options, left, programs)
+        parts.append(option_rows(model, values, status, name, problem.cvar_alpha))
     table = pd.concat(parts, ignore_index=True)
     stochastic = table.loc[table["option"] == "stochastic", "expected_usd_per_month"]
     table["over_stochastic_usd_per_month"] = table["expected_usd_per_month"] - float(

@@ -24,6 +24,7 @@ from fleetplan.optimizer.uncertainty_inputs import (
     DemandScenario,
     Stochastic,
     check_joint_scenarios,
+    check_risk_needs_scenarios,
     check_quantiles,
     check_scenario_set,
 )
@@ -438,6 +439,7 @@ class Scenario(_Strict):
     def _profiles_share_a_cycle(self) -> Scenario:
         check_profile_cycle(self.workloads)
         check_joint_scenarios(self.workloads)
+        check_risk_needs_scenarios(self.fleet.stochastic, self.workloads)
         return self
 
     @field_validator("fleet")

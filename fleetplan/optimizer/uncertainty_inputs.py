@@ -154,3 +154,11 @@ def check_joint_scenarios(workloads: list) -> None:
                            f"workloads[{first}] gives it {probability[scenario.name]:g}; one "
                            "joint scenario set")
                 raise ValueError(message)
+
+
+def check_risk_needs_scenarios(stochastic: Stochastic, workloads: list) -> None:
+    """A CVaR objective without demand scenarios would silently do nothing (ValueError)."""
+    if stochastic.objective == "cvar" and all(workload_scenarios(w) is None for w in workloads):
+        message = ("fleet.stochastic: objective cvar needs demand scenarios; give a workload "
+                   "demand_scenarios or demand_quantiles")
+        raise ValueError(message)

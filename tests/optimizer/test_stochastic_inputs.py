@@ -94,6 +94,9 @@ def test_each_outcome_scales_sets_or_grows_demand():
     ({"workloads__1__demand_scenarios__0": {"name": "p10", "probability": 1.3, "factor": 0.8}},
      r"demand_scenarios\[0\]\.probability: must be <= 1, got 1.3"),
     ({"fleet__stochastic": {"objective": "worst"}}, r"fleet.stochastic.objective"),
+    ({"fleet__stochastic": {"objective": "cvar", "cvar_weight": 1.0},
+      "workloads__0__demand_quantiles": None, "workloads__1__demand_scenarios": None},
+     r"fleet.stochastic: objective cvar needs demand scenarios"),
     ({"fleet__stochastic": {"objective": "cvar", "cvar_alpha": 1.0}},
      r"fleet.stochastic.cvar_alpha: must be < 1, got 1.0"),
 ])
