@@ -18,7 +18,7 @@ from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.instances import make_problem
 
 EXACT = SolveOptions(time_limit_s=20, mip_gap=0.0)
-SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KW_PER_GPU = {"g0": 1.0, "g1": 0.7}
 
 
@@ -214,3 +214,21 @@ def test_rate_limit_binds_prices_and_diagnoses():
     assert "needs 420 requests/min from api but its rate limit is 60" in " ".join(short.messages)
     tight = problem.with_changes(apis=problem.apis.assign(max_requests_per_min=30.0))
     assert verify_plan(plan, tight) == ["api_rate: api in period 0: 60.0 requests/min > 30.0"]
+
+
+def test_power_counts_whole_nodes_idle_gpus_included():
+    problem = sited(make_problem([[5.0]], [[4.0]], {("g0", "owned"): 1.0},
+                                 gpus_per_node={"g0": 4}, horizon_months=1.0), kw=10.0)
+    plan = optimize_problem(problem, EXACT)
+    assert set(plan.power["kw_peak"]) == {4.0}  # one replica on one 4-GPU node of 1 kW GPUs
+    tight = problem.with_changes(sites=problem.sites.assign(kw=3.5))
+    assert verify_plan(plan, tight) == ["power: site hall in period 0: 4.0 kW > 3.5 kW"]
+    assert optimize_problem(tight, EXACT).status == "infeasible"
+
+
+def test_api_check_names_a_bucket_the_api_may_not_serve():
+    problem = with_api(make_problem([[5.0]], [[7.0]], {("g0", "on_demand"): 1.0},
+                                    horizon_months=1.0), 3e-5)
+    plan = optimize_problem(problem, EXACT)
+    barred = problem.with_changes(api_candidates=problem.api_candidates.iloc[0:0])
+    assert "api_rate: w bucket 0 sent to api, which may not serve it" in verify_plan(plan, barred)
