@@ -17,11 +17,28 @@ import pandas as pd
 from openpyxl.worksheet.worksheet import Worksheet
 
 from fleetplan.exports import plan_quantities
-from fleetplan.exports.xlsx_common import LABEL_FONT, NOTE_FONT, put, set_widths, title_block
+from fleetplan.exports.xlsx_common import (
+    DECIMAL,
+    INTEGER,
+    LABEL_FONT,
+    NOTE_FONT,
+    PERCENT,
+    USD,
+    put,
+    set_widths,
+    title_block,
+    wrap,
+)
 from fleetplan.exports.xlsx_print import PageOptions
 from fleetplan.exports.xlsx_sheets import write_frame
 
 MONTH = "mmm yyyy"
+#: Number formats by column: kW and MWh to a tenth, counts whole, a request's price to 1e-6 USD.
+FORMATS = {"month": MONTH, "kw_peak": DECIMAL, "kw_mean": DECIMAL, "kw_limit": DECIMAL,
+           "mwh": DECIMAL, "requests": INTEGER, "tokens": INTEGER, "usd": USD, "share": PERCENT,
+           "usd_per_request": '"$"0.000000', "replica_usd_per_hour": USD,
+           "replica_req_s": DECIMAL, "break_even_req_s": DECIMAL,
+           "break_even_tokens_per_month": INTEGER}
 #: The break-even rate when self-hosting never wins on price.
 NEVER = "never (the API costs less than a full replica)"
 
@@ -47,7 +64,7 @@ def supply_sheet(ws: Worksheet, plan, start: dt.date) -> PageOptions:
             font=LABEL_FONT)
         power = _dated(plan.power, start)[["site", "month", "kw_peak", "kw_mean", "kw_limit",
                                            "mwh"]]
-        row = write_frame(ws, power, row + 1, "SupplyPower", widths, formats={"month": MONTH}) + 1
+        row = write_frame(ws, power, row + 1, "SupplyPower", widths, formats=FORMATS) + 1
     if not plan.api_break_even.empty:
         row = _api_tables(ws, plan, start, row, widths)
     set_widths(ws, widths)
@@ -64,17 +81,18 @@ def _api_tables(ws: Worksheet, plan, start: dt.date, row: int, widths: dict) -> 
     else:
         shown = _dated(usage, start)[["workload", "api", "month", "requests", "tokens", "usd",
                                       "share"]]
-        row = write_frame(ws, shown, row + 1, "SupplyApiUsage", widths,
-                          formats={"month": MONTH, "share": "0.0%"}) + 1
+        row = write_frame(ws, shown, row + 1, "SupplyApiUsage", widths, formats=FORMATS) + 1
     put(ws, row, 1, "Break-even: self-hosting wins above this request rate", font=LABEL_FONT)
     table = plan.api_break_even.copy()
     table["break_even_req_s"] = [rate if math.isfinite(rate) else NEVER
                                  for rate in table["break_even_req_s"]]
     table["break_even_tokens_per_month"] = [
         tokens if math.isfinite(tokens) else NEVER for tokens in table["break_even_tokens_per_month"]]
-    row = write_frame(ws, table, row + 1, "SupplyBreakEven", widths) + 1
-    put(ws, row, 1, "break_even_req_s = replica USD per hour / (3600 x API USD per request), "
-        "for the cheapest replica that can carry that rate at the target utilization; per "
-        "replica, without node sizes, spares, reserved terms or the hourly profile, which the "
-        "plan itself accounts for.", font=NOTE_FONT)
+    row = write_frame(ws, table, row + 1, "SupplyBreakEven", widths, formats=FORMATS) + 1
+    note = put(ws, row, 1, "Break-even rate = replica USD per hour / (3600 x API USD per "
+               "request), for the cheapest replica that can carry that rate at the target "
+               "utilization; per replica, without node sizes, spares, reserved terms or the "
+               "hourly profile, which the plan itself accounts for.", font=NOTE_FONT)
+    ws.merge_cells(start_row=row, start_column=1, end_row=row, end_column=8)
+    wrap(ws, note, 120)
     return row + 2

@@ -17,7 +17,8 @@ optimizer does with it:
 - ``check``: the family's check on a finished plan (``plan_checks.py``; ``verify_plan``).
 
 Adding a family: write its builder in ``milp_constraints.py`` and its check in
-``plan_checks.py``, then add one entry to :data:`FAMILIES`. Entries are built in table order.
+``plan_checks.py`` (or both in a module of its own, as ``power_envelope.py`` and
+``api_supply.py``), then add one entry to :data:`FAMILIES`. Entries are built in table order.
 """
 
 from __future__ import annotations

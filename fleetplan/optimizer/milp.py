@@ -42,6 +42,12 @@ Write :math:`Y_{ct} = \sum_{p\in R} y_{cp} + \sum_{p\in F} y_{cpt}`, the load
         + \sum_{t \in m} \frac{h_t}{\mu_m} \sum_{g,p\in F} s_g \pi_{gp} n_{gpt}
         \le B \quad \forall m
 
+Supply beyond rented GPUs: a site's power envelope
+:math:`\sum_{(g,p) \in s} \mathrm{PUE}_s e_g s_g N_{gpt} \le P_s` (``power_envelope.py``), and
+hosted APIs: a share :math:`z_{wbta} \in [0,1]` joins the demand row of every bucket an API may
+serve, costs :math:`3600\, d_{wbt} h_t u_{wba}` and counts against the API's rate limits in every
+period (``api_supply.py``).
+
 A reserved commitment is paid for whole terms: :math:`\phi_p` = (months of the whole terms
 covering the horizon) / (horizon months), 1 when the term fits the horizon. N+k is kept per
 configuration: every configuration that carries load of a workload with k spares keeps k

@@ -38,6 +38,20 @@ def _table(title: str, table: pd.DataFrame, columns: list[str], max_rows: int) -
     return ["", title, *("  " + line for line in text.splitlines()), *more]
 
 
+def _supply_lines(plan: FleetPlan) -> list[str]:
+    """One line per site (peak kW of its limit, MWh per month) and per API (share, cost)."""
+    lines = []
+    power = getattr(plan, "power", pd.DataFrame())
+    for site, rows in (power.groupby("site", sort=False) if not power.empty else ()):
+        lines.append(f"power {site}: {rows['kw_peak'].max():,.1f} kW at peak of "
+                     f"{rows['kw_limit'].iloc[0]:,.0f} kW, {rows['mwh'].mean():,.1f} MWh per month")
+    usage = getattr(plan, "api_usage", pd.DataFrame())
+    for (workload, api), rows in (usage.groupby(["workload", "api"]) if not usage.empty else ()):
+        lines.append(f"api {api}: {rows['share'].mean():.1%} of {workload}'s requests, "
+                     f"{usd(rows['usd'].mean())} per month")
+    return ["", *lines] if lines else []
+
+
 def summary_text(plan: FleetPlan, max_rows: int = 12) -> str:
     """Status, cost, fleet, costs by pricing, binding constraints, unmet demand."""
     months = plan.assumptions.get("horizon_months", float("nan"))
@@ -56,6 +70,7 @@ def summary_text(plan: FleetPlan, max_rows: int = 12) -> str:
                     ["workload", "demand_req_s_peak", "served_fraction", "tpot_ms_max",
                      "ttft_ms_max", "utilization", "usd_per_month", "usd_per_m_tokens"],
                     max_rows)
+    lines += _supply_lines(plan)
     if not plan.binding_constraints.empty:
         lines += ["", "binding constraints:"]
         lines += ["  " + text for text in plan.binding_constraints["description"].head(max_rows)]

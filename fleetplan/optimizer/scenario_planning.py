@@ -126,6 +126,8 @@ def prepare(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=No
     buckets = workload_buckets(scenario)
     buckets["model"] = buckets["workload"].map(model_of)
     periods = plan_periods(scenario)
+    workloads = _workload_table(scenario, names["models"])
+    supply = supply_tables(scenario, catalogs, names["gpus"], workloads, buckets)  # names first
     table, source, more_notes = _candidates(scenario, catalogs, buckets, names, estimate)
     table = candidate_tables.finish(table, scenario.fleet.share_replicas)
     base = table[table["variant"] == "base"].drop(columns="variant").reset_index(drop=True)
@@ -133,8 +135,6 @@ def prepare(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=No
     relaxed = relaxed.assign(relaxed_for=relaxed.pop("variant").str.removeprefix("relaxed:"))
     prices, term_notes = _within_terms(scenario, prices)
     fleet = scenario.fleet
-    workloads = _workload_table(scenario, names["models"])
-    supply = supply_tables(scenario, catalogs, names["gpus"], workloads, buckets)
     problem = Problem(
         workloads=workloads, periods=periods,
         demand=demand_table(scenario, buckets, periods), configs=configs_of(base),

@@ -81,3 +81,15 @@ def test_supply_sheet_only_with_sites_or_apis():
     with_site = FleetPlan("optimal", 0.0, 1.0, 1.0, "HiGHS", 0.1,
                           scenario={"fleet": {"sites": [{"name": "hall", "kw": 400}]}})
     assert "Supply" in plan_sheets(with_site)
+
+
+def test_an_unknown_api_model_exits_2_with_one_line(tmp_path, capsys):
+    text = EXAMPLE.read_text().replace("model: llama-3.1-8b\n      usd_per_1m",
+                                       "model: lama-3.1-8b\n      usd_per_1m")
+    scenario = tmp_path / "bad.yaml"
+    scenario.write_text(text)
+    code = main(["plan", str(scenario), "-o", str(tmp_path / "plan.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert any("fleet.apis[0].model: unknown model 'lama-3.1-8b'; did you mean" in line
+               for line in err)

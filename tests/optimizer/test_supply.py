@@ -18,7 +18,7 @@ from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.instances import make_problem
 
 EXACT = SolveOptions(time_limit_s=20, mip_gap=0.0)
-SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KW_PER_GPU = {"g0": 1.0, "g1": 0.7}
 
 
@@ -123,20 +123,23 @@ def test_power_marginal_value_and_diagnosis():
     assert "site hall needs 2 kW but its envelope is 1 kW (1 kW short)" in " ".join(short.messages)
 
 
-def api_brute_force(capacity, demand, price, hours, u, rpm) -> tuple[float, bool]:
-    """Cheapest (cost, uses the API) over replica counts, the API taking what replicas leave."""
-    total, uses = 0.0, False
+def api_brute_force(capacity, demand, price, hours, u, rpm) -> list[tuple[float, float]]:
+    """Per period: the cheapest cost without the API and with some load on it, over replica
+    counts, the API taking what the replicas leave."""
+    periods = []
     for t, need in enumerate(demand):
-        best = (math.inf, False)
+        without, using = math.inf, math.inf
         for counts in itertools.product(range(6), repeat=len(capacity)):
-            served = min(need, float(np.dot(counts, capacity)))
-            rest = need - served
+            rest = need - min(need, float(np.dot(counts, capacity)))
             if rest * 60.0 > rpm + 1e-9:
                 continue
             cost = float(np.dot(counts, price)) * hours[t] + 3600.0 * rest * hours[t] * u
-            best = min(best, (cost, rest > 1e-9))
-        total, uses = total + best[0], uses or best[1]
-    return total, uses
+            if rest > 1e-9:
+                using = min(using, cost)
+            else:
+                without = min(without, cost)
+        periods.append((without, using))
+    return periods
 
 
 @st.composite
@@ -162,13 +165,18 @@ def test_api_share_matches_brute_force(instance):
                            hours=hours, horizon_months=1.0)
     problem = with_api(problem, u, rpm if math.isfinite(rpm) else math.nan)
     plan = optimize_problem(problem, EXACT)
-    expected, uses = api_brute_force(capacity, demand, price, hours, u, rpm)
-    assert plan.objective_usd == pytest.approx(expected, rel=1e-6, abs=1e-6)
+    periods = api_brute_force(capacity, demand, price, hours, u, rpm)
+    assert plan.objective_usd == pytest.approx(sum(min(p) for p in periods), rel=1e-6, abs=1e-6)
     assert plan.costs_by_workload["usd_total"].sum() == pytest.approx(plan.objective_usd)
     assert plan.costs_by_month["usd"].sum() == pytest.approx(plan.usd_per_month)
     assert verify_plan(plan, problem) == []
-    if not uses:  # no cheapest plan needs the API: a plan using it costs more
-        assert plan.api_routing.empty or plan.objective_usd <= expected + 1e-6
+    sent = plan.api_routing.groupby("period")["fraction"].sum() if not plan.api_routing.empty \
+        else pd.Series(dtype=float)
+    for t, (without, using) in enumerate(periods):  # chosen exactly when strictly cheaper
+        if using < without - 1e-6:
+            assert sent.get(t, 0.0) > 1e-6, t
+        elif without < using - 1e-6:
+            assert sent.get(t, 0.0) == 0.0, t
 
 
 @pytest.mark.parametrize(("u", "api_req_s"), [(3e-5, 7.0), (1e-4, 2.0), (1.5e-4, 0.0)])
@@ -214,3 +222,21 @@ def test_rate_limit_binds_prices_and_diagnoses():
     assert "needs 420 requests/min from api but its rate limit is 60" in " ".join(short.messages)
     tight = problem.with_changes(apis=problem.apis.assign(max_requests_per_min=30.0))
     assert verify_plan(plan, tight) == ["api_rate: api in period 0: 60.0 requests/min > 30.0"]
+
+
+def test_power_counts_whole_nodes_idle_gpus_included():
+    problem = sited(make_problem([[5.0]], [[4.0]], {("g0", "owned"): 1.0},
+                                 gpus_per_node={"g0": 4}, horizon_months=1.0), kw=10.0)
+    plan = optimize_problem(problem, EXACT)
+    assert set(plan.power["kw_peak"]) == {4.0}  # one replica on one 4-GPU node of 1 kW GPUs
+    tight = problem.with_changes(sites=problem.sites.assign(kw=3.5))
+    assert verify_plan(plan, tight) == ["power: site hall in period 0: 4.0 kW > 3.5 kW"]
+    assert optimize_problem(tight, EXACT).status == "infeasible"
+
+
+def test_api_check_names_a_bucket_the_api_may_not_serve():
+    problem = with_api(make_problem([[5.0]], [[7.0]], {("g0", "on_demand"): 1.0},
+                                    horizon_months=1.0), 3e-5)
+    plan = optimize_problem(problem, EXACT)
+    barred = problem.with_changes(api_candidates=problem.api_candidates.iloc[0:0])
+    assert "api_rate: w bucket 0 sent to api, which may not serve it" in verify_plan(plan, barred)
