@@ -24,7 +24,7 @@ from fleetplan.optimizer.plan_summary import summary_text
 TABLE_FIELDS: tuple[str, ...] = (
     "fleet", "fleet_by_period", "nodes", "routing", "workloads", "costs_by_gpu",
     "costs_by_pricing", "costs_by_workload", "costs_by_month", "binding_constraints",
-    "unmet_demand", "prices", "periods", "candidates",
+    "unmet_demand", "prices", "periods", "candidates", "changes",
 )
 
 #: Scalar fields written at the top of the JSON file and the workbook's summary.
@@ -110,6 +110,11 @@ class FleetPlan:
         candidates: (workload, bucket, config): the capacity table the model used:
             model, gpu, quant, tp, input_len, output_len, req_s_per_replica (at 100 %
             utilization), batch, tpot_ms, ttft_ms, valid, reason.
+        changes: (month, gpu, pricing_type, config): gpus_before, gpus, added, removed,
+            kept [GPUs held; config ``(idle)`` = held, running nothing]: the plan as changes
+            to today's fleet (``fleet_changes.py``); empty when the plan starts from nothing
+            and sets no change limits. ``assumptions["stay_the_course"]`` compares it with
+            keeping today's fleet and renting on demand (``stay_the_course.py``).
     """
 
     status: str
@@ -136,6 +141,7 @@ class FleetPlan:
     prices: pd.DataFrame = field(default_factory=_empty)
     periods: pd.DataFrame = field(default_factory=_empty)
     candidates: pd.DataFrame = field(default_factory=_empty)
+    changes: pd.DataFrame = field(default_factory=_empty)
 
     @property
     def feasible(self) -> bool:

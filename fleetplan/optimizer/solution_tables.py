@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs.conventions import PRICING_TYPES, RESERVED_PRICING
+from fleetplan.optimizer.fleet_changes import changes_table, held_from_solution, wants_changes
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import charged_offers
 from fleetplan.optimizer.milp import FleetModel
@@ -249,6 +250,8 @@ def assemble_plan(model: FleetModel, outcome: SolveOutcome, status: str, **metad
                          candidates=p.candidates, **metadata)
     solution = solution_tables(model)
     objective = float(solution["nodes"]["usd"].sum())
+    if wants_changes(p):
+        metadata["changes"] = changes_table(p, held_from_solution(p, solution))
     return FleetPlan(
         status=status, gap=outcome.gap, objective_usd=objective,
         usd_per_month=objective / p.horizon_months, solver=outcome.solver,
