@@ -1,7 +1,7 @@
 """The plan workbook: a live, finance-grade Excel model of a FleetPlan.
 
-Sheets: Summary, Fleet, Costs, Workloads, Chargeback, Assumptions, Candidates, Frontier, Sources,
-Read me.
+Sheets: Summary, Fleet, Costs, Workloads, Chargeback, Changes, Assumptions, Candidates, Frontier,
+Sources, Read me.
 Every money cell of Fleet, Costs, Workloads and Summary is a formula that reaches the prices
 and hours on Assumptions through defined names; replica counts and GPU usage stay numbers (the
 optimizer's decisions). Formulas are written only where they reproduce the plan's own numbers.
@@ -18,6 +18,7 @@ from typing import Any
 from fleetplan.catalogs import PriceRule, load_catalogs
 from fleetplan.exports import plan_quantities
 from fleetplan.exports.plan_sheet_chargeback import chargeback_sheet
+from fleetplan.exports.plan_sheet_changes import changes_sheet, has_current_fleet
 from fleetplan.exports.plan_sheets_costs import CostCells, costs_sheet, fleet_sheet
 from fleetplan.exports.plan_sheets_inputs import (
     assumptions_sheet,
@@ -32,8 +33,8 @@ from fleetplan.exports.xlsx_sources import catalog_rows, readme_sheet, sources_s
 
 log = logging.getLogger(__name__)
 
-SHEETS = ("Summary", "Fleet", "Costs", "Workloads", "Chargeback", "Assumptions", "Candidates",
-          "Frontier", "Sources", "Read me")
+SHEETS = ("Summary", "Fleet", "Costs", "Workloads", "Chargeback", "Changes", "Assumptions",
+          "Candidates", "Frontier", "Sources", "Read me")
 
 _SHEET_NOTES = (
     ("Summary", "Scenario, total cost per month, year and horizon, cost and $/1M tokens per "
@@ -46,6 +47,9 @@ _SHEET_NOTES = (
      "month and per million tokens. Unmet demand, if any, is listed below."),
     ("Chargeback", "Cost per team and cost center, per month and in total, with tokens served "
      "and cost per million tokens; spare capacity charged by the scenario's chargeback rule."),
+    ("Changes", "The plan as changes to today's fleet: the whole bill with the sunk "
+     "commitments, staying the course instead, and per month the GPUs bought, released, "
+     "migrated and kept."),
     ("Assumptions", "The inputs: hours per month and GPU prices per pricing type (yellow), and "
      "the settings that shaped the fleet (utilization target, budget, efficiency factors)."),
     ("Candidates", "Every configuration considered for every workload bucket, at its knee "
@@ -89,9 +93,11 @@ def plan_catalogs(plan) -> Any:
 
 
 def plan_sheets(plan) -> tuple[str, ...]:
-    """The plan workbook's sheets: Chargeback only when some workload names its team."""
+    """The plan workbook's sheets: Chargeback only when some workload names its team, Changes
+    only when the scenario has a current fleet."""
     teams = any(w.get("team") for w in plan.scenario.get("workloads") or [])
-    return tuple(t for t in SHEETS if t != "Chargeback" or teams)
+    shown = {"Chargeback": teams, "Changes": has_current_fleet(plan)}
+    return tuple(t for t in SHEETS if shown.get(t, True))
 
 
 def build_plan_book(plan, *, catalogs: Any = None, estimate=None,
@@ -112,6 +118,8 @@ def build_plan_book(plan, *, catalogs: Any = None, estimate=None,
     workloads = workloads_sheet(book, wb["Workloads"], plan, cells)
     if "Chargeback" in titles:
         book.pages["Chargeback"] = chargeback_sheet(book, wb["Chargeback"], plan, cells.start)
+    if "Changes" in titles:
+        book.pages["Changes"] = changes_sheet(book, wb["Changes"], plan, cells.start)
     rule = price_rule_text(plan.scenario)
     book.pages["Summary"] = summary_sheet(book, wb["Summary"], plan, cells, workloads, rule)
     candidates_sheet(wb["Candidates"], plan)

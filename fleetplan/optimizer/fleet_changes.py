@@ -44,6 +44,10 @@ IDLE = "(idle)"
 KEYS = ["gpu", "pricing_type", "config"]
 #: Pricing types that count towards the minimum commitment.
 COMMITTED_PRICING = (*EXISTING_PRICING, *LINKING_PRICING)
+#: Subjects of the monthly limit rows: one limit for every month, priced once (at its tightest
+#: month, which the row's period names).
+CHURN_SUBJECT = "GPU changes per month"
+MIN_COMMITTED_SUBJECT = "committed GPUs"
 CHANGE_COLUMNS = ["month", "gpu", "pricing_type", "config", "gpus_before", "gpus", "added",
                   "removed", "kept"]
 
@@ -167,8 +171,7 @@ def define_churn(model: FleetModel) -> None:
     add_keyed_rows(model, "churn", total, ["period"], "<=",
                    lambda t: p.max_changes_per_month
                    + t["period"].map(month).map(allowance).fillna(0.0).to_numpy(),
-                   unit="GPUs", subject=lambda t: t["period"].map(month).map(
-                       lambda m: f"month {m}"))
+                   unit="GPUs", subject=lambda t: pd.Series(CHURN_SUBJECT, index=t.index))
 
 
 def define_min_committed(model: FleetModel) -> None:
@@ -190,7 +193,7 @@ def define_min_committed(model: FleetModel) -> None:
 
     add_keyed_rows(model, "min_committed", terms, ["period"], ">=", limit,
                    rows=p.periods[["period"]], unit="GPUs",
-                   subject=lambda t: t["period"].map(month).map(lambda m: f"month {m}"))
+                   subject=lambda t: pd.Series(MIN_COMMITTED_SUBJECT, index=t.index))
 
 
 def held_committed(problem: Problem) -> pd.Series:
@@ -274,9 +277,9 @@ def monthly_diff(changes: pd.DataFrame) -> pd.DataFrame:
                           net=changes["gpus"] - changes["gpus_before"]).groupby(
         ["month", "gpu", "pricing_type"]).agg(moved=("moved", "sum"), net=("net", "sum"),
                                               kept=("kept", "sum"), gpus=("gpus", "sum"))
-    pair["bought"] = pair["net"].clip(lower=0.0)
-    pair["released"] = (-pair["net"]).clip(lower=0.0)
-    pair["migrated"] = (pair["moved"] - pair["net"].abs()) / 2
+    pair["bought"] = pair["net"].clip(lower=0.0) + 0.0  # + 0.0: no negative zeros
+    pair["released"] = (-pair["net"]).clip(lower=0.0) + 0.0
+    pair["migrated"] = (pair["moved"] - pair["net"].abs()).clip(lower=0.0) / 2 + 0.0
     table = pair.groupby("month")[["bought", "released", "migrated", "kept", "gpus"]].sum()
     table["changes"] = table["bought"] + table["released"] + table["migrated"]
     return table.reset_index()[columns]
