@@ -19,6 +19,14 @@ RESERVED_PRICING: tuple[str, ...] = ("reserved_1y", "reserved_3y")
 #: servers already owned, and servers the plan buys.
 ON_PREMISES_PRICING: tuple[str, ...] = ("owned", "purchase")
 
+#: Pricing types of GPUs the company already has when it plans: reserved commitments made
+#: before the plan (sunk until their end) and servers it owns (power and hosting only).
+EXISTING_PRICING: tuple[str, ...] = ("committed", "owned")
+
+#: Pricing types decided once for the whole horizon from their start month: reserved terms and
+#: servers the plan buys.
+LINKING_PRICING: tuple[str, ...] = (*RESERVED_PRICING, "purchase")
+
 #: Length of each reserved commitment [months].
 RESERVED_TERM_MONTHS: dict[str, int] = {"reserved_1y": 12, "reserved_3y": 36}
 

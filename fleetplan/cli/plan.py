@@ -29,6 +29,7 @@ from fleetplan.exports.atomic import write_text_atomic
 from fleetplan.exports.focus import write_focus_csv
 from fleetplan.exports.plan_json import write_plan_csv, write_plan_json
 from fleetplan.exports.plan_quantities import first_of_next_month
+from fleetplan.optimizer.current_fleet_inputs import read_current_csv
 from fleetplan.optimizer.example import EXAMPLE_YAML, example_scenario
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.scenario import scenario_json_schema
@@ -104,6 +105,9 @@ def plan_command(
     catalog: CatalogOption = None,
     price_choice: PriceRuleOption = None, provider: ProviderOption = None, region: RegionOption = None,
     max_price_age_days: MaxAgeOption = None, mix_providers: MixOption = False,
+    current: Annotated[Path | None, typer.Option(
+        "--current", help="Today's fleet as a CSV (the columns of fleet.current); replaces the "
+                          "scenario's fleet.current")] = None,
 ) -> None:
     """Find the cheapest GPU fleet for a scenario and write the plan.
 
@@ -116,6 +120,8 @@ def plan_command(
     loaded = example_scenario() if scenario is None else load_scenario(scenario)
     data = with_price_options(loaded.model_dump(), catalog, price_choice, provider, region, max_price_age_days,
                               mix_providers)
+    if current is not None:
+        data["fleet"]["current"] = read_current_csv(current)
     loaded = validate_scenario(data, source=str(scenario or "example"))
     if time_limit_s is not None:
         if not time_limit_s > 0:

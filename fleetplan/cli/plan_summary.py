@@ -10,6 +10,7 @@ import typer
 from fleetplan.cli.plan_supply import print_supply
 from fleetplan.cli.tables import number_text, print_table
 from fleetplan.optimizer.chargeback import chargeback_table
+from fleetplan.optimizer.fleet_changes import monthly_diff
 
 MAX_ROWS = 12
 
@@ -26,6 +27,7 @@ def print_plan(plan) -> None:
     _chargeback(plan)
     _commitments(plan)
     print_supply(plan)
+    _changes(plan)
     if not plan.binding_constraints.empty:
         typer.echo("\nWhat limits the plan:")
         for text in plan.binding_constraints["description"].head(MAX_ROWS):
@@ -99,3 +101,25 @@ def _commitments(plan) -> None:
     vss = risk.get("vss_usd_per_month", math.nan)
     typer.echo(f"value of the stochastic solution (VSS): ${number_text(vss)} per month, against "
                f"committing as if demand were the {risk.get('p50_scenario', 'P50')} scenario")
+def _changes(plan) -> None:
+    """The monthly diff from today's fleet and the stay-the-course comparison, when the plan
+    re-plans a fleet."""
+    if plan.changes.empty:
+        return
+    diff = monthly_diff(plan.changes)
+    rows = [[int(d["month"]), d["bought"], d["released"], d["migrated"], d["kept"], d["changes"],
+             d["gpus"]] for d in diff.to_dict("records")]
+    print_table("\nChanges from today's fleet (GPUs)", ["month", "bought", "released", "migrated",
+                                                        "kept", "changes", "held"], rows,
+                numeric=[True] * 7)
+    stay = plan.assumptions.get("stay_the_course")
+    if not stay:
+        return
+    typer.echo(f"sunk commitments: ${number_text(stay['sunk_usd_total'])} (paid whatever the plan "
+               f"does); whole bill with the plan: ${number_text(stay['plan_usd_total'])}")
+    if math.isfinite(stay["stay_usd_total"]):
+        typer.echo(f"stay the course (keep today's fleet, rent on demand the rest): "
+                   f"${number_text(stay['stay_usd_total'])}; the plan saves "
+                   f"${number_text(stay['saving_usd_total'])} over the horizon")
+    else:
+        typer.echo(f"stay the course: not possible ({stay['status']})")

@@ -126,14 +126,18 @@ def usage_table(plan) -> pd.DataFrame:
     prices = price_table(plan).set_index(["gpu", "pricing_type"])["usd_per_gpu_hour"]
     key = pd.MultiIndex.from_frame(nodes[["gpu", "pricing_type"]])
     price = prices.reindex(key).to_numpy()
+    paid = price * hpm  # free GPUs (sunk commitments) say nothing of their count by cost
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(paid > 0, nodes["usd_per_month"].to_numpy() / paid, np.nan)
     bought = pd.DataFrame({"gpu": nodes["gpu"], "pricing_type": nodes["pricing_type"],
-                           "bought_gpus_mean": nodes["usd_per_month"].to_numpy() / (price * hpm)})
+                           "bought_gpus_mean": mean})
     grid = bought.merge(pd.DataFrame({"month": months}), how="cross")
     for name, table in (("used_hours", used), ("cover_hours", cover)):
         grid = grid.merge(table.rename(columns={"gpu_hours": name}),
                           on=["month", "gpu", "pricing_type"], how="left").fillna({name: 0.0})
     by_offer = grid.groupby(["gpu", "pricing_type"])
     cover_mean = by_offer["cover_hours"].transform("sum") / (hpm * months_total)
+    grid["bought_gpus_mean"] = grid["bought_gpus_mean"].fillna(cover_mean)
     exact = np.isclose(cover_mean, grid["bought_gpus_mean"], rtol=1e-9, atol=1e-12)
     total_used = by_offer["used_hours"].transform("sum").to_numpy()
     share = np.where(total_used > 0, grid["used_hours"] / np.where(total_used > 0, total_used, 1),

@@ -1,7 +1,7 @@
 """The plan workbook: a live, finance-grade Excel model of a FleetPlan.
 
-Sheets: Summary, Fleet, Costs, Workloads, Chargeback, Commitments, Supply, Assumptions,
-Candidates, Frontier, Sources, Read me.
+Sheets: Summary, Fleet, Costs, Workloads, Chargeback, Commitments, Supply, Changes,
+Assumptions, Candidates, Frontier, Sources, Read me.
 Every money cell of Fleet, Costs, Workloads and Summary is a formula that reaches the prices
 and hours on Assumptions through defined names; replica counts and GPU usage stay numbers (the
 optimizer's decisions). Formulas are written only where they reproduce the plan's own numbers.
@@ -20,6 +20,7 @@ from fleetplan.exports import plan_quantities
 from fleetplan.exports.plan_sheet_chargeback import chargeback_sheet
 from fleetplan.exports.plan_sheet_commitments import commitments_sheet
 from fleetplan.exports.plan_sheet_supply import has_supply, supply_sheet
+from fleetplan.exports.plan_sheet_changes import changes_sheet, has_current_fleet
 from fleetplan.exports.plan_sheets_costs import CostCells, costs_sheet, fleet_sheet
 from fleetplan.exports.plan_sheets_inputs import (
     assumptions_sheet,
@@ -35,7 +36,7 @@ from fleetplan.exports.xlsx_sources import catalog_rows, readme_sheet, sources_s
 log = logging.getLogger(__name__)
 
 SHEETS = ("Summary", "Fleet", "Costs", "Workloads", "Chargeback", "Commitments", "Supply",
-          "Assumptions", "Candidates", "Frontier", "Sources", "Read me")
+          "Changes", "Assumptions", "Candidates", "Frontier", "Sources", "Read me")
 
 _SHEET_NOTES = (
     ("Summary", "Scenario, total cost per month, year and horizon, cost and $/1M tokens per "
@@ -54,6 +55,9 @@ _SHEET_NOTES = (
     ("Supply", "kW and MWh per month of each site with a power envelope; the requests, tokens "
      "and dollars sent to hosted model APIs, and the break-even rate above which a replica of "
      "your own is cheaper."),
+    ("Changes", "The plan as changes to today's fleet: the whole bill with the sunk "
+     "commitments, staying the course instead, and per month the GPUs bought, released, "
+     "migrated and kept."),
     ("Assumptions", "The inputs: hours per month and GPU prices per pricing type (yellow), and "
      "the settings that shaped the fleet (utilization target, budget, efficiency factors)."),
     ("Candidates", "Every configuration considered for every workload bucket, at its knee "
@@ -99,10 +103,10 @@ def plan_catalogs(plan) -> Any:
 def plan_sheets(plan) -> tuple[str, ...]:
     """The plan workbook's sheets: Chargeback only when some workload names its team,
     Commitments only when the plan has demand scenarios, Supply only when the scenario has
-    sites or hosted APIs."""
+    sites or hosted APIs, Changes only when it has a current fleet."""
     teams = any(w.get("team") for w in plan.scenario.get("workloads") or [])
     shown = {"Chargeback": teams, "Commitments": not plan.commitments.empty,
-             "Supply": has_supply(plan)}
+             "Supply": has_supply(plan), "Changes": has_current_fleet(plan)}
     return tuple(t for t in SHEETS if shown.get(t, True))
 
 
@@ -128,6 +132,8 @@ def build_plan_book(plan, *, catalogs: Any = None, estimate=None,
         book.pages["Commitments"] = commitments_sheet(book, wb["Commitments"], plan)
     if "Supply" in titles:
         book.pages["Supply"] = supply_sheet(wb["Supply"], plan, cells.start)
+    if "Changes" in titles:
+        book.pages["Changes"] = changes_sheet(book, wb["Changes"], plan, cells.start)
     rule = price_rule_text(plan.scenario)
     book.pages["Summary"] = summary_sheet(book, wb["Summary"], plan, cells, workloads, rule)
     candidates_sheet(wb["Candidates"], plan)

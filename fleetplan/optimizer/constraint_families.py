@@ -30,9 +30,12 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.catalogs.conventions import LINKING_PRICING
 from fleetplan.optimizer import api_supply as api
+from fleetplan.optimizer import current_fleet as current
+from fleetplan.optimizer import fleet_changes as changes
 from fleetplan.optimizer import fleet_simplicity as simplicity
+from fleetplan.optimizer import lead_times as lead
 from fleetplan.optimizer import milp_constraints as build
 from fleetplan.optimizer import plan_checks as checks
 from fleetplan.optimizer import power_envelope as power
@@ -320,7 +323,7 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         "reserved_baseline", "replicas", ("offers.pricing_type", "horizon_months"),
         ("fleet.pricing", "fleet.reserved_beyond_horizon"),
         build=None, check=checks.check_reserved_baseline,
-        links_periods=lambda p: bool(p.offers["pricing_type"].isin(RESERVED_PRICING).any())),
+        links_periods=lambda p: bool(p.offers["pricing_type"].isin(LINKING_PRICING).any())),
     ConstraintFamily(  # an objective term (the risk of the cost), so it limits no plan
         "cvar", "USD", ("cvar_alpha", "cvar_weight"), ("fleet.stochastic",),
         build=stochastic.define_cvar, check=stochastic.check_cvar,
@@ -336,6 +339,39 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         build=api.define_api_rate, check=api.check_api_rate,
         relax=lambda p, s: Relaxation(*api.relax_api_rate(p, s)), binding_step=_step(0.0),
         lift=api.lift_api_rate, diagnose=api.diagnose_api_rate),
+    ConstraintFamily(
+        "existing", "GPUs", ("existing",), ("fleet.current",),
+        build=current.define_existing_caps, check=current.check_existing,
+        relax=lambda p, s: Relaxation(*current.relax_existing(p, s)), binding_step=_node_step,
+        swap_guard=current.existing_swaps),
+    ConstraintFamily(
+        "lead_time", "GPUs", ("lead_times",),
+        ("fleet.gpus[].lead_time_months", "fleet.gpus[].max_new_gpus_per_month"),
+        build=lead.define_lead_times, check=lead.check_lead_times,
+        links_periods=lambda p: not p.lead_times.empty, in_period_subproblems=False,
+        relax=lambda p, s: Relaxation(*lead.relax_lead_time(p, s)),
+        binding_step=lambda p, s: _node_step(p, s.str.removesuffix(lead.PER_MONTH)),
+        lift=lead.lift_lead_times, diagnose=lead.diagnose_lead_times,
+        swap_guard=lead.lead_swaps, binding_filter=lead.wanted_lead_rows),
+    ConstraintFamily(
+        "churn", "GPUs", ("max_changes_per_month",), ("fleet.max_changes_per_month",),
+        build=changes.define_churn,
+        check=lambda view: changes.churn_breaks(view.problem, view.changes),
+        settings=lambda s: {"max_changes_per_month": s.fleet.max_changes_per_month},
+        links_periods=lambda p: p.max_changes_per_month is not None,
+        in_period_subproblems=False, relax=lambda p, s: Relaxation(*changes.relax_churn(p, s)),
+        binding_step=lambda p, s: np.full(len(s), float(p.gpus["gpus_per_node"].max())),
+        lift=changes.lift_churn, diagnose=changes.diagnose_churn,
+        swap_guard=changes.freeze_swaps),
+    ConstraintFamily(
+        "min_committed", "GPUs", ("min_committed_gpus",), ("fleet.min_committed_gpus",),
+        build=changes.define_min_committed,
+        check=lambda view: changes.min_committed_breaks(view.problem, view.changes),
+        settings=lambda s: {"min_committed_gpus": s.fleet.min_committed_gpus},
+        links_periods=lambda p: p.min_committed_gpus is not None, in_period_subproblems=False,
+        relax=lambda p, s: Relaxation(*changes.relax_min_committed(p, s)),
+        binding_step=lambda p, s: np.full(len(s), float(p.gpus["gpus_per_node"].max())),
+        lift=changes.lift_min_committed, diagnose=changes.diagnose_min_committed),
 )
 
 #: Each family by name.

@@ -93,7 +93,8 @@ def pool_period_problem(problem: Problem, pool: str, period: int) -> Problem:
         gpus=problem.gpus.assign(gpus_per_node=1, max_gpus=math.nan),
         hours_per_month=1.0, horizon_months=1.0, budget_usd_per_month=None,
         spot_max_share=None, notes=[], sites=problem.sites.iloc[0:0],
-        api_candidates=problem.api_candidates.iloc[0:0])
+        api_candidates=problem.api_candidates.iloc[0:0], existing=pd.DataFrame(),
+        lead_times=pd.DataFrame(), max_changes_per_month=None, min_committed_gpus=None)
 
 
 def least_pool_costs(problem: Problem, build: Callable, options: SolveOptions) -> pd.DataFrame:

@@ -24,9 +24,8 @@ from fleetplan.optimizer.plan_summary import summary_text
 TABLE_FIELDS: tuple[str, ...] = (
     "fleet", "fleet_by_period", "nodes", "routing", "workloads", "costs_by_gpu",
     "costs_by_pricing", "costs_by_workload", "costs_by_month", "binding_constraints",
-    "unmet_demand", "prices", "periods", "candidates", "commitments",
-    "unmet_demand", "prices", "periods", "candidates", "power", "api_routing", "api_usage",
-    "api_break_even",
+    "unmet_demand", "prices", "periods", "candidates", "commitments", "power", "api_routing",
+    "api_usage", "api_break_even", "changes",
 )
 
 #: Scalar fields written at the top of the JSON file and the workbook's summary.
@@ -133,6 +132,11 @@ class FleetPlan:
             ``fleet.apis``.
         API costs are part of objective_usd, costs_by_workload, costs_by_month (``api_usd``)
         and costs_by_pricing (pricing type ``api``).
+        changes: (month, gpu, pricing_type, config): gpus_before, gpus, added, removed,
+            kept [GPUs held; config ``(idle)`` = held, running nothing]: the plan as changes
+            to today's fleet (``fleet_changes.py``); empty when the plan starts from nothing
+            and sets no change limits. ``assumptions["stay_the_course"]`` compares it with
+            keeping today's fleet and renting on demand (``stay_the_course.py``).
     """
 
     status: str
@@ -164,6 +168,7 @@ class FleetPlan:
     api_routing: pd.DataFrame = field(default_factory=_empty)
     api_usage: pd.DataFrame = field(default_factory=_empty)
     api_break_even: pd.DataFrame = field(default_factory=_empty)
+    changes: pd.DataFrame = field(default_factory=_empty)
 
     @property
     def feasible(self) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs.conventions import HOURS_PER_MONTH, RESERVED_TERM_MONTHS
+from fleetplan.catalogs.conventions import EXISTING_PRICING, HOURS_PER_MONTH, RESERVED_TERM_MONTHS
 
 
 @dataclass
@@ -53,6 +53,14 @@ class Problem:
             descriptive columns: provider, model, prices, ttft_ms, tpot_ms, source, as_of).
         api_candidates: workload, bucket, api, tokens_per_request [prompt + output tokens],
             usd_per_request [USD]: buckets an API may serve within the workload's SLOs.
+    Today's fleet and its changes (``current_fleet.py``, ``lead_times.py``,
+    ``fleet_changes.py``; empty tables and None = a plan from an empty fleet): existing: gpu,
+    pricing_type (``committed`` | ``owned``), config ('' when not known), provider, gpus
+    [GPUs], end_month [first month without them; NaN = beyond the horizon], usd_per_month
+    [USD/month: sunk fee or running cost]; lead_times: gpu, pricing_type ('*' = every new
+    pricing type), start_month [first month new GPUs can be had], max_new_gpus_per_month
+    [GPUs; NaN = no cap]; max_changes_per_month [GPUs bought + released + moved per month];
+    min_committed_gpus [GPUs held at committed, owned, reserved or purchase pricing].
     """
 
     workloads: pd.DataFrame
@@ -80,6 +88,10 @@ class Problem:
         columns=["api", "max_requests_per_min", "max_tokens_per_min"]))
     api_candidates: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
         columns=["workload", "bucket", "api", "tokens_per_request", "usd_per_request"]))
+    existing: pd.DataFrame = field(default_factory=pd.DataFrame)
+    lead_times: pd.DataFrame = field(default_factory=pd.DataFrame)
+    max_changes_per_month: float | None = None
+    min_committed_gpus: float | None = None
 
     @property
     def horizon_hours(self) -> float:
@@ -104,14 +116,31 @@ def charged_months(horizon_months, term_months):
     return np.ceil(np.asarray(horizon_months) / term_months - 1e-9).astype(int) * term_months
 
 
+def start_months(problem: Problem, keys: pd.DataFrame) -> np.ndarray:
+    """First month new GPUs of each (gpu, pricing_type) row of ``keys`` can be had (0 without
+    a lead time; GPUs the company has are there from the start): ``problem.lead_times``, a
+    pricing type's own row before the GPU's ``*`` row."""
+    lead = problem.lead_times
+    if lead.empty or keys.empty:
+        return np.zeros(len(keys), dtype=int)
+    every = lead[lead["pricing_type"] == "*"].set_index("gpu")["start_month"]
+    own = lead[lead["pricing_type"] != "*"].set_index(["gpu", "pricing_type"])["start_month"]
+    start = own.reindex(pd.MultiIndex.from_frame(keys[["gpu", "pricing_type"]])).to_numpy(float)
+    start = np.where(np.isnan(start), keys["gpu"].map(every).to_numpy(float), start)
+    new = ~keys["pricing_type"].isin(EXISTING_PRICING).to_numpy()
+    return np.where(new & ~np.isnan(start), start, 0.0).astype(int)
+
+
 def charged_offers(problem: Problem) -> pd.DataFrame:
     """Offers with ``usd_per_gpu_hour`` per hour of the horizon: a reserved commitment's whole
-    charged term spread over the horizon's hours (the catalog price when the term fits)."""
+    charged term spread over the horizon's hours it covers, from its start month (the catalog
+    price when the term fits)."""
     terms = problem.offers["pricing_type"].map(RESERVED_TERM_MONTHS)
     reserved = terms.notna().to_numpy()
     factor = np.ones(len(terms))
-    factor[reserved] = charged_months(problem.horizon_months,
-                                      terms[reserved].to_numpy()) / problem.horizon_months
+    covered = np.maximum(problem.horizon_months - start_months(problem, problem.offers), 1.0)
+    factor[reserved] = charged_months(covered[reserved],
+                                      terms[reserved].to_numpy()) / covered[reserved]
     return problem.offers.assign(usd_per_gpu_hour=problem.offers["usd_per_gpu_hour"] * factor)
 
 

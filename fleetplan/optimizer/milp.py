@@ -74,7 +74,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.catalogs.conventions import LINKING_PRICING
 from fleetplan.optimizer.api_supply import api_pools, api_shares, define_api_shares
 from fleetplan.optimizer.constraint_families import FAMILIES
 from fleetplan.optimizer.cost_cover import (
@@ -84,6 +84,7 @@ from fleetplan.optimizer.cost_cover import (
     lowest_gpu_prices,
 )
 from fleetplan.optimizer.fleet_problem import Problem, charged_offers, complete_routes
+from fleetplan.optimizer.lead_times import linking_hours, present_replicas
 from fleetplan.optimizer.linear_program import INF, LinearProgram
 from fleetplan.optimizer.milp_tables import add_keyed_rows, per_period
 from fleetplan.optimizer.solver import SolveOptions
@@ -181,20 +182,21 @@ def define_replicas(model: FleetModel) -> None:
     p = model.problem
     used = p.configs[p.configs["config"].isin(model.routes["config"])]
     rows = used.merge(p.offers[["gpu", "pricing_type"]], on="gpu")
-    reserved = rows["pricing_type"].isin(RESERVED_PRICING)
+    reserved = rows["pricing_type"].isin(LINKING_PRICING)
     flexible = rows[~reserved].merge(p.periods[["period"]], how="cross")
     rows = pd.concat([rows[reserved].assign(period=-1), flexible], ignore_index=True)
-    model.replicas = model.new_columns(rows, integer=True)
+    model.replicas = model.new_columns(present_replicas(p, rows), integer=True)
 
 
 def define_nodes(model: FleetModel) -> None:
     """Nodes bought per GPU type, pricing type and period; integer only for nodes of > 1 GPU."""
     p = model.problem
-    keys = model.replicas[["gpu", "pricing_type", "period"]].drop_duplicates()
+    keys = model.replicas.drop_duplicates(["gpu", "pricing_type", "period"])
+    keys = keys[[c for c in ("gpu", "pricing_type", "period", "start_month") if c in keys]]
     rows = keys.merge(p.gpus[["gpu", "gpus_per_node"]], on="gpu").merge(
         charged_offers(p)[["gpu", "pricing_type", "usd_per_gpu_hour"]], on=["gpu", "pricing_type"])
     period_hours = p.periods.set_index("period")["hours"]
-    rows["hours"] = np.where(rows["period"] < 0, p.horizon_hours,
+    rows["hours"] = np.where(rows["period"] < 0, linking_hours(p, rows),
                              rows["period"].map(period_hours).fillna(0.0))
     model.nodes = model.new_columns(rows, integer=(rows["gpus_per_node"] > 1).to_numpy())
 

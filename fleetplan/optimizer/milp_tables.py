@@ -72,7 +72,12 @@ def add_keyed_rows(model: FleetModel, family: str, terms: pd.DataFrame, keys: li
 
 
 def per_period(table: pd.DataFrame, periods: pd.DataFrame) -> pd.DataFrame:
-    """Rows of reserved capacity (period -1) repeated in every period; others unchanged."""
+    """Rows of reserved capacity (period -1) repeated in every period (from their
+    ``start_month`` on, when the table has one); others unchanged."""
     reserved = table[table["period"] < 0].drop(columns="period")
-    spread = reserved.merge(periods[["period"]], how="cross")
+    spread = reserved.merge(periods[["period", "month"]].rename(columns={"month": "_month"}),
+                            how="cross")
+    if "start_month" in spread:
+        spread = spread[spread["_month"] >= spread["start_month"]]
+    spread = spread.drop(columns="_month")
     return pd.concat([table[table["period"] >= 0], spread], ignore_index=True)

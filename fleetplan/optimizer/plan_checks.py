@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.catalogs.conventions import LINKING_PRICING
 from fleetplan.optimizer.fleet_plan import FleetPlan
-from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.fleet_problem import Problem, start_months
 from fleetplan.optimizer.node_packing import nodes_needed
 
 #: Slack allowed for solver round-off [replicas, shares, GPUs].
@@ -41,6 +41,7 @@ class PlanView:
     messages: list[str] = field(default_factory=list)
     nodes: pd.DataFrame = field(default_factory=pd.DataFrame)
     api_routing: pd.DataFrame = field(default_factory=pd.DataFrame)
+    changes: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @classmethod
     def of(cls, plan: FleetPlan, problem: Problem) -> PlanView:
@@ -59,7 +60,7 @@ class PlanView:
             routing = pd.DataFrame(columns=["workload", "bucket", "period", "config", "route",
                                             "fraction", "req_s"])
         return cls(problem, replicas, routing, unmet, plan.costs_by_month, plan.feasible,
-                   list(plan.messages), plan.nodes, plan.api_routing)
+                   list(plan.messages), plan.nodes, plan.api_routing, plan.changes)
 
     def loads(self) -> pd.DataFrame:
         """Routing rows with ``load`` [replicas at the target utilization] and ``pool``."""
@@ -79,6 +80,18 @@ class PlanView:
         node = gpus["gpus_per_node"].astype(float)
         gpus["bought"] = np.ceil(gpus["gpus"] / node - 1e-9) * node
         return gpus
+
+
+    def held_gpus(self) -> pd.DataFrame:
+        """GPUs held per (gpu, pricing_type, month): the plan's changes table when it has one
+        (nodes bought, idle ones included), else its replicas' GPUs rounded up to nodes."""
+        if not self.changes.empty:
+            return self.changes.groupby(["gpu", "pricing_type", "month"], as_index=False)[
+                "gpus"].sum()
+        gpus = self.gpus_bought()
+        gpus["month"] = gpus["period"].map(self.problem.periods.set_index("period")["month"])
+        gpus = gpus.groupby(["gpu", "pricing_type", "month"], as_index=False)["bought"].max()
+        return gpus.rename(columns={"bought": "gpus"})
 
 
 def _keys(frame: pd.DataFrame, columns: list[str]) -> pd.MultiIndex:
@@ -205,10 +218,16 @@ def check_budget(view: PlanView) -> list[str]:
 
 
 def check_reserved_baseline(view: PlanView) -> list[str]:
-    """Reserved replicas are the same in every period of the horizon."""
-    reserved = view.replicas[view.replicas["pricing_type"].isin(RESERVED_PRICING)]
+    """Reserved (and purchased) replicas are the same in every period of the horizon from
+    their start month, and absent before it."""
+    reserved = view.replicas[view.replicas["pricing_type"].isin(LINKING_PRICING)]
     if reserved.empty:
         return []
-    spread = reserved.groupby(["config", "pricing_type"])["replicas"].agg(["min", "max", "size"])
-    uneven = (spread["min"] != spread["max"]) | (spread["size"] != len(view.problem.periods))
+    spread = reserved.groupby(["config", "pricing_type"]).agg(
+        min=("replicas", "min"), max=("replicas", "max"), size=("replicas", "size"),
+        gpu=("gpu", "first")).reset_index()
+    months = view.problem.periods["month"].to_numpy()
+    expected = (months[None, :] >= start_months(view.problem, spread)[:, None]).sum(axis=1)
+    uneven = ((spread["min"] != spread["max"]) | (spread["size"] != expected)).to_numpy()
+    spread = spread.set_index(["config", "pricing_type"])
     return [f"reserved_baseline: {c}/{p} changes between periods" for c, p in spread.index[uneven]]

@@ -28,8 +28,9 @@ from fleetplan.optimizer.uncertainty_inputs import (
     check_quantiles,
     check_scenario_set,
 )
+from fleetplan.optimizer.scenario_current import CurrentGpus
 
-PricingType = Literal[PRICING_TYPES]
+PricingType = Literal[(*PRICING_TYPES, "purchase")]
 SolverName = Literal["auto", "highs", "cbc"]
 
 #: Most values of an hourly demand profile: the hours of a leap year.
@@ -188,6 +189,14 @@ class GpuOption(_Strict):
         None, description="Own prices per pricing type [USD/GPU-hour], replacing the catalog's")
     provider: str | None = Field(None, description="Price rows from this provider only")
     region: str | None = Field(None, description="Price rows from this region only")
+    lead_time_months: int | None = Field(
+        None, ge=0, le=120, description="First month (0 = the plan's first) from which new GPUs "
+                                        "of this type can be had (fleetplan.optimizer.lead_times)")
+    lead_time_pricing: list[PricingType] | None = Field(
+        None, min_length=1, description="Pricing types the lead time and monthly cap apply to "
+                                        "(default: every pricing type of new GPUs)")
+    max_new_gpus_per_month: int | None = Field(
+        None, ge=0, le=MAX_GPUS, description="Most GPUs of this type added in one month [GPUs]")
 
     @model_validator(mode="before")
     @classmethod
@@ -353,6 +362,17 @@ class Fleet(_Strict):
     @classmethod
     def _unique_apis(cls, apis: list[HostedApi]) -> list[HostedApi]:
         return _unique(apis, "api")
+    current: list[CurrentGpus] | None = Field(
+        None, max_length=10_000, description="GPUs deployed today (fleetplan.optimizer.current_fleet)")
+    start_date: dt.date | None = Field(None, description="Date of the plan's first month (for end dates)")
+    energy_usd_per_kwh: float = Field(
+        0.10, ge=0, le=10, description="Electricity price of owned and purchased servers [USD/kWh]")
+    max_changes_per_month: int | None = Field(
+        None, ge=0, le=MAX_GPUS, description="Most GPUs bought, released or moved to another "
+                                             "configuration in one month [GPUs]")
+    min_committed_gpus: int | None = Field(
+        None, ge=0, le=MAX_GPUS, description="GPUs held under commitment (committed, owned, "
+                                             "reserved, purchase) in every month, at least [GPUs]")
 
     @field_validator("tp")
     @classmethod

@@ -19,17 +19,19 @@ from fleetplan.optimizer.capacity_profiles import (
 )
 from fleetplan.optimizer.commitment_risk import add_commitments
 from fleetplan.optimizer.constraint_families import scenario_settings
-from fleetplan.optimizer.demand import demand_table, plan_periods, workload_buckets
+from fleetplan.optimizer.current_fleet_inputs import replan_tables, replans
+from fleetplan.optimizer.demand import cycle_hours, demand_table, plan_periods, workload_buckets
 from fleetplan.optimizer.disaggregated_candidates import disaggregated_candidates
 from fleetplan.optimizer.fleet_plan import FleetPlan
-from fleetplan.optimizer.fleet_problem import Problem, configs_of
+from fleetplan.optimizer.fleet_problem import Problem, configs_of, profile_periods
 from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
 from fleetplan.optimizer.scenario import Scenario
 from fleetplan.optimizer.scenario_prices import select_prices
 from fleetplan.optimizer.scenario_supply import supply_notes, supply_tables
 from fleetplan.optimizer.slo_levels import slo_levels
 from fleetplan.optimizer.solver import SolveOptions
-from fleetplan.optimizer.stochastic_problem import with_demand_scenarios
+from fleetplan.optimizer.stochastic_problem import scenario_set, with_demand_scenarios
+from fleetplan.optimizer.stay_the_course import stay_the_course
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +128,10 @@ def prepare(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=No
     buckets = workload_buckets(scenario)
     buckets["model"] = buckets["workload"].map(model_of)
     periods = plan_periods(scenario)
+    if replans(scenario):  # end dates and lead times need every month to be its own period
+        periods = profile_periods(cycle_hours(scenario), math.ceil(scenario.fleet.horizon_months),
+                                  scenario.fleet.hours_per_month, scenario.fleet.horizon_months)
+    replan = replan_tables(scenario, catalogs, names["gpus"])
     workloads = _workload_table(scenario, names["models"])
     supply = supply_tables(scenario, catalogs, names["gpus"], workloads, buckets)  # names first
     table, source, more_notes = _candidates(scenario, catalogs, buckets, names, estimate)
@@ -134,16 +140,24 @@ def prepare(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=No
     relaxed = table[table["variant"] != "base"].reset_index(drop=True)
     relaxed = relaxed.assign(relaxed_for=relaxed.pop("variant").str.removeprefix("relaxed:"))
     prices, term_notes = _within_terms(scenario, prices)
+    prices = pd.concat([prices, replan.prices.reindex(columns=prices.columns)], ignore_index=True)
     fleet = scenario.fleet
     problem = Problem(
         workloads=workloads, periods=periods,
         demand=demand_table(scenario, buckets, periods), configs=configs_of(base),
-        candidates=base, offers=_offer_table(scenario, names["gpus"], prices),
+        candidates=base, offers=pd.concat([_offer_table(scenario, names["gpus"], prices),
+                                           replan.offers], ignore_index=True)
+        .drop_duplicates(["gpu", "pricing_type"], keep="last").reset_index(drop=True),
         gpus=_gpu_table(scenario, names["gpus"], catalogs.gpus),
         target_utilization=fleet.target_utilization, hours_per_month=fleet.hours_per_month,
         horizon_months=float(fleet.horizon_months),
-        notes=notes + term_notes + more_notes + supply_notes(supply),
-        **scenario_settings(scenario), **supply)
+        notes=notes + term_notes + more_notes + supply_notes(supply) + replan.notes,
+        existing=replan.existing, lead_times=replan.lead_times, **scenario_settings(scenario),
+        **supply)
+    if replans(scenario) and not scenario_set(scenario).empty:
+        message = ("demand scenarios cannot be combined with fleet.current or lead times yet: "
+                   "plan each demand scenario on its own, or drop demand_scenarios")
+        raise ScenarioError(message)
     problem = with_demand_scenarios(scenario, problem, buckets)
     return PreparedScenario(problem, prices, base, relaxed, source, catalogs.versions())
 
@@ -167,6 +181,8 @@ def plan_scenario(scenario: Scenario, catalogs: Catalogs | None = None, *, estim
                             prices=prepared.prices)
     plan = add_commitments(plan, prepared.problem, options)
     plan.fleet = with_calibration(plan.fleet, prepared.candidates)
+    if replans(scenario) and plan.feasible:
+        plan.assumptions["stay_the_course"] = stay_the_course(prepared.problem, plan, options)
     plan.messages = [*prepared.problem.notes, *plan.messages, *prior_warnings(plan.fleet)]
     return plan
 

@@ -16,6 +16,7 @@ import math
 
 import pandas as pd
 
+from fleetplan.catalogs.conventions import ON_PREMISES_PRICING
 from fleetplan.catalogs.prices import PriceRule, choose_prices, warning_lines
 from fleetplan.errors import ScenarioError
 from fleetplan.optimizer.scenario import Scenario
@@ -36,6 +37,8 @@ def select_prices(scenario: Scenario, catalog_prices: pd.DataFrame,
     tables, notes = [], []
     for index, (option, gpu) in enumerate(zip(fleet.gpus, gpu_ids, strict=True)):
         allowed = list(option.pricing or fleet.pricing)
+        own_hall = [p for p in allowed if p in ON_PREMISES_PRICING]  # ownership catalog prices
+        allowed = [p for p in allowed if p not in own_hall or p in (option.usd_per_gpu_hour or {})]
         provider = option.provider or fleet.provider
         region = option.region or fleet.region
         own = {p: v for p, v in (option.usd_per_gpu_hour or {}).items() if p in allowed}
@@ -44,7 +47,7 @@ def select_prices(scenario: Scenario, catalog_prices: pd.DataFrame,
         notes += [f"price warning: {line}" for line in warning_lines(rows)]
         table = pd.concat([_own_rows(gpu, own), rows], ignore_index=True)
         missing = [p for p in allowed if p not in set(table["pricing_type"])]
-        if table.empty:
+        if table.empty and not own_hall:
             message = _no_price_message(index, gpu, allowed, provider, region)
             raise ScenarioError(message)
         notes += [f"no {p} price for {gpu}{_where(provider, region)}; {p} not used for it"

@@ -14,10 +14,11 @@ from fleetplan.optimizer.api_supply import (
     api_shares,
     api_usage_table,
 )
+from fleetplan.optimizer.fleet_changes import changes_table, held_from_solution, wants_changes
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import charged_offers
-from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.hosted_apis import break_even_table
+from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.milp_tables import per_period
 from fleetplan.optimizer.power_envelope import power_table
 from fleetplan.optimizer.solver import SolveOutcome
@@ -279,6 +280,8 @@ def assemble_plan(model: FleetModel, outcome: SolveOutcome, status: str, **metad
                          candidates=p.candidates, **metadata)
     solution = solution_tables(model)
     objective = float(solution["nodes"]["usd"].sum()) + float(solution["api_costs"]["usd"].sum())
+    if wants_changes(p):
+        metadata["changes"] = changes_table(p, held_from_solution(p, solution))
     return FleetPlan(
         status=status, gap=outcome.gap, objective_usd=objective,
         usd_per_month=objective / p.horizon_months, solver=outcome.solver,

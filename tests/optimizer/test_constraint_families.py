@@ -44,9 +44,10 @@ def test_every_family_built_has_one_entry_and_every_entry_builds():
     model = build_model(with_demand_factors(every_family_problem(), outcomes, cvar_weight=1.0))
     built = list(dict.fromkeys(model.constraint_table()["family"]))
     with_builders = [f.name for f in FAMILIES if f.build is not None]
-    # no offer caps or APIs here; the cost cover is built last, from small models of the others
-    assert built == [name for name in with_builders if name not in ("offer_cap", "api_rate")] \
-        + ["cost_cover"]
+    # no offer caps, APIs or a fleet to re-plan here (tests/optimizer/test_replanning.py builds
+    # those); the cost cover is built last, from small models of the others
+    absent = ("offer_cap", "api_rate", "existing", "lead_time", "churn", "min_committed")
+    assert built == [name for name in with_builders if name not in absent] + ["cost_cover"]
     assert len(FAMILY) == len(FAMILIES)
     # an API may serve the pool: no whole-replica cuts, a rate-limit row per period
     served = build_model(with_api(every_family_problem(), 1e-4, max_requests_per_min=60.0))
@@ -56,7 +57,8 @@ def test_every_family_built_has_one_entry_and_every_entry_builds():
 
 def test_priced_families_have_a_step_and_lifted_families_a_diagnosis():
     assert priced_families() == ("availability", "offer_cap", "spot_share", "redundancy",
-                                  "simplicity", "budget", "power", "api_rate")
+                                  "simplicity", "budget", "power", "api_rate", "existing",
+                                  "lead_time", "churn", "min_committed")
     for family in FAMILIES:
         assert (family.relax is None) == (family.binding_step is None), family.name
         assert (family.lift is None) == (family.diagnose is None), family.name

@@ -83,15 +83,16 @@ ERRORS = [
     (lambda d: d["fleet"]["gpus"].append({"id": "a10g", "price": 1}),
      r"fleet.gpus\[2\].price: unknown field; did you mean 'pricing'\?"),
     (lambda d: d["fleet"]["gpus"].append({"id": "a10g", "usd_per_gpu_hour": {"spott": 1}}),
-     r"fleet.gpus\[2\].usd_per_gpu_hour.spott: must be 'on_demand', 'spot', 'reserved_1y' or "
-     r"'reserved_3y', got 'spott'"),
+     r"fleet.gpus\[2\].usd_per_gpu_hour.spott: must be 'on_demand', 'spot', 'reserved_1y', "
+     r"'reserved_3y' or 'purchase', got 'spott'"),
     (lambda d: d["fleet"]["gpus"].append({"id": "a10g", "usd_per_gpu_hour": {"spot": -1}}),
      r"fleet.gpus\[2\].usd_per_gpu_hour: spot: must be >= 0, got -1"),
     (lambda d: d["fleet"]["gpus"].append({"id": "a10g", "max_gpus": -2}),
      r"fleet.gpus\[2\].max_gpus: must be >= 0, got -2"),
     (lambda d: d["fleet"]["gpus"].append("H100-SXM"), r"fleet: gpus: each GPU once"),
     (set_in(("fleet", "pricing"), ["ondemand"]),
-     r"fleet.pricing\[0\]: must be 'on_demand', 'spot', 'reserved_1y' or 'reserved_3y'"),
+     r"fleet.pricing\[0\]: must be 'on_demand', 'spot', 'reserved_1y', 'reserved_3y' or "
+     r"'purchase'"),
     (set_in(("fleet", "tp"), [0]), r"fleet.tp: must be whole numbers between 1 and 1024, got 0"),
     (set_in(("fleet", "target_utilization"), 1.5),
      r"fleet.target_utilization: must be <= 1, got 1.5"),

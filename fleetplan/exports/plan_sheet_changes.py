@@ -1,0 +1,108 @@
+"""Plan workbook: the Changes sheet, the plan as changes to the fleet the company has today.
+
+Shown only when the scenario has ``fleet.current``. On top, the whole bill: the plan's own
+cost, the sunk fees of today's commitments (paid whatever the plan does) and their sum, next to
+staying the course (keeping today's fleet and renting on demand what it cannot serve) and the
+plan's saving; live sums and differences. Then per month the GPUs bought, released, migrated
+(the same GPUs on another configuration) and kept, and the changes per GPU type, pricing type
+and configuration (``fleetplan.optimizer.fleet_changes``); ``(idle)`` GPUs are held and run
+nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+from openpyxl.worksheet.worksheet import Worksheet
+
+from fleetplan.exports import plan_quantities
+from fleetplan.exports.xlsx_common import (
+    DECIMAL,
+    LABEL_FONT,
+    NOTE_FONT,
+    USD,
+    put,
+    set_widths,
+    title_block,
+)
+from fleetplan.exports.xlsx_live import LiveColumn, write_live_table
+from fleetplan.exports.xlsx_package import Book
+from fleetplan.exports.xlsx_print import PageOptions
+from fleetplan.optimizer.fleet_changes import monthly_diff
+
+MONTH = "mmm yyyy"
+DIFF_HEADERS = {"month": "Month", "bought": "Bought (GPUs)", "released": "Released (GPUs)",
+                "migrated": "Migrated (GPUs)", "kept": "Kept (GPUs)",
+                "changes": "Changes (GPUs)", "gpus": "Held (GPUs)"}
+DETAIL_HEADERS = {"month": "Month", "gpu": "GPU", "pricing_type": "Pricing",
+                  "config": "Configuration", "gpus_before": "GPUs before", "gpus": "GPUs after",
+                  "added": "Added (GPUs)", "removed": "Removed (GPUs)", "kept": "Kept (GPUs)"}
+MIN_WIDTHS = {1: 30, 2: 14, 3: 14, 4: 34, 5: 12, 6: 12, 7: 12, 8: 12, 9: 12}
+
+
+def has_current_fleet(plan) -> bool:
+    """True when the plan's scenario starts from a fleet (``fleet.current``)."""
+    return bool((plan.scenario.get("fleet") or {}).get("current"))
+
+
+def _bill(book: Book, ws: Worksheet, row: int, plan) -> int:
+    """The whole bill and the stay-the-course comparison; returns the next free row."""
+    stay = plan.assumptions.get("stay_the_course") or {}
+    sunk = float(stay.get("sunk_usd_total", 0.0))
+    kept = float(stay.get("stay_usd_total", math.nan))
+    labels = [("The plan's decisions over the horizon", plan.objective_usd),
+              ("Sunk commitments (paid whatever the plan does)", sunk)]
+    for offset, (label, value) in enumerate(labels):
+        put(ws, row + offset, 1, label)
+        put(ws, row + offset, 2, float(value), USD)
+    put(ws, row + 2, 1, "Whole bill with the plan", font=LABEL_FONT)
+    book.formulas.put(ws, row + 2, 2, f"B{row}+B{row + 1}", plan.objective_usd + sunk, USD)
+    put(ws, row + 3, 1, "Stay the course: keep today's fleet, rent on demand the rest")
+    if math.isfinite(kept):
+        put(ws, row + 3, 2, kept, USD)
+        put(ws, row + 4, 1, "Saving of the plan", font=LABEL_FONT)
+        book.formulas.put(ws, row + 4, 2, f"B{row + 3}-B{row + 2}", kept - plan.objective_usd - sunk,
+                          USD)
+    else:
+        put(ws, row + 3, 2, f"not possible: {stay.get('status', 'not computed')}")
+    return row + 6
+
+
+def changes_sheet(book: Book, ws: Worksheet, plan, start: dt.date) -> PageOptions:
+    """The bill and comparison, the monthly diff, then the changes per configuration."""
+    row = title_block(ws, "Changes", "What to buy, release, migrate and keep each month, from "
+                      "the fleet deployed today.")
+    widths: dict[int, float] = {}
+    row = _bill(book, ws, row, plan)
+    changes = plan.changes
+    if changes.empty:
+        put(ws, row, 1, "The plan has no changes table (no solution).", font=NOTE_FONT)
+        return PageOptions()
+    diff = monthly_diff(changes)
+    dates = [plan_quantities.month_start(start, int(m)) for m in diff["month"]]
+    columns = [LiveColumn("month", dates, number_format=MONTH, header=DIFF_HEADERS["month"])]
+    columns += [LiveColumn(name, diff[name].tolist(), number_format=DECIMAL,
+                           header=DIFF_HEADERS[name])
+                for name in ("bought", "released", "migrated", "kept")]
+    columns.append(LiveColumn("changes", diff["changes"].tolist(),
+                              lambda i, r: f"B{r}+C{r}+D{r}", number_format=DECIMAL,
+                              header=DIFF_HEADERS["changes"]))
+    columns.append(LiveColumn("gpus", diff["gpus"].tolist(), number_format=DECIMAL,
+                              header=DIFF_HEADERS["gpus"]))
+    put(ws, row, 1, "By month", font=LABEL_FONT)
+    placed = write_live_table(book, ws, row + 1, columns, "ChangesByMonth", widths)
+    row = placed.last + 3
+    put(ws, row, 1, "By GPU type, pricing type and configuration", font=LABEL_FONT)
+    detail = changes.sort_values(["month", "gpu", "pricing_type", "config"])
+    columns = [LiveColumn("month", [plan_quantities.month_start(start, int(m))
+                                    for m in detail["month"]], number_format=MONTH,
+                          header=DETAIL_HEADERS["month"])]
+    columns += [LiveColumn(name, detail[name].astype(str).tolist(), header=DETAIL_HEADERS[name])
+                for name in ("gpu", "pricing_type", "config")]
+    columns += [LiveColumn(name, detail[name].tolist(), number_format=DECIMAL,
+                           header=DETAIL_HEADERS[name])
+                for name in ("gpus_before", "gpus", "added", "removed", "kept")]
+    write_live_table(book, ws, row + 1, columns, "ChangesByConfiguration", widths)
+    set_widths(ws, {c: max(w, MIN_WIDTHS.get(c, 0)) for c, w in widths.items()})
+    return PageOptions()
