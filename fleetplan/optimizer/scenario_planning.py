@@ -68,6 +68,16 @@ def _offer_table(scenario: Scenario, gpu_ids: list[str], prices: pd.DataFrame) -
     return offers.astype({"max_gpus": float})
 
 
+def _with_replan_offers(offers: pd.DataFrame, existing: pd.DataFrame) -> pd.DataFrame:
+    """The catalog offers and those of today's fleet (committed, owned, purchase), which win
+    for the same GPU and pricing type."""
+    if existing.empty:
+        return offers
+    both = pd.concat([offers, existing.reindex(columns=offers.columns)], ignore_index=True)
+    both = both.drop_duplicates(["gpu", "pricing_type"], keep="last").reset_index(drop=True)
+    return both.astype({"usd_per_gpu_hour": float, "max_gpus": float})
+
+
 def _within_terms(scenario: Scenario, prices: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Prices without reserved terms longer than the horizon when the scenario forbids them
     (``fleet.reserved_beyond_horizon: forbid``), and notes naming what was left out."""
@@ -140,14 +150,15 @@ def prepare(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=No
     relaxed = table[table["variant"] != "base"].reset_index(drop=True)
     relaxed = relaxed.assign(relaxed_for=relaxed.pop("variant").str.removeprefix("relaxed:"))
     prices, term_notes = _within_terms(scenario, prices)
-    prices = pd.concat([prices, replan.prices.reindex(columns=prices.columns)], ignore_index=True)
+    if not replan.prices.empty:  # an empty frame's object columns would make prices objects
+        prices = pd.concat([prices, replan.prices.reindex(columns=prices.columns)],
+                           ignore_index=True).astype({"usd_per_gpu_hour": float})
     fleet = scenario.fleet
     problem = Problem(
         workloads=workloads, periods=periods,
         demand=demand_table(scenario, buckets, periods), configs=configs_of(base),
-        candidates=base, offers=pd.concat([_offer_table(scenario, names["gpus"], prices),
-                                           replan.offers], ignore_index=True)
-        .drop_duplicates(["gpu", "pricing_type"], keep="last").reset_index(drop=True),
+        candidates=base, offers=_with_replan_offers(_offer_table(scenario, names["gpus"], prices),
+                                                    replan.offers),
         gpus=_gpu_table(scenario, names["gpus"], catalogs.gpus),
         target_utilization=fleet.target_utilization, hours_per_month=fleet.hours_per_month,
         horizon_months=float(fleet.horizon_months),
