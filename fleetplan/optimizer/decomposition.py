@@ -3,7 +3,9 @@
 When no constraint family links two periods (``links_periods`` in
 ``constraint_families.FAMILIES``: reserved pricing, a monthly budget), the MILP splits into one
 small MILP per period, solved side by side, and the sums of their objectives and bounds are the
-whole problem's (exact, and far faster than one big branch-and-bound).
+whole problem's (exact, and far faster than one big branch-and-bound). Every period starts from
+the rounded-up LP plan, so a period cut short by the deadline keeps that plan, never a worse
+first incumbent.
 
 Otherwise reserved replicas (paid for the whole horizon) link the periods: they are decided
 first, then every period is solved on its own (``reserved_first.py``), with a Lagrangian lower
@@ -24,7 +26,8 @@ from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, PeriodTask, solve_periods
 from fleetplan.optimizer.reserved_first import ReservedFirst
-from fleetplan.optimizer.solver import SolveOptions, SolveOutcome, open_solver
+from fleetplan.optimizer.rounding import rounded_up
+from fleetplan.optimizer.solver import SolveOptions, SolveOutcome, gap_between, open_solver
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +44,10 @@ WHOLE_MODEL_COLUMNS = 5_000
 
 #: Shortest run given to a solve when the deadline has passed [s] (it still returns a plan).
 LAST_CHANCE_S = 0.05
+
+#: Share of the time left the LP relaxation of a separable model may take: its rounded-up plan
+#: starts every period and is what a period short of time keeps.
+LP_TIME_SHARE = 0.3
 
 
 def is_separable(problem: Problem) -> bool:
@@ -91,10 +98,7 @@ def solve_fleet(model: FleetModel, options: SolveOptions,
     if n_periods == 1 or model.elastic or model.program.n_rows == 0:
         return solve_whole(model, options, deadline)
     if is_separable(model.problem):
-        run = solve_periods(PeriodPrograms.of(model), PeriodTask(model.cost), options, deadline)
-        model.values = run.values if run.complete() else None
-        objective = float(model.cost @ run.values) if run.complete() else math.nan
-        return run.outcome(objective)
+        return solve_separable(model, options, deadline)
     if model.program.n_cols <= WHOLE_MODEL_COLUMNS:
         return solve_whole(model, options, deadline)
     linked = ReservedFirst(model, PeriodPrograms.of(model), options, deadline)
@@ -107,6 +111,43 @@ def solve_fleet(model: FleetModel, options: SolveOptions,
         model.program.violation(linked.best) <= 1e-6 else None
     outcome = solve_whole(model, options, deadline, start=start)
     return dataclasses.replace(outcome, seconds=deadline.elapsed())
+
+
+def solve_separable(model: FleetModel, options: SolveOptions, deadline: Deadline) -> SolveOutcome:
+    """Every period on its own, each started from the rounded-up LP plan and never reported
+    worse than it: a period whose share of the time runs out keeps the LP's plan rather than
+    the first incumbent branch and bound found. The LP's value bounds the whole from below."""
+    lp = open_solver(model.program, model.cost, options).solve(
+        time_limit_s=max(deadline.share(LP_TIME_SHARE), LAST_CHANCE_S), mip_gap=options.mip_gap,
+        relax=True)
+    lp_optimal = lp.values is not None and lp.outcome.status == "optimal"
+    start = rounded_up(model, lp.values) if lp_optimal else None
+    programs = PeriodPrograms.of(model)
+    run = solve_periods(programs, PeriodTask(model.cost), options, deadline, start=start)
+    if not run.complete():
+        model.values = None
+        return run.outcome(math.nan)
+    values = run.values
+    if start is not None:
+        values = cheaper_by_period(programs, model.cost, values, start)
+    model.values = values
+    outcome = run.outcome(float(model.cost @ values))
+    if lp_optimal and lp.outcome.bound > outcome.bound:
+        outcome = dataclasses.replace(outcome, bound=lp.outcome.bound,
+                                      gap=gap_between(outcome.objective, lp.outcome.bound))
+    return outcome
+
+
+def cheaper_by_period(programs: PeriodPrograms, cost: np.ndarray, values: np.ndarray,
+                      start: np.ndarray) -> np.ndarray:
+    """``values`` with each period's columns taken from ``start`` where that period costs less
+    there (periods of a separable model share no column)."""
+    out = values.copy()
+    for part in programs.parts.values():
+        cols = part.cols
+        if cost[cols] @ start[cols] < cost[cols] @ values[cols] - 1e-9:
+            out[cols] = start[cols]
+    return out
 
 
 def _cut_by_periods(model: FleetModel) -> bool:

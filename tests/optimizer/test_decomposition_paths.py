@@ -118,3 +118,33 @@ def test_a_plan_without_a_bound_says_so(monkeypatch):
     assert plan.status == "time_limit" and math.isnan(plan.gap)
     assert any("no bound was proven in time" in m for m in plan.messages)
     assert check_plan(plan, problem) == []
+
+
+def test_a_separable_period_cut_short_keeps_the_rounded_up_lp_plan():
+    # period 1's branch and bound "stops" with a wasteful incumbent (3 extra on-demand
+    # replicas): the plan keeps the rounded-up LP's period instead, and stays feasible
+    problem = make_problem([[2.0], [3.0]], [[2.5], [5.5], [1.0]],
+                           {("g0", "on_demand"): 1.0, ("g1", "on_demand"): 1.4})
+    model = build_model(problem)
+    real = decomposition.solve_periods
+
+    def wasteful(programs, task, options, deadline, **kwargs):
+        run = real(programs, task, options, deadline, **kwargs)
+        period_one = model.replicas[(model.replicas["period"] == 1)
+                                    & (model.replicas["config"] == "c0")]
+        run.values[period_one["col"].to_numpy()] += 3.0
+        nodes = model.nodes[(model.nodes["period"] == 1) & (model.nodes["gpu"] == "g0")]
+        run.values[nodes["col"].to_numpy()] += 3.0
+        return run
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(decomposition, "solve_periods", wasteful)
+        outcome = decomposition.solve_fleet(model, EXACT)
+    assert model.program.violation(model.values) <= 1e-6
+    exact = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=30, mip_gap=0.0)
+    lp = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=30, mip_gap=0.0,
+                                                             relax=True)
+    rounded = float(model.cost @ rounded_up(model, lp.values))
+    assert outcome.objective <= rounded + 1e-9
+    assert outcome.objective < exact.outcome.objective + 3.0 - 1e-9  # the waste is gone
+    assert outcome.bound <= exact.outcome.objective + 1e-9

@@ -20,9 +20,12 @@ from tests.optimizer.instances import make_problem
 EXACT = SolveOptions(time_limit_s=20, mip_gap=0.0)
 SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KW_PER_GPU = {"g0": 1.0, "g1": 0.7}
+#: The pricing type of the GPUs on the site in these tables: any flexible one will do (``owned``
+#: GPUs are only those ``fleet.current`` says exist, so a bare ``owned`` offer holds none).
+ON_SITE = "spot"
 
 
-def sited(problem, kw: float, pue: float = 1.0, pricing: str = "owned"):
+def sited(problem, kw: float, pue: float = 1.0, pricing: str = ON_SITE):
     """``problem`` with one site of ``kw`` holding every GPU at ``pricing``."""
     gpus = problem.offers.loc[problem.offers["pricing_type"] == pricing, "gpu"]
     return problem.with_changes(
@@ -77,7 +80,7 @@ def power_instances(draw):
 @example(([2.0, 5.0], [7.0, 2.0], [1, 2], [0.5, 1.0], [3.0, 3.0], 2.0))
 def test_power_envelope_matches_brute_force_and_holds_every_month(instance):
     capacity, demand, tp, owned, on_demand, kw = instance
-    offers = {**{(f"g{c}", "owned"): owned[c] for c in range(len(capacity))},
+    offers = {**{(f"g{c}", ON_SITE): owned[c] for c in range(len(capacity))},
               **{(f"g{c}", "on_demand"): on_demand[c] for c in range(len(capacity))}}
     hours = [1.0 + t for t in range(len(demand))]
     problem = make_problem(np.array([capacity]).T, np.array([demand]).T, offers, tp=tp,
@@ -94,14 +97,14 @@ def test_power_envelope_matches_brute_force_and_holds_every_month(instance):
 
 
 def test_power_check_names_the_site_and_the_kw():
-    problem = sited(make_problem([[5.0]], [[9.0]], {("g0", "owned"): 1.0}), kw=10.0)
+    problem = sited(make_problem([[5.0]], [[9.0]], {("g0", ON_SITE): 1.0}), kw=10.0)
     plan = optimize_problem(problem, EXACT)
     tight = problem.with_changes(sites=problem.sites.assign(kw=1.0))
     assert verify_plan(plan, tight) == ["power: site hall in period 0: 2.0 kW > 1.0 kW"]
 
 
 def test_power_envelope_with_pue_counts_facility_power():
-    problem = sited(make_problem([[5.0]], [[9.0]], {("g0", "owned"): 1.0,
+    problem = sited(make_problem([[5.0]], [[9.0]], {("g0", ON_SITE): 1.0,
                                                      ("g0", "on_demand"): 4.0}), 2.5, pue=1.5)
     plan = optimize_problem(problem, EXACT)
     # 2 owned GPUs draw 3.0 facility kW > 2.5: one owned and one rented
@@ -110,14 +113,14 @@ def test_power_envelope_with_pue_counts_facility_power():
 
 
 def test_power_marginal_value_and_diagnosis():
-    problem = sited(make_problem([[5.0]], [[9.0]], {("g0", "owned"): 1.0,
+    problem = sited(make_problem([[5.0]], [[9.0]], {("g0", ON_SITE): 1.0,
                                                      ("g0", "on_demand"): 4.0},
                                  horizon_months=1.0), kw=1.0)
     plan = optimize_problem(problem, EXACT, WhatIfOptions(enabled=True))
     row = plan.binding_constraints.set_index("family").loc["power"]
     assert row["saving_usd_per_month"] == pytest.approx(3.0)
     assert "100 kW more at site hall would save $3.00 per month" in row["description"]
-    owned_only = sited(make_problem([[5.0]], [[9.0]], {("g0", "owned"): 1.0}), kw=1.0)
+    owned_only = sited(make_problem([[5.0]], [[9.0]], {("g0", ON_SITE): 1.0}), kw=1.0)
     short = optimize_problem(owned_only, EXACT)
     assert short.status == "infeasible"
     assert "site hall needs 2 kW but its envelope is 1 kW (1 kW short)" in " ".join(short.messages)
@@ -225,7 +228,7 @@ def test_rate_limit_binds_prices_and_diagnoses():
 
 
 def test_power_counts_whole_nodes_idle_gpus_included():
-    problem = sited(make_problem([[5.0]], [[4.0]], {("g0", "owned"): 1.0},
+    problem = sited(make_problem([[5.0]], [[4.0]], {("g0", ON_SITE): 1.0},
                                  gpus_per_node={"g0": 4}, horizon_months=1.0), kw=10.0)
     plan = optimize_problem(problem, EXACT)
     assert set(plan.power["kw_peak"]) == {4.0}  # one replica on one 4-GPU node of 1 kW GPUs
