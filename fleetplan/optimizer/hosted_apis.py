@@ -9,7 +9,8 @@ workloads without that SLO). The MILP's routing share of an API (``api_supply.py
 per request from the bucket's own prompt and output lengths.
 
 Break-even (per workload and API): the cheapest whole replica that can carry the workload's
-request mix costs :math:`C` [USD/h] (its GPUs at their cheapest offer) and carries at most
+request mix costs :math:`C` [USD/h] (its GPUs at their cheapest offer that adds capacity: not
+today's committed or owned GPUs, which are few and mostly sunk) and carries at most
 :math:`\rho \kappa` requests/s (target utilization times capacity for the mix,
 :func:`mix_capacity_req_s`). Sending :math:`r` requests/s to the API costs :math:`3600\, r\, u`
 [USD/h] at :math:`u` USD per request (the mix's mean). The break-even rate is
@@ -32,7 +33,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs.conventions import SECONDS_PER_HOUR
+from fleetplan.catalogs.conventions import EXISTING_PRICING, SECONDS_PER_HOUR
 
 #: Columns of the break-even table.
 BREAK_EVEN_COLUMNS = ["workload", "api", "usd_per_request", "config", "pricing_type",
@@ -214,8 +215,11 @@ def api_candidates(apis: pd.DataFrame, workloads: pd.DataFrame,
 
 
 def _replica_costs(problem) -> pd.DataFrame:
-    """config, pricing_type, usd_per_hour of one replica at each offer of its GPU."""
-    offers = problem.offers[["gpu", "pricing_type", "usd_per_gpu_hour"]]
+    """config, pricing_type, usd_per_hour of one replica at each offer of its GPU that can
+    add capacity: today's committed and owned GPUs are few and mostly sunk (a free committed
+    GPU would put every break-even at 0 requests/s), so they are left out."""
+    offers = problem.offers[~problem.offers["pricing_type"].isin(EXISTING_PRICING)][
+        ["gpu", "pricing_type", "usd_per_gpu_hour"]]
     replicas = problem.configs[["config", "gpu", "tp"]].merge(offers, on="gpu")
     replicas["usd_per_hour"] = replicas["usd_per_gpu_hour"] * replicas["tp"]
     return replicas

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fleetplan.optimizer.constraint_families import verify_plan
+from fleetplan.optimizer.hosted_apis import break_even_table
 from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
 from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.instances import make_problem
@@ -209,6 +210,11 @@ def test_break_even_rate():
     assert row["replica_req_s"] == pytest.approx(5.0)
     cheap = with_api(make_problem([[5.0]], [[7.0]], {("g0", "on_demand"): 1.0}), 1e-5)
     assert optimize_problem(cheap, EXACT).api_break_even.iloc[0]["break_even_req_s"] == math.inf
+    # a free committed offer is sunk capacity, not a price to buy more at: still on-demand's
+    sunk = with_api(make_problem([[5.0]], [[7.0]], {("g0", "on_demand"): 1.0,
+                                                     ("g0", "committed"): 0.0}), 1e-4)
+    row = break_even_table(sunk).iloc[0]
+    assert (row["pricing_type"], row["break_even_req_s"]) == ("on_demand", pytest.approx(1 / 0.36))
 
 
 def test_rate_limit_binds_prices_and_diagnoses():
