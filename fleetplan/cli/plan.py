@@ -99,7 +99,8 @@ def plan_command(
     = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the summary")] = False,
     start_date: Annotated[str | None, typer.Option(
-        help="First month of the plan, YYYY-MM-DD (workbook months); default: the first of next month")] = None,
+        help="First month of the plan, YYYY-MM-DD (workbook months, and month 0 of today's fleet's end "
+             "dates; sets fleet.start_date); default: fleet.start_date, else the first of next month")] = None,
     focus: Annotated[Path | None, typer.Option(
         "--focus", help="Also write the planned charges as a FOCUS 1.2 CSV (FinOps cost and usage data)")] = None,
     catalog: CatalogOption = None,
@@ -116,13 +117,15 @@ def plan_command(
     """
     if output is not None:
         check_output(output)
-    first_month = parse_date(start_date)
     loaded = example_scenario() if scenario is None else load_scenario(scenario)
     data = with_price_options(loaded.model_dump(), catalog, price_choice, provider, region, max_price_age_days,
                               mix_providers)
     if current is not None:
         data["fleet"]["current"] = read_current_csv(current)
+    if start_date is not None:  # one month 0 for the workbook and for today's fleet's end dates
+        data["fleet"]["start_date"] = parse_date(start_date)
     loaded = validate_scenario(data, source=str(scenario or "example"))
+    first_month = loaded.fleet.start_date or parse_date(None)
     if time_limit_s is not None:
         if not time_limit_s > 0:
             message = f"--time-limit must be > 0, got {time_limit_s:g}"

@@ -137,3 +137,20 @@ def test_bad_start_date():
 def test_bad_options_exit_2_with_one_line(capsys, args, message):
     code, _, err = run(capsys, *args)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_scenario_start_date_is_month_zero_of_every_output(tmp_path):
+    # fleet.start_date dates today's fleet's end dates; the workbook and the FOCUS CSV count
+    # their months from it too, unless --start-date moves both
+    small = Path(__file__).parents[1] / "optimizer" / "fixtures" / "small_scenario.yaml"
+    scenario = tmp_path / "dated.yaml"
+    scenario.write_text(small.read_text().replace("fleet:\n", "fleet:\n  start_date: 2027-01-01\n"))
+    assert main(["plan", str(scenario), "-q", "-o", str(tmp_path / "p.json"),
+                 "--focus", str(tmp_path / "a.csv")]) == 0
+    starts = pd.read_csv(tmp_path / "a.csv")["BillingPeriodStart"]
+    assert starts.min().startswith("2027-01-01")
+    assert main(["plan", str(scenario), "-q", "-o", str(tmp_path / "q.json"), "--start-date",
+                 "2027-03-01", "--focus", str(tmp_path / "b.csv")]) == 0
+    assert pd.read_csv(tmp_path / "b.csv")["BillingPeriodStart"].min().startswith("2027-03-01")
+    plan = json.loads((tmp_path / "q.json").read_text())
+    assert plan["scenario"]["fleet"]["start_date"] == "2027-03-01"
