@@ -1,6 +1,6 @@
 """Print the README's workbooks with LibreOffice and keep pages of them as PNGs in docs/img.
 
-Writes the built-in example plan, a rent-or-buy comparison, a what-if grid that varies one input
+Writes the built-in example plan, the re-planning example, a rent-or-buy comparison, a what-if grid that varies one input
 at a time, a sweep and the validation report, prints each to PDF as a reader would (each sheet's
 own page setup) and saves the pages the README shows. Needs ``soffice`` and ``pdftoppm``.
 
@@ -39,7 +39,8 @@ xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
 PAGES = {"plan.xlsx": [(1, "plan-summary"), (3, "plan-costs"), (5, "plan-assumptions"), (7, "plan-frontier")],
          "compare.xlsx": [(1, "compare-summary"), (2, "compare-options")],
          "grid.xlsx": [(1, "whatif-summary")], "sweep.xlsx": [(1, "sweep-summary")],
-         "validation.xlsx": [(1, "validation-summary")]}
+         "validation.xlsx": [(1, "validation-summary")],
+         "replan.xlsx": [(5, "replan-supply"), (6, "replan-changes")]}
 
 
 def _run(*args: str) -> None:
@@ -49,8 +50,10 @@ def _run(*args: str) -> None:
 
 
 def write_workbooks(folder: Path) -> None:
-    """The five workbooks the README shows."""
+    """The six workbooks the README shows."""
     _run("plan", "-o", str(folder / "plan.xlsx"), "-q", "--start-date", "2027-01-01")
+    _run("plan", str(ROOT / "fleetplan" / "examples" / "replan.yaml"), "-o", str(folder / "replan.xlsx"),
+         "-q")
     _run("compare", "--model", "llama-3.1-70b", "--quant", "fp8", "--gpus", "h100-sxm,h200,mi300x,b200",
          "--demand-req-s", "20", "--input-len", "1000", "--output-len", "300", "--tpot-slo-ms", "40",
          "-o", str(folder / "compare.xlsx"))
