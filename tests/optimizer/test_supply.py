@@ -18,7 +18,7 @@ from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.instances import make_problem
 
 EXACT = SolveOptions(time_limit_s=20, mip_gap=0.0)
-SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KW_PER_GPU = {"g0": 1.0, "g1": 0.7}
 
 
