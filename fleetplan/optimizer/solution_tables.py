@@ -16,8 +16,8 @@ from fleetplan.optimizer.api_supply import (
 )
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import charged_offers
-from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.hosted_apis import break_even_table
+from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.milp_tables import per_period
 from fleetplan.optimizer.power_envelope import power_table
 from fleetplan.optimizer.solver import SolveOutcome
