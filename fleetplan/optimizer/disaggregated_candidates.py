@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import Catalogs
-from fleetplan.errors import ScenarioError, UnknownNameError, did_you_mean
+from fleetplan.errors import ScenarioError
 from fleetplan.optimizer.candidates import bucket_cases, fleet_gpu_id, replica_options
 from fleetplan.optimizer.scenario import Scenario
 from fleetplan.sweeps.disaggregation import disaggregated

@@ -231,7 +231,9 @@ def break_even_table(problem) -> pd.DataFrame:
     candidates = problem.api_candidates
     if candidates.empty:
         return pd.DataFrame(columns=BREAK_EVEN_COLUMNS)
-    demand = problem.demand.groupby(["workload", "bucket"])["req_s"].mean()
+    hours = problem.demand["period"].map(problem.periods.set_index("period")["hours"])
+    demand = (problem.demand["req_s"] * hours).groupby(  # requests per bucket: the mix
+        [problem.demand["workload"], problem.demand["bucket"]]).sum()
     rows = []
     replicas = _replica_costs(problem)
     capacity = problem.candidates.pivot_table(index="config", columns=["workload", "bucket"],

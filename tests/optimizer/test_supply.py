@@ -19,7 +19,7 @@ from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.instances import make_problem
 
 EXACT = SolveOptions(time_limit_s=20, mip_gap=0.0)
-SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KW_PER_GPU = {"g0": 1.0, "g1": 0.7}
 #: The pricing type of the GPUs on the site in these tables: any flexible one will do (``owned``
 #: GPUs are only those ``fleet.current`` says exist, so a bare ``owned`` offer holds none).
@@ -249,3 +249,21 @@ def test_api_check_names_a_bucket_the_api_may_not_serve():
     plan = optimize_problem(problem, EXACT)
     barred = problem.with_changes(api_candidates=problem.api_candidates.iloc[0:0])
     assert "api_rate: w bucket 0 sent to api, which may not serve it" in verify_plan(plan, barred)
+
+
+def test_reserved_first_decomposition_keeps_power_and_api_rows():
+    import fleetplan.optimizer.decomposition as decomposition
+
+    base = make_problem([[5.0]], [[2.0], [6.5], [4.0]], {("g0", "reserved_1y"): 0.6,
+                                                          ("g0", "on_demand"): 1.0},
+                        hours=[2.0, 1.0, 3.0], horizon_months=12.0)
+    problem = with_api(sited(base, kw=1.0, pricing="reserved_1y"), 2e-5,
+                       max_requests_per_min=90.0)
+    whole = optimize_problem(problem, EXACT)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(decomposition, "WHOLE_MODEL_COLUMNS", 0)
+        split = optimize_problem(problem, EXACT)
+    assert split.objective_usd == pytest.approx(whole.objective_usd, rel=1e-6)
+    assert verify_plan(split, problem) == [] and verify_plan(whole, problem) == []
+    assert set(split.power["kw_peak"]) == {1.0}  # one reserved GPU fills the 1 kW site
+    assert split.api_routing["req_s"].max() == pytest.approx(1.5)  # 90 per minute
