@@ -31,6 +31,9 @@ def _needed_replicas(model: FleetModel, values: np.ndarray) -> pd.Series:
     """Replicas each (config, period) needs for the LP's routing: load rounded up, k spares."""
     routes = model.routes.assign(share=np.clip(values[model.routes["col"]], 0.0, 1.0))
     routes = routes[routes["share"] > 1e-9]
+    if routes.empty:  # everything unserved or sent to a hosted API: no replica needed
+        return pd.Series(dtype=float, index=pd.MultiIndex.from_arrays([[], []],
+                                                                      names=["config", "period"]))
     k = model.problem.workloads.set_index("workload")["redundancy_k"]
     routes = routes.assign(load=routes["load"] * routes["share"], k=routes["workload"].map(k))
     grouped = routes.groupby(["config", "period"]).agg(load=("load", "sum"), k=("k", "max"))

@@ -161,6 +161,7 @@ def api_instances(draw):
 @SETTINGS
 @given(api_instances())
 @example(([5.0], [2.0], [6.0], 1e-4, math.inf))
+@example(([2.0], [1.0], [0.5, 2.5], 1e-05, math.inf))  # the LP sends everything to the API
 def test_api_share_matches_brute_force(instance):
     capacity, price, demand, u, rpm = instance
     hours = [1.0 + t for t in range(len(demand))]
