@@ -185,7 +185,9 @@ def evaluate_load(c: ReplicaConstants, rows, cases: pd.DataFrame) -> Loaded | No
 def _finite_run(c, rows, state, rate, capacity, n_requests, finite) -> None:
     """A run of K requests offered above capacity: served at capacity, TTFT with the admission wait."""
     slots = operating_points.batch_cap(c, rows)
-    queue_ms = queueing.finite_run_wait_ms(rate, capacity, np.nan_to_num(n_requests, nan=1.0), slots)
+    _, prompt_work_ms = step_times.prefill_ms(c, rows.input_len)
+    queue_ms = queueing.finite_run_wait_ms(rate, capacity, np.nan_to_num(n_requests, nan=1.0), slots,
+                                           prompt_work_ms)
     for key in ("ttft_ms", "ttft_p90_ms", "ttft_p99_ms"):
         state[key] = np.where(finite, state[key] - state["wait_ms"] + queue_ms, state[key])
     state["served"] = np.where(finite, capacity, state["served"])

@@ -120,7 +120,8 @@ def server_values(c: ReplicaConstants, rows, offered, n_requests, metric) -> np.
     achieved = np.minimum(offered, capacity)
     state = queueing.at_rate(c, rows, np.minimum(offered, capacity * 0.999))
     slots = operating_points.batch_cap(c, rows)
-    queue_ms = queueing.finite_run_wait_ms(offered, capacity, n_requests, slots)
+    _, prompt_work_ms = step_times.prefill_ms(c, rows.input_len)
+    queue_ms = queueing.finite_run_wait_ms(offered, capacity, n_requests, slots, prompt_work_ms)
     ttft = np.where(offered < capacity, state["ttft_ms"], state["ttft_ms"] - state["wait_ms"] + queue_ms)
     by_metric = {"tpot_ms": state["tpot_ms"], "ttft_ms": ttft, "req_s": achieved,
                  "output_tok_s": achieved * rows.output_len, "total_tok_s": achieved * (rows.input_len + rows.output_len)}

@@ -52,6 +52,17 @@ def test_shipped_catalog_meets_the_pcie_tp8_target(compared):
     assert ape_summary(pcie, []).iloc[0]["median_ape_pct"] <= 15.0
 
 
+def test_shipped_catalog_meets_the_online_ttft_target(compared):
+    server = compared[compared["regime"] == "server"]
+    ttft = server[server["metric"] == "ttft_ms"]
+    assert ape_summary(ttft, []).iloc[0]["median_ape_pct"] <= 15.0
+    # 500 requests offered at once: about half the run's prompts are prefilled ahead of the
+    # mean request, whatever the output length (measured 9.1 s for 70B at 467 tokens, 256 or
+    # 16 out); counting slots alone gave 2.9-4.6 s
+    burst = ttft[np.isinf(ttft["qps"])]
+    assert len(burst) == 6 and (burst["ape_pct"] <= 10.0).all()
+
+
 def test_release_labels_keep_the_newest_release_as_the_reference():
     engines = np.array(["tensorrt-llm"] * 3 + ["vllm"])
     versions = pd.Series(["0.9.0", "0.17", "not stated (1.1-1.2 line)", "0.6.7.dev"])
