@@ -42,6 +42,12 @@ Write :math:`Y_{ct} = \sum_{p\in R} y_{cp} + \sum_{p\in F} y_{cpt}`, the load
         + \sum_{t \in m} \frac{h_t}{\mu_m} \sum_{g,p\in F} s_g \pi_{gp} n_{gpt}
         \le B \quad \forall m
 
+Linking pricing types (reserved terms and ``purchase``, servers the plan buys) hold one count
+from a start month on: month 0, or a GPU type's lead time (``lead_times.py``); their variable
+counts, and is paid, only in the periods of that month and later. GPUs the company already has
+(``committed``, ``owned``) are flexible offers capped by what exists each month
+(``current_fleet.py``).
+
 A reserved commitment is paid for whole terms: :math:`\phi_p` = (months of the whole terms
 covering the horizon) / (horizon months), 1 when the term fits the horizon. N+k is kept per
 configuration: every configuration that carries load of a workload with k spares keeps k
