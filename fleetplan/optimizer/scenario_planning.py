@@ -65,6 +65,16 @@ def _offer_table(scenario: Scenario, gpu_ids: list[str], prices: pd.DataFrame) -
     return offers.astype({"max_gpus": float})
 
 
+def _with_offers(offers: pd.DataFrame, more: pd.DataFrame) -> pd.DataFrame:
+    """Offers with ``more`` (today's fleet, purchases) in place of any for the same (gpu,
+    pricing_type)."""
+    if more.empty:
+        return offers
+    joined = pd.concat([offers, more], ignore_index=True).drop_duplicates(
+        ["gpu", "pricing_type"], keep="last")
+    return joined.astype({"usd_per_gpu_hour": float, "max_gpus": float}).reset_index(drop=True)
+
+
 def _within_terms(scenario: Scenario, prices: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Prices without reserved terms longer than the horizon when the scenario forbids them
     (``fleet.reserved_beyond_horizon: forbid``), and notes naming what was left out."""
@@ -135,14 +145,15 @@ def prepare(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=No
     relaxed = table[table["variant"] != "base"].reset_index(drop=True)
     relaxed = relaxed.assign(relaxed_for=relaxed.pop("variant").str.removeprefix("relaxed:"))
     prices, term_notes = _within_terms(scenario, prices)
-    prices = pd.concat([prices, replan.prices.reindex(columns=prices.columns)], ignore_index=True)
+    if not replan.prices.empty:
+        prices = pd.concat([prices, replan.prices.reindex(columns=prices.columns)],
+                           ignore_index=True)
     fleet = scenario.fleet
     problem = Problem(
         workloads=_workload_table(scenario, names["models"]), periods=periods,
         demand=demand_table(scenario, buckets, periods), configs=configs_of(base),
-        candidates=base, offers=pd.concat([_offer_table(scenario, names["gpus"], prices),
-                                           replan.offers], ignore_index=True)
-        .drop_duplicates(["gpu", "pricing_type"], keep="last").reset_index(drop=True),
+        candidates=base, offers=_with_offers(_offer_table(scenario, names["gpus"], prices),
+                                             replan.offers),
         gpus=_gpu_table(scenario, names["gpus"], catalogs.gpus),
         target_utilization=fleet.target_utilization, hours_per_month=fleet.hours_per_month,
         horizon_months=float(fleet.horizon_months),

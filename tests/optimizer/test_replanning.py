@@ -14,10 +14,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.optimizer.constraint_families import FAMILIES
-from fleetplan.optimizer.fleet_changes import monthly_diff
+from fleetplan.optimizer.fleet_changes import changes_table, monthly_diff
 from fleetplan.optimizer.fleet_problem import Problem, profile_periods
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
@@ -199,3 +201,23 @@ def test_churn_limit_with_hourly_periods_is_an_error():
                            "req_s": 1.0})
     with pytest.raises(InvalidValueError, match="needs one period per month"):
         build_model(problem.with_changes(periods=hourly, demand=demand))
+
+
+@settings(max_examples=25)
+@given(st.lists(st.lists(st.integers(0, 4), min_size=3, max_size=3), min_size=2, max_size=4))
+def test_the_monthly_diff_accounts_for_every_gpu(held):
+    """Per month: held after = held before + bought - released; each change counted once."""
+    problem = tiny([1] * len(held))
+    configs = ["a1", "b1", "(idle)"]
+    rows = pd.DataFrame([{"gpu": "ga", "pricing_type": "on_demand", "config": c, "month": m,
+                          "gpus": float(n)} for m, counts in enumerate(held)
+                         for c, n in zip(configs, counts, strict=True)])
+    diff = monthly_diff(changes_table(problem.with_changes(existing=pd.DataFrame()), rows))
+    totals = [0.0] + [float(sum(counts)) for counts in held]
+    for month, row in diff.set_index("month").iterrows():
+        assert row["gpus"] == totals[month + 1]
+        assert row["bought"] - row["released"] == pytest.approx(totals[month + 1] - totals[month])
+        moved = sum(abs(b - a) for a, b in zip(([0] * 3 if month == 0 else held[month - 1]),
+                                              held[month], strict=True))
+        assert row["changes"] == pytest.approx((moved + abs(totals[month + 1] - totals[month])) / 2)
+        assert row["changes"] >= abs(totals[month + 1] - totals[month])
