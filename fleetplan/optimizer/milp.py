@@ -47,6 +47,11 @@ Supply beyond rented GPUs: a site's power envelope
 hosted APIs: a share :math:`z_{wbta} \in [0,1]` joins the demand row of every bucket an API may
 serve, costs :math:`3600\, d_{wbt} h_t u_{wba}` and counts against the API's rate limits in every
 period (``api_supply.py``).
+Linking pricing types (reserved terms and ``purchase``, servers the plan buys) hold one count
+from a start month on: month 0, or a GPU type's lead time (``lead_times.py``); their variable
+counts, and is paid, only in the periods of that month and later. GPUs the company already has
+(``committed``, ``owned``) are flexible offers capped by what exists each month
+(``current_fleet.py``).
 
 A reserved commitment is paid for whole terms: :math:`\phi_p` = (months of the whole terms
 covering the horizon) / (horizon months), 1 when the term fits the horizon. N+k is kept per

@@ -68,14 +68,14 @@ def _offer_table(scenario: Scenario, gpu_ids: list[str], prices: pd.DataFrame) -
     return offers.astype({"max_gpus": float})
 
 
-def _with_replan_offers(offers: pd.DataFrame, existing: pd.DataFrame) -> pd.DataFrame:
-    """The catalog offers and those of today's fleet (committed, owned, purchase), which win
-    for the same GPU and pricing type."""
-    if existing.empty:
+def _with_offers(offers: pd.DataFrame, more: pd.DataFrame) -> pd.DataFrame:
+    """Offers with ``more`` (today's fleet, purchases) in place of any for the same (gpu,
+    pricing_type)."""
+    if more.empty:
         return offers
-    both = pd.concat([offers, existing.reindex(columns=offers.columns)], ignore_index=True)
-    both = both.drop_duplicates(["gpu", "pricing_type"], keep="last").reset_index(drop=True)
-    return both.astype({"usd_per_gpu_hour": float, "max_gpus": float})
+    joined = pd.concat([offers, more], ignore_index=True).drop_duplicates(
+        ["gpu", "pricing_type"], keep="last")
+    return joined.astype({"usd_per_gpu_hour": float, "max_gpus": float}).reset_index(drop=True)
 
 
 def _within_terms(scenario: Scenario, prices: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -157,8 +157,8 @@ def prepare(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=No
     problem = Problem(
         workloads=workloads, periods=periods,
         demand=demand_table(scenario, buckets, periods), configs=configs_of(base),
-        candidates=base, offers=_with_replan_offers(_offer_table(scenario, names["gpus"], prices),
-                                                    replan.offers),
+        candidates=base, offers=_with_offers(_offer_table(scenario, names["gpus"], prices),
+                                             replan.offers),
         gpus=_gpu_table(scenario, names["gpus"], catalogs.gpus),
         target_utilization=fleet.target_utilization, hours_per_month=fleet.hours_per_month,
         horizon_months=float(fleet.horizon_months),
