@@ -137,7 +137,8 @@ def option_rows(model: FleetModel, values: np.ndarray | None, status: str, name:
     p90 = cost_quantile(usd, probability, P90)
     utilization = commitment_utilization(model, values) if values is not None else None
     return pd.DataFrame({
-        "option": name, "status": status, "reserved_gpus": float((reserved["replicas"] * reserved["tp"]).sum()),
+        "option": name, "status": status,
+        "reserved_gpus": float((reserved["replicas"] * reserved["tp"]).sum()),
         "scenario": costs["scenario"], "probability": probability,
         "usd_per_month": usd / months, "recourse_usd_per_month": costs["recourse_usd"] / months,
         "utilization": np.nan if utilization is None else
