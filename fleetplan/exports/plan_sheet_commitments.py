@@ -64,8 +64,9 @@ def commitments_sheet(book: Book, ws: Worksheet, plan) -> PageOptions:
     vss = value_of_stochastic_solution(plan.commitments)
     put(ws, row, 1, "Value of the stochastic solution (VSS, USD per month)", font=LABEL_FONT)
     put(ws, row, 4, vss, USD_WHOLE)
-    put(ws, row + 1, 1, f"The P50-only plan (committing as if the {risk.get('p50_scenario', 'P50')} "
-        "scenario were certain) costs this much more in expectation.", font=NOTE_FONT)
+    median = risk.get("p50_scenario", "P50")
+    put(ws, row + 1, 1, f"The P50-only plan (committing as if the {median} scenario were "
+        "certain) costs this much more in expectation.", font=NOTE_FONT)
     widths: dict[int, float] = {}
     placed = write_live_table(book, ws, row + 3, _columns(options, scenarios, row + 4),
                               "CommitmentRisk", widths)

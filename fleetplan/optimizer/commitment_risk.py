@@ -11,7 +11,11 @@ plan's reserved replicas between zero and all of them (:data:`COMMITTED_SHARES`)
 The whole table is given ``solver.time_limit_s``, shared evenly by the options; an option whose
 recourse was not proven within ``solver.mip_gap`` in its share says ``time_limit`` (its costs
 are those of the recourse found, possibly above the best), one without any plan
-``no_solution`` (NaN costs).
+``no_solution`` (NaN costs). A model too large to solve whole (more than
+``decomposition.WHOLE_MODEL_COLUMNS`` columns) prices every option by its LP relaxation rounded
+up to whole replicas (``lp_rounded``): one quick solve per option, the same method for all, so
+the options compare like with like, but each cost may sit above the best recourse by the
+rounding, and the stochastic option's above the plan's own.
 
 Definitions (per option, costs per month of the horizon):
     expected: sum over scenarios of probability x cost; P90 cost: the smallest scenario cost
@@ -40,8 +44,9 @@ from fleetplan.optimizer.decomposition import WHOLE_MODEL_COLUMNS, solve_fleet
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp import FleetModel, build_model
-from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, PeriodTask, solve_periods
+from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.reserved_first import reserved_plan, reserved_rows
+from fleetplan.optimizer.rounding import rounded_up
 from fleetplan.optimizer.solver import SolveOptions, open_solver
 from fleetplan.optimizer.stochastic_model import (
     commitment_utilization,
@@ -84,32 +89,24 @@ def committed_values(model: FleetModel, commitment: pd.DataFrame) -> np.ndarray:
 
 
 def solve_committed(model: FleetModel, commitment: pd.DataFrame, options: SolveOptions,
-                    seconds: float, programs: PeriodPrograms | None = None
-                    ) -> tuple[np.ndarray | None, str]:
-    """Values of the cheapest plan with the first stage fixed to ``commitment`` (None when no
-    plan was found in ``seconds``) and the solve's status; with ``programs`` (a model too large
-    to solve whole) every period is solved on its own, as the fixed first stage separates them."""
-    fixed = reserved_plan(model, committed_values(model, commitment))
-    if programs is None:
-        solver = open_solver(model.program, model.cost, options)
-        solver.set_col_bounds(fixed["cols"], fixed["values"], fixed["values"])
-        result = solver.solve(time_limit_s=max(seconds, 0.05), mip_gap=options.mip_gap)
-        return result.values, result.outcome.status if result.values is not None else \
-            "no_solution"
-    cost = model.cost.copy()
-    cost[fixed["cols"]] = 0.0
-    run = solve_periods(programs, PeriodTask(cost, fixed=fixed), options, Deadline(seconds))
-    if not run.complete():
+                    seconds: float) -> tuple[np.ndarray | None, str]:
+    """Values of the cheapest plan found with the first stage fixed to ``commitment`` (None
+    when none was found in ``seconds``) and how it was found: the solver's status, or
+    ``lp_rounded`` for a model too large to solve whole (its LP relaxation rounded up to whole
+    replicas: a feasible recourse, costing at most the rounding above the best)."""
+    counts = committed_values(model, commitment)
+    fixed = reserved_plan(model, counts)
+    solver = open_solver(model.program, model.cost, options)
+    solver.set_col_bounds(fixed["cols"], fixed["values"], fixed["values"])
+    whole = model.program.n_cols <= WHOLE_MODEL_COLUMNS
+    result = solver.solve(time_limit_s=max(seconds, 0.05), mip_gap=options.mip_gap,
+                          relax=not whole)
+    if result.values is None:
         return None, "no_solution"
-    return run.values, run.outcome(float(model.cost @ run.values)).status
-
-
-def period_programs(model: FleetModel) -> PeriodPrograms | None:
-    """Each period's program when the model is too large to solve whole and nothing but the
-    first stage links its periods (None otherwise)."""
-    cut = model.constraint_table()["family"].isin(["budget", "simplicity", "cvar"]).any()
-    return None if model.program.n_cols <= WHOLE_MODEL_COLUMNS or cut else \
-        PeriodPrograms.of(model)
+    if whole:
+        return result.values, result.outcome.status
+    values = rounded_up(model, result.values, reserved=counts)
+    return (values, "lp_rounded") if values is not None else (None, "no_solution")
 
 
 def single_outcome_commitment(problem: Problem, scenario: str, options: SolveOptions,
@@ -137,7 +134,8 @@ def option_rows(model: FleetModel, values: np.ndarray | None, status: str, name:
     p90 = cost_quantile(usd, probability, P90)
     utilization = commitment_utilization(model, values) if values is not None else None
     return pd.DataFrame({
-        "option": name, "status": status, "reserved_gpus": float((reserved["replicas"] * reserved["tp"]).sum()),
+        "option": name, "status": status,
+        "reserved_gpus": float((reserved["replicas"] * reserved["tp"]).sum()),
         "scenario": costs["scenario"], "probability": probability,
         "usd_per_month": usd / months, "recourse_usd_per_month": costs["recourse_usd"] / months,
         "utilization": np.nan if utilization is None else
@@ -172,11 +170,10 @@ def commitment_table(problem: Problem, chosen: pd.DataFrame, options: SolveOptio
     deadline = Deadline(seconds)
     model = build_model(problem.with_changes(cvar_weight=0.0), cost_cover=False)
     found = commitment_options(problem, chosen, options, deadline)
-    programs = period_programs(model)
     parts = []
     for position, (name, commitment) in enumerate(found.items()):
         left = deadline.remaining() / max(len(found) - position, 1)
-        values, status = solve_committed(model, commitment, options, left, programs)
+        values, status = solve_committed(model, commitment, options, left)
         parts.append(option_rows(model, values, status, name, problem.cvar_alpha))
     table = pd.concat(parts, ignore_index=True)
     stochastic = table.loc[table["option"] == "stochastic", "expected_usd_per_month"]

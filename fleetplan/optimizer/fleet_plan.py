@@ -113,8 +113,8 @@ class FleetPlan:
             utilization), batch, tpot_ms, ttft_ms, valid, reason.
         commitments: (option, scenario): with demand scenarios only, each commitment option
             priced with its recourse re-solved per scenario (``commitment_risk.COLUMNS``):
-            status (of that re-solve), reserved_gpus, probability, usd_per_month and recourse_usd_per_month in that
-            scenario, utilization of the commitment [fraction], first-stage, expected, P90,
+            status (of that re-solve), reserved_gpus, probability, usd_per_month and
+            recourse_usd_per_month in that scenario, utilization of the commitment [fraction], first-stage, expected, P90,
             CVaR and cost-at-risk (P90 - expected) USD per month, over_stochastic_usd_per_month
             (expected cost above the stochastic plan's; the P50-only row's is the VSS).
     With demand scenarios, periods carry scenario and probability, hours are weighted by

@@ -1,8 +1,13 @@
-r"""The stochastic fleet MILP's own parts: the CVaR objective, each scenario's cost, and
-re-solves with the first stage (the commitment) fixed.
+r"""The stochastic fleet MILP's own parts: the CVaR objective, each scenario's cost, and the
+utilisation of the commitment in each scenario.
 
 Cost of scenario :math:`s` (first stage plus that scenario's recourse, not weighted):
-:math:`C_s = \sum_{g,p \in R} c_{gp} n_{gp} + \sum_{t \in s} h_t / p_s \sum_{g,p\in F} c_{gp} n_{gpt}`.
+
+.. math::
+
+    C_s = \sum_{g,p \in R} c_{gp} n_{gp}
+          + \sum_{t \in s} \frac{h_t}{p_s} \sum_{g,p \in F} c_{gp} n_{gpt}
+
 CVaR at level :math:`\alpha` (the mean cost of the worst :math:`1 - \alpha` of outcomes) is
 linear in the Rockafellar-Uryasev form [1]: with a free :math:`\eta` and :math:`z_s \ge 0`,
 
@@ -118,11 +123,29 @@ def check_cvar(view: PlanView) -> list[str]:
 
 
 def cvar_usd(costs, probabilities, alpha: float) -> float:
-    """Conditional value-at-risk of a discrete cost distribution [USD]: the value-at-risk
-    :math:`v` (the ``alpha`` quantile) plus :math:`\\sum_s p_s (C_s - v)^+ / (1 - \\alpha)` [1].
+    r"""Conditional value-at-risk of a discrete cost distribution.
 
-    >>> cvar_usd([100.0, 200.0, 400.0], [0.3, 0.4, 0.3], 0.9)
-    400.0
+    Parameters
+    ----------
+    costs : array-like
+        Cost in each outcome [USD].
+    probabilities : array-like
+        Probability of each outcome [fraction; summing to 1].
+    alpha : float
+        CVaR level [fraction; 0.9 = the mean of the worst 10 %].
+
+    Returns
+    -------
+    float
+        CVaR [USD].
+
+    Notes
+    -----
+    :math:`\mathrm{CVaR}_\alpha = v + \sum_s p_s (C_s - v)^+ / (1 - \alpha)` with :math:`v`
+    the value-at-risk, the ``alpha`` quantile of the costs (:func:`cost_quantile`) [1].
+
+    Examples
+    --------
     >>> cvar_usd([100.0, 200.0, 400.0], [0.3, 0.4, 0.3], 0.5)
     320.0
     """
@@ -133,9 +156,29 @@ def cvar_usd(costs, probabilities, alpha: float) -> float:
 
 
 def cost_quantile(costs, probabilities, quantile: float) -> float:
-    """The smallest cost whose cumulative probability reaches ``quantile`` [USD] (P90 cost at
-    0.9).
+    r"""A quantile of a discrete cost distribution (the P90 cost at 0.9).
 
+    Parameters
+    ----------
+    costs : array-like
+        Cost in each outcome [USD].
+    probabilities : array-like
+        Probability of each outcome [fraction; summing to 1].
+    quantile : float
+        Level [fraction].
+
+    Returns
+    -------
+    float
+        The smallest cost whose cumulative probability reaches ``quantile`` [USD]; NaN
+        without outcomes.
+
+    Notes
+    -----
+    :math:`\min \{c : \sum_{s: C_s \le c} p_s \ge q\}`, the value-at-risk of [1].
+
+    Examples
+    --------
     >>> cost_quantile([400.0, 100.0, 200.0], [0.3, 0.3, 0.4], 0.9)
     400.0
     """

@@ -141,7 +141,8 @@ def check_joint_scenarios(workloads: list) -> None:
         unknown = [s.name for s in scenarios if s.name not in probability]
         if unknown:
             problem = did_you_mean(unknown[0], probability, kind="scenario")
-            message = f"{where}: {problem}; every workload names the scenarios of workloads[{first}]"
+            message = (f"{where}: {problem}; every workload names the scenarios of "
+                       f"workloads[{first}]")
             raise ValueError(message)
         missing = sorted(set(probability) - {s.name for s in scenarios})
         if missing:
