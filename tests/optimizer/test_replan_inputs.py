@@ -5,6 +5,7 @@ bad rows."""
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from pathlib import Path
 
@@ -55,6 +56,18 @@ def test_the_example_prints_the_diff_and_writes_the_changes_sheet(tmp_path, caps
     assert str(sheet.cell(labels.index("Whole bill with the plan") + 1, 2).value).startswith("=")
     headers = {sheet.cell(row, 2).value for row in range(1, 20)}
     assert "Bought (GPUs)" in headers
+    # the same example in a 400 kW hall with a hosted API: kW per month and the API's share
+    assert re.search(r"hall-a\s*│\s*11\s*│[^\n]*│\s*400\s*│", printed)  # month 11 of 400 kW
+    share = re.search(r"nightly-summaries\s*│\s*deepinfra-70b-turbo\s*│\s*([\d.]+)%", printed)
+    assert share and float(share.group(1)) > 0
+    assert {"Supply", "Changes"} <= set(book.sheetnames)
+
+
+def test_the_example_has_a_400_kw_site_and_a_hosted_api():
+    fleet = load_scenario(EXAMPLE).fleet
+    assert [(site.name, site.kw) for site in fleet.sites] == [("hall-a", 400.0)]
+    assert [(api.name, api.model) for api in fleet.apis] == [("deepinfra-70b-turbo",
+                                                              "llama-3.1-70b")]
 
 
 def test_the_example_has_two_commitments_an_owned_pool_and_a_lead_time(catalogs):
