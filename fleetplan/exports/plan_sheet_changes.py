@@ -19,6 +19,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 from fleetplan.exports import plan_quantities
 from fleetplan.exports.xlsx_common import (
     DECIMAL,
+    INTEGER,
     LABEL_FONT,
     NOTE_FONT,
     USD,
@@ -38,7 +39,15 @@ DIFF_HEADERS = {"month": "Month", "bought": "Bought (GPUs)", "released": "Releas
 DETAIL_HEADERS = {"month": "Month", "gpu": "GPU", "pricing_type": "Pricing",
                   "config": "Configuration", "gpus_before": "GPUs before", "gpus": "GPUs after",
                   "added": "Added (GPUs)", "removed": "Removed (GPUs)", "kept": "Kept (GPUs)"}
-MIN_WIDTHS = {1: 30, 2: 14, 3: 14, 4: 34, 5: 12, 6: 12, 7: 12, 8: 12, 9: 12}
+# Column A holds the bill's labels; the wide Configuration column comes last, so the monthly
+# table's numbers above it stay in narrow columns.
+MIN_WIDTHS = {1: 40, 2: 14, 3: 14, 4: 12, 5: 12, 6: 12, 7: 12, 8: 12, 9: 40}
+
+
+def _count_format(values) -> str:
+    """Whole GPUs without decimals; a fractional count (a mean over a month's hours) with two."""
+    numbers = values.to_numpy(dtype=float)
+    return INTEGER if (numbers == numbers.round()).all() else DECIMAL
 
 
 def has_current_fleet(plan) -> bool:
@@ -52,13 +61,13 @@ def _bill(book: Book, ws: Worksheet, row: int, plan) -> int:
     sunk = float(stay.get("sunk_usd_total", 0.0))
     kept = float(stay.get("stay_usd_total", math.nan))
     labels = [("The plan's decisions over the horizon", plan.objective_usd),
-              ("Sunk commitments (paid whatever the plan does)", sunk)]
+              ("Sunk commitments (paid in any case)", sunk)]
     for offset, (label, value) in enumerate(labels):
         put(ws, row + offset, 1, label)
         put(ws, row + offset, 2, float(value), USD)
     put(ws, row + 2, 1, "Whole bill with the plan", font=LABEL_FONT)
     book.formulas.put(ws, row + 2, 2, f"B{row}+B{row + 1}", plan.objective_usd + sunk, USD)
-    put(ws, row + 3, 1, "Stay the course: keep today's fleet, rent on demand the rest")
+    put(ws, row + 3, 1, "Stay the course (today's fleet + on demand)")
     if math.isfinite(kept):
         put(ws, row + 3, 2, kept, USD)
         put(ws, row + 4, 1, "Saving of the plan", font=LABEL_FONT)
@@ -82,13 +91,14 @@ def changes_sheet(book: Book, ws: Worksheet, plan, start: dt.date) -> PageOption
     diff = monthly_diff(changes)
     dates = [plan_quantities.month_start(start, int(m)) for m in diff["month"]]
     columns = [LiveColumn("month", dates, number_format=MONTH, header=DIFF_HEADERS["month"])]
-    columns += [LiveColumn(name, diff[name].tolist(), number_format=DECIMAL,
+    count = _count_format(diff[list(DIFF_HEADERS)[1:]])
+    columns += [LiveColumn(name, diff[name].tolist(), number_format=count,
                            header=DIFF_HEADERS[name])
                 for name in ("bought", "released", "migrated", "kept")]
     columns.append(LiveColumn("changes", diff["changes"].tolist(),
-                              lambda i, r: f"B{r}+C{r}+D{r}", number_format=DECIMAL,
+                              lambda i, r: f"B{r}+C{r}+D{r}", number_format=count,
                               header=DIFF_HEADERS["changes"]))
-    columns.append(LiveColumn("gpus", diff["gpus"].tolist(), number_format=DECIMAL,
+    columns.append(LiveColumn("gpus", diff["gpus"].tolist(), number_format=count,
                               header=DIFF_HEADERS["gpus"]))
     put(ws, row, 1, "By month", font=LABEL_FONT)
     placed = write_live_table(book, ws, row + 1, columns, "ChangesByMonth", widths)
@@ -99,10 +109,13 @@ def changes_sheet(book: Book, ws: Worksheet, plan, start: dt.date) -> PageOption
                                     for m in detail["month"]], number_format=MONTH,
                           header=DETAIL_HEADERS["month"])]
     columns += [LiveColumn(name, detail[name].astype(str).tolist(), header=DETAIL_HEADERS[name])
-                for name in ("gpu", "pricing_type", "config")]
-    columns += [LiveColumn(name, detail[name].tolist(), number_format=DECIMAL,
-                           header=DETAIL_HEADERS[name])
-                for name in ("gpus_before", "gpus", "added", "removed", "kept")]
+                for name in ("gpu", "pricing_type")]
+    numbers = ["gpus_before", "gpus", "added", "removed", "kept"]
+    count = _count_format(detail[numbers])
+    columns += [LiveColumn(name, detail[name].tolist(), number_format=count,
+                           header=DETAIL_HEADERS[name]) for name in numbers]
+    columns.append(LiveColumn("config", detail["config"].astype(str).tolist(),
+                              header=DETAIL_HEADERS["config"]))
     write_live_table(book, ws, row + 1, columns, "ChangesByConfiguration", widths)
     set_widths(ws, {c: max(w, MIN_WIDTHS.get(c, 0)) for c, w in widths.items()})
     return PageOptions()
