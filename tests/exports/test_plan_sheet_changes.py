@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import openpyxl
 import pytest
 
 from fleetplan.exports import write_plan
@@ -50,3 +51,11 @@ def test_the_changes_sheet_recalculates_to_the_plan(tmp_path, libreoffice, repla
     diff = monthly_diff(replan_plan.changes)
     shown = [sheet[f"F{header + 1 + i}"] for i in range(len(diff))]
     assert shown == pytest.approx(diff["changes"].tolist())
+
+
+def test_the_summary_names_the_sunk_commitments(tmp_path, replan_plan):
+    path = write_plan(replan_plan, tmp_path / "plan.xlsx", start_date=dt.date(2027, 1, 1))
+    sheet = openpyxl.load_workbook(path)["Summary"]
+    rows = {sheet.cell(r, 1).value: sheet.cell(r, 2).value for r in range(1, 20)}
+    label = "Sunk, not in the total (Changes)"
+    assert rows[label] == pytest.approx(replan_plan.assumptions["stay_the_course"]["sunk_usd_total"])
