@@ -164,8 +164,11 @@ def _key_figures(book: Book, ws: Worksheet, plan, cells: CostCells, row: int,
             put(ws, row + offset, 2, reported, USD_WHOLE)
         ws.cell(row=row + offset, column=2).font = Font(bold=True, size=12)
     gpus = float(plan.costs_by_gpu["gpus_peak"].sum()) if not plan.costs_by_gpu.empty else 0.0
+    stay = plan.assumptions.get("stay_the_course") or {}  # a re-planned fleet: see Changes
+    sunk = ("Sunk, not in the total (Changes)", stay["sunk_usd_total"],
+            USD_WHOLE) if stay else ("", None, None)
     more = [("GPUs at peak", gpus, INTEGER),
-            ("First month", cells.month_dates([0])[0], "mmmm yyyy"), ("", None, None)]
+            ("First month", cells.month_dates([0])[0], "mmmm yyyy"), sunk]
     for offset, (label, value, number_format) in enumerate(more, start=len(figures) + 1):
         put(ws, row + offset, 1, label)
         put(ws, row + offset, 2, value, number_format)
