@@ -232,34 +232,6 @@ def _diagnose_budget(problem: Problem, solution: dict) -> list[str]:
     return [f"needs {needed} per month but the budget is {budget}"]
 
 
-# -- fleet simplicity: few variants per workload, one quantization per model ------------------
-
-def _relax_simplicity(problem: Problem, subject: str) -> Relaxation:
-    if subject in set(problem.workloads["workload"]):
-        limit = problem.max_configs_per_workload
-        return Relaxation(problem.with_changes(max_configs_per_workload=limit + 1),
-                          "+1 configuration",
-                          f"allowing {subject} {limit + 1} configurations instead of {limit} "
-                          "would save {saving} per month")
-    return Relaxation(problem.with_changes(one_quant_per_model=False), "any quantization",
-                      f"running {subject} in more than one quantization would save {{saving}} "
-                      "per month")
-
-
-def _lift_simplicity(problem: Problem) -> Problem | None:
-    if problem.max_configs_per_workload is None and not problem.one_quant_per_model:
-        return None
-    return problem.with_changes(max_configs_per_workload=None, one_quant_per_model=False)
-
-
-def _diagnose_simplicity(problem: Problem, solution: dict) -> list[str]:
-    rules = [f"at most {problem.max_configs_per_workload} configurations per workload"
-             if problem.max_configs_per_workload is not None else "",
-             "one quantization per model" if problem.one_quant_per_model else ""]
-    return [f"the fleet-simplicity rule ({' and '.join(r for r in rules if r)}) leaves too "
-            "little capacity"]
-
-
 def _step(value: float) -> Callable[[Problem, pd.Series], np.ndarray]:
     return lambda problem, subjects: np.full(len(subjects), value)
 
@@ -310,8 +282,10 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         settings=lambda s: {"max_configs_per_workload": s.fleet.max_configs_per_workload,
                             "one_quant_per_model": s.fleet.one_quant_per_model},
         links_periods=lambda p: p.max_configs_per_workload is not None or p.one_quant_per_model,
-        in_period_subproblems=False, relax=_relax_simplicity, binding_step=_step(1.0),
-        lift=_lift_simplicity, diagnose=_diagnose_simplicity, swap_guard=simplicity.quant_swaps),
+        in_period_subproblems=False,
+        relax=lambda p, s: Relaxation(*simplicity.relax_simplicity(p, s)),
+        binding_step=_step(1.0), lift=simplicity.lift_simplicity,
+        diagnose=simplicity.diagnose_simplicity, swap_guard=simplicity.quant_swaps),
     ConstraintFamily(
         "budget", "USD/month", ("budget_usd_per_month",), ("fleet.budget_usd_per_month",),
         build=build.define_budget, check=checks.check_budget,

@@ -119,3 +119,31 @@ def quant_swaps(problem, configs: pd.DataFrame) -> np.ndarray:
     quant = configs[["config"]].merge(model_quants(problem), on="config", how="left")["quant"]
     quant = quant.to_numpy()
     return quant[:, None] == quant[None, :]
+
+
+def relax_simplicity(problem, subject: str) -> tuple:
+    """One step looser (``constraint_families.Relaxation`` fields): one more configuration for
+    a workload, or any quantization for a model."""
+    if subject in set(problem.workloads["workload"]):
+        limit = problem.max_configs_per_workload
+        return (problem.with_changes(max_configs_per_workload=limit + 1), "+1 configuration",
+                f"allowing {subject} {limit + 1} configurations instead of {limit} "
+                "would save {saving} per month")
+    return (problem.with_changes(one_quant_per_model=False), "any quantization",
+            f"running {subject} in more than one quantization would save {{saving}} per month")
+
+
+def lift_simplicity(problem):
+    """The problem without either rule (None when it has neither)."""
+    if problem.max_configs_per_workload is None and not problem.one_quant_per_model:
+        return None
+    return problem.with_changes(max_configs_per_workload=None, one_quant_per_model=False)
+
+
+def diagnose_simplicity(problem, solution: dict) -> list[str]:
+    """The reason naming the rule, when lifting it serves more demand."""
+    rules = [f"at most {problem.max_configs_per_workload} configurations per workload"
+             if problem.max_configs_per_workload is not None else "",
+             "one quantization per model" if problem.one_quant_per_model else ""]
+    return [f"the fleet-simplicity rule ({' and '.join(r for r in rules if r)}) leaves too "
+            "little capacity"]
