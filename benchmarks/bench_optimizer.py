@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.fleet_problem import Problem, profile_periods
+from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.solver import SolveOptions
 
 #: GPU type: (relative speed, on-demand USD/GPU-hour)

@@ -15,8 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports import write_sweep
-from fleetplan.sweeps.sweep_grid import DEFAULT_MAX_ROWS
 from fleetplan.exports.sanitize import safe_frame
+from fleetplan.sweeps.sweep_grid import DEFAULT_MAX_ROWS
 
 
 def with_progress(chunks: Iterable[pd.DataFrame], total_rows: int, *, enabled: bool | None = None) -> Iterator[pd.DataFrame]:

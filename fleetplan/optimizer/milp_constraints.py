@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from fleetplan.optimizer.fleet_problem import month_keys, period_probability
 from fleetplan.optimizer.api_supply import api_shares
+from fleetplan.optimizer.fleet_problem import month_keys, period_probability
 from fleetplan.optimizer.milp_tables import add_keyed_rows, per_period
 from fleetplan.optimizer.node_packing import chain_capacity, is_chain, patterns
 

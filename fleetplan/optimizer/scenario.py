@@ -11,32 +11,35 @@ import datetime as dt
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
+from pydantic import Field, WithJsonSchema, field_validator, model_validator
 
-from fleetplan.catalogs.conventions import HOURS_PER_MONTH, ON_PREMISES_PRICING, PRICING_TYPES
+from fleetplan.catalogs.conventions import HOURS_PER_MONTH, PRICING_TYPES
 from fleetplan.catalogs.prices import (
     DEFAULT_MAX_PRICE_AGE_DAYS,
     DEFAULT_PRICE_RULE,
     parse_price_rule,
 )
 from fleetplan.errors import did_you_mean
+from fleetplan.optimizer.profile_checks import (
+    PROFILE_SCHEMA,
+    check_profile,
+    check_profile_cycle,
+)
+from fleetplan.optimizer.scenario_current import CurrentGpus
+from fleetplan.optimizer.strict_model import StrictModel
+from fleetplan.optimizer.supply_inputs import HostedApi, Site, unique_names
 from fleetplan.optimizer.uncertainty_inputs import (
     DemandScenario,
     Stochastic,
     check_joint_scenarios,
-    check_risk_needs_scenarios,
     check_quantiles,
+    check_risk_needs_scenarios,
     check_scenario_set,
 )
-from fleetplan.optimizer.scenario_current import CurrentGpus
 
 PricingType = Literal[(*PRICING_TYPES, "purchase")]
 SolverName = Literal["auto", "highs", "cbc"]
 
-#: Most values of an hourly demand profile: the hours of a leap year.
-MAX_PROFILE_HOURS = 8784
-#: A profile is a cycle of whole days, so that its hours line up with the clock in every month.
-HOURS_PER_DAY = 24
 #: Most workloads one scenario may hold: the MILP grows with workloads x configurations.
 MAX_WORKLOADS = 500
 #: Largest availability cap [GPUs] and own price [USD/GPU-hour] a scenario may give (the price
@@ -44,23 +47,7 @@ MAX_WORKLOADS = 500
 MAX_GPUS = 1_000_000
 MAX_USD_PER_GPU_HOUR = 1000.0
 
-_PROFILE_SCHEMA = {
-    "anyOf": [{"type": "array", "items": {"type": "number", "minimum": 0},
-               "minItems": HOURS_PER_DAY, "maxItems": MAX_PROFILE_HOURS},
-              {"type": "string", "description": "CSV file: one value per hour (last column), "
-                                                "optionally with a timestamp column"},
-              {"type": "null"}],
-    "description": "Relative demand per hour of a repeating cycle (24 values for a day, 168 for "
-                   "a week; any whole number of days; normalized to mean 1), or a CSV path. "
-                   "Every profile's length must divide the longest one.",
-}
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
-
-
-class RequestBucket(_Strict):
+class RequestBucket(StrictModel):
     """One bucket of a request-size histogram."""
 
     input_tokens: int = Field(gt=0, le=10_000_000, description="Prompt tokens per request")
@@ -68,7 +55,7 @@ class RequestBucket(_Strict):
     weight: float = Field(gt=0, le=1e6, description="Relative share of requests (normalized to sum 1)")
 
 
-class Workload(_Strict):
+class Workload(StrictModel):
     """A stream of requests to one model with its latency promises."""
 
     name: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.\-]+$")
@@ -87,7 +74,7 @@ class Workload(_Strict):
     tpot_slo_ms: float | None = Field(None, gt=0, le=1e5, description="Time per output token SLO [ms]")
     ttft_slo_ms: float | None = Field(None, gt=0, le=1e6, description="Time to first token SLO [ms]")
     quants: list[str] = Field(["bf16"], min_length=1, description="Allowed quantizations")
-    hourly_profile: Annotated[Any, WithJsonSchema(_PROFILE_SCHEMA)] = None
+    hourly_profile: Annotated[Any, WithJsonSchema(PROFILE_SCHEMA)] = None
     monthly_growth: float = Field(0.0, gt=-1, le=10,
                                   description="Demand growth per month [fraction; 0.05 = 5 %]")
     redundancy_k: int = Field(0, ge=0, le=1000, description="Spare replicas kept (N+k)")
@@ -141,40 +128,7 @@ class Workload(_Strict):
         return [(b.input_tokens, b.output_tokens, b.weight / total) for b in self.histogram]
 
 
-def check_profile(values: list) -> list[float]:
-    """Whole days of finite, non-negative numbers, not all zero (raises ValueError otherwise)."""
-    if len(values) % HOURS_PER_DAY or not HOURS_PER_DAY <= len(values) <= MAX_PROFILE_HOURS:
-        message = (f"must hold a whole number of days of hourly values ({HOURS_PER_DAY} for a "
-                   f"day, 168 for a week, at most {MAX_PROFILE_HOURS}), got {len(values)} values")
-        raise ValueError(message)
-    numbers = []
-    for hour, value in enumerate(values):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not ok or not math.isfinite(value) or value < 0:
-            message = f"hour {hour}: must be a finite number >= 0, got {value!r}"
-            raise ValueError(message)
-        numbers.append(float(value))
-    if sum(numbers) <= 0:
-        message = "must have at least one value > 0"
-        raise ValueError(message)
-    return numbers
-
-
-def check_profile_cycle(workloads: list[Workload]) -> None:
-    """Every hourly profile's length divides the longest one (ValueError otherwise)."""
-    lengths = [(i, len(w.hourly_profile)) for i, w in enumerate(workloads)
-               if isinstance(w.hourly_profile, list)]
-    if not lengths:
-        return
-    longest, cycle = max(lengths, key=lambda item: item[1])
-    for index, length in lengths:
-        if cycle % length:
-            message = (f"workloads[{index}].hourly_profile: its {length} values do not divide "
-                       f"the {cycle}-hour cycle of workloads[{longest}]")
-            raise ValueError(message)
-
-
-class GpuOption(_Strict):
+class GpuOption(StrictModel):
     """A GPU type the fleet may use, with its own pricing options and caps."""
 
     id: str = Field(min_length=1, description="GPU id (gpus catalog)")
@@ -218,7 +172,7 @@ class GpuOption(_Strict):
         return value
 
 
-class Disaggregation(_Strict):
+class Disaggregation(StrictModel):
     """Prefill/decode pairs offered to the optimizer next to colocated replicas: prompts on a
     prefill pool, generation on a decode pool (possibly another GPU type), the KV cache moved
     between them."""
@@ -247,65 +201,7 @@ def _tp_degrees(values: list[int]) -> list[int]:
     return sorted(set(values))
 
 
-class Site(_Strict):
-    """A data hall with a power envelope: the GPUs of the offers it holds draw on its kW."""
-
-    name: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.\-]+$")
-    kw: float = Field(gt=0, le=1e7, description="Power the site may draw [kW]")
-    pue: float = Field(1.0, ge=1, le=5, description="Power usage effectiveness: facility kW per "
-                                                    "IT kW (1.0: kw is IT power)")
-    pricing: list[str] = Field(list(ON_PREMISES_PRICING), min_length=1,
-                               description="Pricing types whose GPUs stand on the site")
-    gpus: list[str] | None = Field(None, min_length=1,
-                                   description="GPU ids on the site (default: every fleet GPU)")
-
-    @field_validator("pricing")
-    @classmethod
-    def _pricing(cls, values: list[str]) -> list[str]:
-        known = (*PRICING_TYPES, *ON_PREMISES_PRICING)
-        for value in values:
-            if value not in known:
-                raise ValueError(str(did_you_mean(value, known, kind="pricing type")))
-        return values
-
-
-class HostedApi(_Strict):
-    """A hosted model API that may serve part of a workload, priced per token."""
-
-    name: str = Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9_.\-]+$")
-    provider: str = Field(min_length=1, max_length=80, description="Who serves the API")
-    model: str = Field(min_length=1, description="Model id it serves (models catalog)")
-    usd_per_1m_input_tokens: float = Field(ge=0, le=1000, description="Price [USD/1M prompt tokens]")
-    usd_per_1m_output_tokens: float = Field(ge=0, le=1000, description="Price [USD/1M output tokens]")
-    max_requests_per_min: float | None = Field(None, gt=0, le=1e9,
-                                               description="Rate limit [requests/min]")
-    max_tokens_per_min: float | None = Field(None, gt=0, le=1e12,
-                                             description="Rate limit [prompt + output tokens/min]")
-    ttft_ms: float | None = Field(None, gt=0, le=1e6, description="Time to first token, as "
-                                                               "published or measured [ms]")
-    tpot_ms: float | None = Field(None, gt=0, le=1e5, description="Time per output token, as "
-                                                               "published or measured [ms]")
-    source: str = Field(min_length=1, description="Where the prices and limits were read")
-    as_of: dt.date = Field(description="Date of the prices (YYYY-MM-DD)")
-
-    @model_validator(mode="after")
-    def _rate_limit(self) -> HostedApi:
-        if self.max_requests_per_min is None and self.max_tokens_per_min is None:
-            message = "give max_requests_per_min and/or max_tokens_per_min (the rate limit)"
-            raise ValueError(message)
-        return self
-
-
-def _unique(items: list, kind: str) -> list:
-    names = [item.name for item in items]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        message = f"{kind} names must be unique, '{repeated[0]}' repeats"
-        raise ValueError(message)
-    return items
-
-
-class Fleet(_Strict):
+class Fleet(StrictModel):
     """What the fleet may be built from, and the limits it must respect."""
 
     gpus: list[GpuOption] = Field(min_length=1, description="Allowed GPU types")
@@ -356,12 +252,12 @@ class Fleet(_Strict):
     @field_validator("sites")
     @classmethod
     def _unique_sites(cls, sites: list[Site]) -> list[Site]:
-        return _unique(sites, "site")
+        return unique_names(sites, "site")
 
     @field_validator("apis")
     @classmethod
     def _unique_apis(cls, apis: list[HostedApi]) -> list[HostedApi]:
-        return _unique(apis, "api")
+        return unique_names(apis, "api")
     current: list[CurrentGpus] | None = Field(
         None, max_length=10_000, description="GPUs deployed today (fleetplan.optimizer.current_fleet)")
     start_date: dt.date | None = Field(None, description="Date of the plan's first month (for end dates)")
@@ -385,7 +281,7 @@ class Fleet(_Strict):
         return parse_price_rule(value)
 
 
-class WhatIf(_Strict):
+class WhatIf(StrictModel):
     """Re-solves that price binding constraints (marginal values)."""
 
     enabled: bool = Field(True, description="Measure savings of relaxing binding constraints")
@@ -394,7 +290,7 @@ class WhatIf(_Strict):
     time_limit_s: float = Field(10.0, gt=0, le=86400, description="Time limit of each re-solve [s]")
 
 
-class SolverOptions(_Strict):
+class SolverOptions(StrictModel):
     time_limit_s: float = Field(60.0, gt=0, le=86400,
                                 description="Time limit of the whole optimization [s]")
     mip_gap: float = Field(5e-3, ge=0, lt=1,
@@ -403,7 +299,7 @@ class SolverOptions(_Strict):
     threads: int | None = Field(None, ge=1, le=1024, description="Solver threads")
 
 
-class Chargeback(_Strict):
+class Chargeback(StrictModel):
     """Who pays for capacity no workload uses: N+k spares, rounding up to whole replicas and
     nodes (fleetplan.optimizer.chargeback)."""
 
@@ -419,7 +315,7 @@ class Chargeback(_Strict):
         raise ValueError(message)
 
 
-class Scenario(_Strict):
+class Scenario(StrictModel):
     """A fleet planning question."""
 
     name: str = Field("scenario", min_length=1, max_length=120)

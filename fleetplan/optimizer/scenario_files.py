@@ -18,13 +18,8 @@ from pydantic import BaseModel, ValidationError
 
 from fleetplan.catalogs.input_files import read_csv_table, read_mapping
 from fleetplan.errors import ScenarioError
-from fleetplan.optimizer.scenario import (
-    MAX_PROFILE_HOURS,
-    MAX_WORKLOADS,
-    Scenario,
-    check_profile,
-    check_profile_cycle,
-)
+from fleetplan.optimizer.profile_checks import MAX_PROFILE_HOURS, check_profile, check_profile_cycle
+from fleetplan.optimizer.scenario import MAX_WORKLOADS, Scenario
 
 _BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
            "less_than_equal": "<="}

@@ -30,8 +30,8 @@ from fleetplan.optimizer.scenario_prices import select_prices
 from fleetplan.optimizer.scenario_supply import supply_notes, supply_tables
 from fleetplan.optimizer.slo_levels import slo_levels
 from fleetplan.optimizer.solver import SolveOptions
-from fleetplan.optimizer.stochastic_problem import scenario_set, with_demand_scenarios
 from fleetplan.optimizer.stay_the_course import stay_the_course
+from fleetplan.optimizer.stochastic_problem import scenario_set, with_demand_scenarios
 
 logger = logging.getLogger(__name__)
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from fleetplan.errors import did_you_mean
+from fleetplan.optimizer.strict_model import StrictModel
 
 #: Swanson's rule: probabilities of the P10, P50 and P90 points of a forecast.
 SWANSON_PROBABILITIES: dict[str, float] = {"p10": 0.3, "p50": 0.4, "p90": 0.3}
@@ -34,11 +35,7 @@ PROBABILITY_TOLERANCE = 1e-6
 MAX_SCENARIOS = 20
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False)
-
-
-class DemandScenario(_Strict):
+class DemandScenario(StrictModel):
     """One outcome of a workload's demand: a factor on it, its own rate, or its own growth."""
 
     name: str = Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9_.\-]+$")
@@ -59,7 +56,7 @@ class DemandScenario(_Strict):
         return self
 
 
-class Stochastic(_Strict):
+class Stochastic(StrictModel):
     """The objective of a plan under demand scenarios."""
 
     objective: Literal["expected", "cvar"] = Field(

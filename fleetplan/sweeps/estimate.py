@@ -17,7 +17,14 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import Catalogs
-from fleetplan.sweeps import concurrency, operating_points, queueing, row_kernel, throughput
+from fleetplan.sweeps import (
+    concurrency,
+    operating_points,
+    queueing,
+    row_kernel,
+    step_times,
+    throughput,
+)
 from fleetplan.sweeps.assumptions import assumptions_from
 from fleetplan.sweeps.columns import ESTIMATE_COLUMNS, LOAD_COLUMNS, SWEEP_COLUMNS
 from fleetplan.sweeps.configurations import CONFIG_KEYS, config_frame

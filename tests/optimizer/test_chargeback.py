@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import doctest
 import math
-import warnings
 
 import numpy as np
 import pandas as pd

@@ -11,7 +11,6 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from fleetplan.errors import ScenarioError
-from fleetplan.optimizer.constraint_families import verify_plan
 from fleetplan.optimizer.example import example_scenario
 from fleetplan.optimizer.fleet_simplicity import check_simplicity
 from fleetplan.optimizer.optimization import optimize_problem

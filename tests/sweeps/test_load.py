@@ -6,8 +6,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from fleetplan.sweeps import queueing, row_kernel
-from fleetplan.sweeps.estimate import case_arrays
+from fleetplan.sweeps import queueing, row_kernel, step_times
+from fleetplan.sweeps.estimate import case_arrays, estimate_cases
 
 
 def arrays(model="llama-3.1-8b", gpu="h100-sxm", quant="fp8", tp=1, input_len=512, output_len=256):
@@ -25,6 +25,24 @@ def test_queueing_formulas():
     # A run below capacity waits nothing; an instant burst of 4 into 2 slots at 1 req/s waits 0+0+1+2 s.
     assert queueing.finite_run_wait_ms(1.0, 2.0, 100, 0) == 0.0
     assert queueing.finite_run_wait_ms(np.inf, 1.0, 4, 2) == pytest.approx(750.0)
+    # With free slots the burst still waits behind earlier prompts: 0, 0.5, 1.0, 1.5 s of
+    # 500 ms prefills; each request waits the longer of the two (0, 0.1, 1, 2 s with 100 ms)
+    assert queueing.finite_run_wait_ms(np.inf, 1.0, 4, 4, 500.0) == pytest.approx(750.0)
+    assert queueing.finite_run_wait_ms(np.inf, 1.0, 4, 2, 100.0) == pytest.approx(775.0)
+    assert queueing.finite_run_wait_ms(np.inf, 1.0, 4, 2, 1000.0) == pytest.approx(1500.0)
+
+
+def test_a_finite_run_above_capacity_waits_for_prompts_in_estimates_and_validation():
+    # the same burst of 500 requests through estimate_cases (--rate with --requests) and through
+    # the measurement model: both wait behind the prompts ahead, one model for both commands
+    case = {"gpu": "h100-sxm", "model": "llama-3.1-8b", "quant": "bf16", "tp": 1,
+            "input_len": 467, "output_len": 16, "rate_req_s": 1e6, "n_requests": 500}
+    estimate = estimate_cases(pd.DataFrame([case]))
+    c, rows = arrays(quant="bf16", input_len=467, output_len=16)
+    _, work_ms = step_times.prefill_ms(c, rows.input_len)
+    burst_ms = 499 / 2 * float(work_ms[0])  # mean wait behind the earlier prompts
+    assert float(estimate["ttft_ms"].iloc[0]) >= burst_ms
+    assert float(estimate["ttft_ms"].iloc[0]) == pytest.approx(burst_ms, rel=0.15)  # + own prefill
 
 
 def test_near_zero_load_gives_the_unloaded_latency():
