@@ -317,6 +317,7 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         "existing", "GPUs", ("existing",), ("fleet.current",),
         build=current.define_existing_caps, check=current.check_existing,
         relax=lambda p, s: Relaxation(*current.relax_existing(p, s)), binding_step=_node_step,
+        lift=current.lift_existing, diagnose=current.diagnose_existing,
         swap_guard=current.existing_swaps),
     ConstraintFamily(
         "lead_time", "GPUs", ("lead_times",),

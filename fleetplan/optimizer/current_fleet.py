@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 SERVER_PUE = 1.4
 SERVER_POWER_LOAD = 0.75
 
+#: Today's GPUs when their limits are lifted to see whether they bind [GPUs].
+LIFTED_GPUS = 1e6
+
 EXISTING_COLUMNS = ["gpu", "pricing_type", "config", "provider", "gpus", "end_month",
                     "usd_per_month"]
 
@@ -214,6 +217,32 @@ def relax_existing(problem: Problem, subject: str) -> tuple[Problem, str, str]:
     existing = pd.concat([problem.existing, extra], ignore_index=True)
     return (problem.with_changes(existing=existing), f"+{step} GPUs",
             f"{step} more {pricing} {gpu} would save {{saving}} per month")
+
+
+def lift_existing(problem: Problem) -> Problem | None:
+    """Today's GPUs without their limits: as many as the plan wants, all horizon (None without
+    a current fleet)."""
+    if problem.existing.empty:
+        return None
+    return problem.with_changes(existing=problem.existing.assign(gpus=LIFTED_GPUS,
+                                                                 end_month=np.nan))
+
+
+def diagnose_existing(problem: Problem, solution: dict) -> list[str]:
+    """Where the plan without those limits held more of today's GPUs than exist."""
+    nodes = solution["nodes"]
+    nodes = nodes[nodes["pricing_type"].isin(EXISTING_PRICING)]
+    if nodes.empty:
+        return []
+    month = problem.periods.set_index("period")["month"]
+    held = nodes.assign(month=nodes["period"].map(month)).groupby(
+        ["gpu", "pricing_type", "month"], as_index=False)["gpus"].max()
+    held["there"] = existing_cap(problem, held)
+    short = held[held["gpus"] > held["there"] + 1e-6].drop_duplicates(["gpu", "pricing_type"])
+    return [f"needs {n:.0f} {pricing} {gpu} in month {m:.0f} but today's fleet has {t:.0f} "
+            "there and no other pricing type may add them"
+            for gpu, pricing, m, n, t in short[["gpu", "pricing_type", "month", "gpus",
+                                                 "there"]].to_numpy()]
 
 
 def existing_swaps(problem: Problem, configs: pd.DataFrame) -> np.ndarray:

@@ -221,3 +221,14 @@ def test_the_monthly_diff_accounts_for_every_gpu(held):
                                               held[month], strict=True))
         assert row["changes"] == pytest.approx((moved + abs(totals[month + 1] - totals[month])) / 2)
         assert row["changes"] >= abs(totals[month + 1] - totals[month])
+
+
+def test_too_few_of_todays_gpus_are_named_when_nothing_else_may_serve():
+    # only today's 2 committed GPUs may serve 3 req/s: the plan is short, and says where
+    problem = tiny([3.0, 1.0], end=2)
+    problem = problem.with_changes(offers=problem.offers[
+        problem.offers["pricing_type"] == "committed"].reset_index(drop=True))
+    plan = optimize_problem(problem, SolveOptions(time_limit_s=20, mip_gap=0.0))
+    assert plan.status == "infeasible"
+    assert ("needs 3 committed ga in month 0 but today's fleet has 2 there and no other pricing "
+            "type may add them") in " ".join(plan.messages)
