@@ -77,14 +77,16 @@ def demand_signatures(problem: Problem) -> pd.DataFrame:
 
 
 def pool_period_problem(problem: Problem, pool: str, period: int) -> Problem:
-    """``pool``'s demand in ``period`` alone, every GPU at its lowest price, no caps."""
+    """``pool``'s demand in ``period`` alone, every GPU at its lowest price, no caps, and its
+    plain cost as the objective (no CVaR term: the cut bounds replica cost, not risk)."""
     workloads = problem.workloads[problem.workloads["pool"] == pool]
     mine = problem.demand["workload"].isin(workloads["workload"])
     prices = lowest_gpu_prices(problem)
     return dataclasses.replace(
         problem, workloads=workloads,
         periods=problem.periods[problem.periods["period"] == period].assign(
-            period=0, hours=1.0, month_weight=1.0),
+            period=0, hours=1.0, month_weight=1.0).drop(columns=["scenario", "probability"],
+                                                        errors="ignore"),
         demand=problem.demand[mine & (problem.demand["period"] == period)].assign(period=0),
         configs=problem.configs[problem.configs["pool"] == pool],
         candidates=problem.candidates[problem.candidates["workload"].isin(workloads["workload"])],
@@ -92,7 +94,7 @@ def pool_period_problem(problem: Problem, pool: str, period: int) -> Problem:
                              "usd_per_gpu_hour": prices.to_numpy(), "max_gpus": math.nan}),
         gpus=problem.gpus.assign(gpus_per_node=1, max_gpus=math.nan),
         hours_per_month=1.0, horizon_months=1.0, budget_usd_per_month=None,
-        spot_max_share=None, notes=[], sites=problem.sites.iloc[0:0],
+        spot_max_share=None, cvar_weight=0.0, notes=[], sites=problem.sites.iloc[0:0],
         api_candidates=problem.api_candidates.iloc[0:0], existing=pd.DataFrame(),
         lead_times=pd.DataFrame(), max_changes_per_month=None, min_committed_gpus=None)
 

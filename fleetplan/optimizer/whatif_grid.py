@@ -253,9 +253,16 @@ def _first_reason(plan: FleetPlan) -> str:
     return ""
 
 
-@functools.lru_cache(maxsize=4)
 def _grid_catalogs(catalog_paths: tuple[str, ...]) -> Catalogs:
-    """The catalogs every case of a grid starts from, read once per worker process."""
+    """The catalogs every case of a grid starts from, read once per worker process for the
+    same file contents (an edited file is read again)."""
+    contents = tuple(hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).is_file()
+                     else "" for path in catalog_paths)
+    return _catalogs_of(catalog_paths, contents)
+
+
+@functools.lru_cache(maxsize=4)
+def _catalogs_of(catalog_paths: tuple[str, ...], contents: tuple[str, ...]) -> Catalogs:
     return load_catalogs(list(catalog_paths))
 
 

@@ -138,7 +138,8 @@ def test_an_unreachable_tpot_slo_is_explained(shipped):
                 "on any allowed GPU")
     assert set(unmet["reason"]) == {expected}
     assert f"rag: {expected}" in plan.messages
-    assert plan.workloads.set_index("workload").loc["chat", "served_fraction"] == 1.0
+    assert plan.workloads.set_index("workload").loc["chat", "served_fraction"] == pytest.approx(
+        1.0, abs=1e-6)  # the solver's feasibility tolerance
 
 
 def test_an_availability_cap_is_explained(shipped):
