@@ -30,6 +30,7 @@ import hashlib
 import itertools
 import json
 import logging
+import multiprocessing
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -50,6 +51,9 @@ from fleetplan.optimizer.scenario_planning import plan_scenario
 from fleetplan.sweeps import estimate_cases
 
 log = logging.getLogger(__name__)
+
+#: How worker processes start (``multiprocessing`` start method).
+WORKER_START = "forkserver"
 
 SCALAR_AXES = ("demand_multiplier", "tpot_slo_ms", "ttft_slo_ms", "input_tokens", "monthly_growth")
 PER_GPU_AXES = ("price_multiplier", "max_gpus")
@@ -364,7 +368,10 @@ def _solve_all(base, pending, arguments, workers, client):
         for case in pending:
             yield solve_case(base, case, *arguments)
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    # Workers start from a fresh server process, not a fork of this one: a process that has
+    # already run HiGHS (highspy 1.16) hands its forked children a solver that never returns.
+    context = multiprocessing.get_context(WORKER_START)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
         futures = [pool.submit(solve_case, base, case, *arguments) for case in pending]
         for future in as_completed(futures):
             yield future.result()

@@ -1,6 +1,9 @@
 """What-if grids: expansion, scenario variants, infeasible and failing cases, resume, Dask, CLI."""
 
 import json
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -173,3 +176,23 @@ def test_cases_that_ask_the_engine_the_same_question_share_one_estimate(tmp_path
     data, multipliers = apply_case(base, expand(grid)[3], grid)
     direct = plan_scenario(validate_scenario(data), scaled_catalogs(shipped, multipliers), what_if=False)
     assert rows[3]["usd_per_month"] == pytest.approx(direct.usd_per_month, rel=1e-9)
+
+
+@pytest.mark.slow
+def test_worker_processes_solve_a_grid_after_this_process_has_run_the_solver(tmp_path):
+    # forked children of a process that has run HiGHS 1.16 never return from it; workers start
+    # from a fresh server process instead (a regression hangs, so it runs with a time limit)
+    grid = grid_file(tmp_path, "axes:\n  demand_multiplier: [1, 2]\n")
+    code = textwrap.dedent(f"""
+        from pathlib import Path
+        from fleetplan.exports.whatif_cache import run_grid
+        from fleetplan.optimizer.whatif_grid import expand, load_grid, solve_case
+        grid, base = load_grid(Path({str(grid)!r}))
+        cases = expand(grid)
+        solve_case(base, cases[0], grid.model_dump_json(), [])
+        rows = run_grid(grid, base, cases, Path({str(tmp_path / "cases")!r}), workers=2)
+        print(sorted(rows["status"]))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=240, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "['optimal', 'optimal']"
