@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import sys
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -32,6 +35,28 @@ import pulp
 logger = logging.getLogger(__name__)
 
 SOLVERS: tuple[str, ...] = ("auto", "highs", "cbc")
+
+#: Guards the first HiGHS instance of the process (see :func:`new_highs`).
+_FIRST_HIGHS = {"lock": threading.Lock(), "done": False}
+
+
+def new_highs():
+    """A HiGHS instance. The first one of a process is built with standard output closed:
+    highspy 1.16 prints its banner there from the constructor, before any option can silence
+    it, and fleetplan's own output (a plan summary, JSON on stdout) must stay clean."""
+    with _FIRST_HIGHS["lock"]:
+        if _FIRST_HIGHS["done"]:
+            return highspy.Highs()
+        sys.stdout.flush()
+        saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 1)
+            return highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            os.close(null)
+            _FIRST_HIGHS["done"] = True
 
 
 @dataclass(frozen=True)
@@ -109,7 +134,7 @@ class HighsSolver:
     name = "HiGHS"
 
     def __init__(self, program: LinearProgram, cost: np.ndarray, options: SolveOptions) -> None:
-        self.highs = highspy.Highs()
+        self.highs = new_highs()
         self.highs.silent()
         if options.threads is not None:
             self.highs.setOptionValue("threads", int(options.threads))

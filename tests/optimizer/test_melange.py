@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -119,3 +121,18 @@ def test_unused_configurations_are_not_in_the_fleet():
     plan = optimize_problem(problem, EXACT)
     assert list(plan.fleet["config"]) == ["c0"]
     assert isinstance(plan.fleet, pd.DataFrame)
+
+
+def test_a_solve_prints_nothing_on_standard_output():
+    # highspy 1.16 prints a banner from its first constructor, before options can silence it
+    code = ("import numpy as np\n"
+            "from fleetplan.optimizer.fleet_problem import table_problem\n"
+            "from fleetplan.optimizer.optimization import optimize_problem\n"
+            "from fleetplan.optimizer.solver import SolveOptions\n"
+            "problem = table_problem(np.array([[2.0], [20.0]]), np.array([1.0, 3.0]),"
+            " np.array([4.0]))\n"
+            "plan = optimize_problem(problem, SolveOptions(time_limit_s=10, mip_gap=0.0))\n"
+            "print(plan.status)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert done.stdout == "optimal\n"
