@@ -335,7 +335,7 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         settings=lambda s: {"max_changes_per_month": s.fleet.max_changes_per_month},
         links_periods=lambda p: p.max_changes_per_month is not None,
         in_period_subproblems=False, relax=lambda p, s: Relaxation(*changes.relax_churn(p, s)),
-        binding_step=lambda p, s: np.full(len(s), float(p.gpus["gpus_per_node"].max())),
+        binding_step=changes.largest_node_step,
         lift=changes.lift_churn, diagnose=changes.diagnose_churn,
         swap_guard=changes.freeze_swaps),
     ConstraintFamily(
@@ -345,7 +345,7 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         settings=lambda s: {"min_committed_gpus": s.fleet.min_committed_gpus},
         links_periods=lambda p: p.min_committed_gpus is not None, in_period_subproblems=False,
         relax=lambda p, s: Relaxation(*changes.relax_min_committed(p, s)),
-        binding_step=lambda p, s: np.full(len(s), float(p.gpus["gpus_per_node"].max())),
+        binding_step=changes.largest_node_step,
         lift=changes.lift_min_committed, diagnose=changes.diagnose_min_committed),
 )
 

@@ -35,7 +35,6 @@ weaker): a week of hours is first planned on representative periods
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from collections.abc import Callable
@@ -82,21 +81,21 @@ def pool_period_problem(problem: Problem, pool: str, period: int) -> Problem:
     workloads = problem.workloads[problem.workloads["pool"] == pool]
     mine = problem.demand["workload"].isin(workloads["workload"])
     prices = lowest_gpu_prices(problem)
-    return dataclasses.replace(
-        problem, workloads=workloads,
-        periods=problem.periods[problem.periods["period"] == period].assign(
-            period=0, hours=1.0, month_weight=1.0).drop(columns=["scenario", "probability"],
-                                                        errors="ignore"),
+    # A new Problem, not a copy: every other limit (caps, budgets, sites, APIs, today's fleet,
+    # CVaR, ...) keeps its default, so a family added later cannot leak into the cut.
+    return Problem(
+        workloads=workloads,
+        periods=problem.periods[problem.periods["period"] == period][["period", "month", "hour"]]
+        .assign(period=0, hours=1.0, month_weight=1.0),
         demand=problem.demand[mine & (problem.demand["period"] == period)].assign(period=0),
         configs=problem.configs[problem.configs["pool"] == pool],
         candidates=problem.candidates[problem.candidates["workload"].isin(workloads["workload"])],
         offers=pd.DataFrame({"gpu": prices.index, "pricing_type": "on_demand",
                              "usd_per_gpu_hour": prices.to_numpy(), "max_gpus": math.nan}),
         gpus=problem.gpus.assign(gpus_per_node=1, max_gpus=math.nan),
-        hours_per_month=1.0, horizon_months=1.0, budget_usd_per_month=None,
-        spot_max_share=None, cvar_weight=0.0, notes=[], sites=problem.sites.iloc[0:0],
-        api_candidates=problem.api_candidates.iloc[0:0], existing=pd.DataFrame(),
-        lead_times=pd.DataFrame(), max_changes_per_month=None, min_committed_gpus=None)
+        target_utilization=problem.target_utilization, hours_per_month=1.0, horizon_months=1.0,
+        max_configs_per_workload=problem.max_configs_per_workload,
+        one_quant_per_model=problem.one_quant_per_model)
 
 
 def least_pool_costs(problem: Problem, build: Callable, options: SolveOptions) -> pd.DataFrame:

@@ -309,13 +309,19 @@ def min_committed_breaks(problem: Problem, changes: pd.DataFrame) -> list[str]:
             for m, n in held[held < least - 1e-6].items()]
 
 
-def _largest_node(problem: Problem) -> int:
+def largest_node(problem: Problem) -> int:
+    """GPUs in the largest node: the step by which churn and commitment limits are relaxed."""
     return int(problem.gpus["gpus_per_node"].max())
+
+
+def largest_node_step(problem: Problem, subjects: pd.Series) -> np.ndarray:
+    """The binding step of every subject row: one largest node [GPUs]."""
+    return np.full(len(subjects), float(largest_node(problem)))
 
 
 def relax_churn(problem: Problem, subject: str) -> tuple[Problem, str, str]:
     """One node more of changes per month."""
-    step, limit = _largest_node(problem), problem.max_changes_per_month
+    step, limit = largest_node(problem), problem.max_changes_per_month
     return (problem.with_changes(max_changes_per_month=limit + step), f"+{step} GPUs",
             (f"allowing {limit + step:.0f} GPU changes per month instead of {limit:.0f} would "
              "save {saving} per month"))
@@ -336,7 +342,7 @@ def diagnose_churn(problem: Problem, solution: dict) -> list[str]:
 
 def relax_min_committed(problem: Problem, subject: str) -> tuple[Problem, str, str]:
     """One node less of committed GPUs to keep."""
-    step, least = _largest_node(problem), problem.min_committed_gpus
+    step, least = largest_node(problem), problem.min_committed_gpus
     lower = max(0.0, least - step)
     return (problem.with_changes(min_committed_gpus=lower), f"-{step} GPUs",
             (f"keeping {lower:.0f} committed GPUs instead of {least:.0f} would save {{saving}} "

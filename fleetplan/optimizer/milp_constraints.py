@@ -239,13 +239,12 @@ def monthly_cost_terms(model: FleetModel) -> pd.DataFrame:
     reserved["coef"] = reserved["usd_per_node_hour"] * p.hours_per_month
     flexible = nodes[nodes["period"] >= 0].merge(
         p.periods[["period", *months, "month_weight"]], on="period")
-    probability = flexible["period"].map(period_probability(p.periods))
+    probability = period_probability(p.periods)
     flexible["coef"] = flexible["usd_per_node_hour"] * flexible["hours"] / (
-        flexible["month_weight"] * probability)
+        flexible["month_weight"] * flexible["period"].map(probability))
     shares = api_shares(model).merge(p.periods[["period", *months, "month_weight"]],
                                      on="period")
-    shares["coef"] = shares["usd"] / (shares["month_weight"]
-                                      * shares["period"].map(period_probability(p.periods)))
+    shares["coef"] = shares["usd"] / (shares["month_weight"] * shares["period"].map(probability))
     return pd.concat([reserved[[*months, "col", "coef"]], flexible[[*months, "col", "coef"]],
                       shares[[*months, "col", "coef"]]], ignore_index=True)
 

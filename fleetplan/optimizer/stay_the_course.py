@@ -15,6 +15,7 @@ import logging
 import math
 
 import numpy as np
+import pandas as pd
 
 from fleetplan.catalogs.conventions import EXISTING_PRICING
 from fleetplan.optimizer.current_fleet import months_held, sunk_total_usd
@@ -34,7 +35,7 @@ def owned_usd_total(problem: Problem) -> float:
         return 0.0
     owned = existing[existing["pricing_type"] == "owned"]
     price = problem.offers.set_index(["gpu", "pricing_type"])["usd_per_gpu_hour"]
-    per_hour = owned[["gpu", "pricing_type"]].apply(tuple, axis=1).map(price).fillna(0.0)
+    per_hour = price.reindex(pd.MultiIndex.from_frame(owned[["gpu", "pricing_type"]])).fillna(0.0)
     hours = months_held(owned, problem.horizon_months) * problem.hours_per_month
     return float((owned["gpus"].to_numpy() * per_hour.to_numpy() * hours).sum())
 

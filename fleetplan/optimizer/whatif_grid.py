@@ -258,15 +258,22 @@ def _first_reason(plan: FleetPlan) -> str:
 
 
 def _grid_catalogs(catalog_paths: tuple[str, ...]) -> Catalogs:
-    """The catalogs every case of a grid starts from, read once per worker process for the
-    same file contents (an edited file is read again)."""
-    contents = tuple(hashlib.sha256(Path(path).read_bytes()).hexdigest() if Path(path).is_file()
-                     else "" for path in catalog_paths)
-    return _catalogs_of(catalog_paths, contents)
+    """The catalogs every case of a grid starts from, read once per worker process while the
+    files stay as they are (an edited file, with a new size or modification time, is read
+    again)."""
+    return _catalogs_of(catalog_paths, tuple(_file_state(path) for path in catalog_paths))
+
+
+def _file_state(path: str) -> tuple[int, int, int]:
+    try:
+        stat = Path(path).stat()
+    except OSError:  # load_catalogs reports a missing file
+        return (0, 0, 0)
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=4)
-def _catalogs_of(catalog_paths: tuple[str, ...], contents: tuple[str, ...]) -> Catalogs:
+def _catalogs_of(catalog_paths: tuple[str, ...], states: tuple) -> Catalogs:
     return load_catalogs(list(catalog_paths))
 
 
