@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from fleetplan.catalogs.conventions import SECONDS_PER_HOUR
+from fleetplan.optimizer.cost_pools import to_calendar_months
 from fleetplan.optimizer.hosted_apis import api_usd
 from fleetplan.optimizer.milp_tables import add_keyed_rows
 
@@ -166,7 +168,7 @@ def api_routing_table(model: FleetModel, values: np.ndarray) -> pd.DataFrame:
 def api_costs_by_period(routing: pd.DataFrame, periods: pd.DataFrame) -> pd.DataFrame:
     """workload, api, period, requests, tokens, usd of the API routing over each period."""
     hours = routing["period"].map(periods.set_index("period")["hours"])
-    requests = routing["req_s"] * hours * 3600.0
+    requests = routing["req_s"] * hours * SECONDS_PER_HOUR
     return pd.DataFrame({
         "workload": routing["workload"], "api": routing["api"], "period": routing["period"],
         "requests": requests, "tokens": requests * routing["tokens_per_request"],
@@ -179,23 +181,15 @@ def api_usage_table(problem: Problem, routing: pd.DataFrame) -> pd.DataFrame:
     if routing.empty:
         return pd.DataFrame(columns=USAGE_COLUMNS)
     periods = problem.periods
-    costs = api_costs_by_period(routing, periods)
-    weight = periods.set_index("period")["month_weight"]
-    costs[["requests", "tokens", "usd"]] = costs[["requests", "tokens", "usd"]].div(
-        costs["period"].map(weight), axis=0)
-    costs["month"] = costs["period"].map(periods.set_index("period")["month"])
-    table = costs.groupby(["workload", "api", "month"], as_index=False)[
-        ["requests", "tokens", "usd"]].sum()
-    demand = problem.demand.assign(month=problem.demand["period"].map(
-        periods.set_index("period")["month"]), hours=problem.demand["period"].map(
-        periods.set_index("period")["hours"]))
-    demand["requests"] = demand["req_s"] * demand["hours"] * 3600.0 / demand["period"].map(weight)
+    amounts = ["requests", "tokens", "usd"]
+    costs = to_calendar_months(api_costs_by_period(routing, periods), periods, amounts)
+    table = costs.groupby(["workload", "api", "month"], as_index=False)[amounts].sum()
+    hours = problem.demand["period"].map(periods.set_index("period")["hours"])
+    demand = to_calendar_months(problem.demand.assign(
+        requests=problem.demand["req_s"] * hours * SECONDS_PER_HOUR), periods, ["requests"])
     total = demand.groupby(["workload", "month"])["requests"].sum()
     table["share"] = table["requests"] / total.reindex(
         pd.MultiIndex.from_frame(table[["workload", "month"]])).to_numpy()
-    if table["month"].nunique() == 1 and problem.horizon_months > 1:  # one month for all
-        months = pd.DataFrame({"month": np.arange(math.ceil(problem.horizon_months))})
-        table = table.drop(columns="month").merge(months, how="cross")
     return table[USAGE_COLUMNS].sort_values(["workload", "api", "month"]).reset_index(drop=True)
 
 
