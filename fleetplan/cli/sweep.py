@@ -43,6 +43,7 @@ from fleetplan.exports.price_provenance import prices_used, with_price_provenanc
 from fleetplan.exports.sweep_dataset import sweep_dataset
 from fleetplan.sweeps.inputs import parse_axis
 from fleetplan.sweeps.sweep_grid import iter_sweep, make_grid
+from fleetplan.sweeps.sweep_table import table_columns
 
 ChunkOption = Annotated[str | None, typer.Option(help="Chunked prefill: prompt tokens per step (0 = off); a list sweeps it")]
 PrefillGpuOption = Annotated[str | None, typer.Option(
@@ -62,6 +63,8 @@ def sweep_command(
     batch: Annotated[str, typer.Option(help="Batch sizes [sequences]. " + AXIS_HELP)] = "1-512",
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write .csv, .parquet or .xlsx; default: print")] = None,
     drop_invalid: Annotated[bool, typer.Option(help="Drop rows that cannot run or do not fit")] = False,
+    columns: Annotated[str | None, typer.Option(
+        help="Only these columns, comma-separated (print, CSV, Parquet); default: all")] = None,
     chunk_rows: Annotated[int, typer.Option(help="Rows evaluated per chunk when streaming")] = 1_000_000,
     partition_by: Annotated[str | None, typer.Option(help="Parquet only: hive-partition by these columns, e.g. gpu,model")] = None,
     top_n: Annotated[int | None, typer.Option(help="Workbook only: keep the N cheapest rows plus a summary")] = None,
@@ -103,11 +106,15 @@ def sweep_command(
     chosen = catalogs.chosen_prices(gpus, ["on_demand"])
     if "usd_per_gpu_hour" not in overrides:
         echo_price_warnings(chosen)
+    chosen_columns = ids(columns) if columns is not None else None
+    if chosen_columns is not None:
+        _check_columns(grid, chosen_columns, output, scheduler or workers is not None or os.environ.get("FLEETPLAN_SCHEDULER"))
     if scheduler or workers is not None or os.environ.get("FLEETPLAN_SCHEDULER"):
         _sweep_on_dask(grid, output, scheduler, workers, chunk_rows, drop_invalid, catalogs,
                        {**locals(), "price_rule": catalogs.price_rule.describe()})
         return
-    chunks = iter_sweep(None, None, None, grid=grid, chunk_rows=chunk_rows, drop_invalid=drop_invalid)
+    chunks = iter_sweep(None, None, None, grid=grid, chunk_rows=chunk_rows, drop_invalid=drop_invalid,
+                        columns=chosen_columns)
     if output is None or output.suffix.lower() != ".xlsx":  # a workbook lists prices on Assumptions
         chunks = (with_price_provenance(chunk, chosen) for chunk in chunks)
     if output is None:
@@ -115,6 +122,7 @@ def sweep_command(
         return
     params = {"gpus": gpu, "models": model, "quants": quant, "kv_quants": kv_quant, "tps": tp, "contexts": context,
               "input_lens": input_len, "output_lens": output_len, "batches": batch, "drop_invalid": drop_invalid,
+              **({"columns": columns} if columns is not None else {}),
               **({"prefill_gpus": prefill_gpu, "prefill_tps": prefill_tp or "1"} if prefill_gpu is not None else {}),
               **overrides, "engine": grid.engine,  # assumptions and levers given on the command line, and the engine
               "prices_used": prices_used(chosen)}
@@ -123,6 +131,17 @@ def sweep_command(
     write_stream(chunks, grid.n_rows, output, params=params, catalogs=catalogs,
                  **{k: v for k, v in options.items() if v is not None})
     typer.echo(f"wrote {output}", err=True)
+
+
+def _check_columns(grid, chosen: list[str], output: Path | None, on_dask: bool) -> None:
+    """``--columns`` names known columns, and the output can hold a part of the table."""
+    table_columns(grid.extra_columns, chosen)
+    if output is not None and output.suffix.lower() == ".xlsx":
+        message = "--columns: the sweep workbook needs every column for its live formulas; write .csv or .parquet"
+        raise InvalidValueError(message)
+    if on_dask:
+        message = "--columns: a Dask sweep writes every column to its dataset; run without --columns"
+        raise InvalidValueError(message)
 
 
 def _prefill_gpus(catalogs, text: str | None) -> list[str]:

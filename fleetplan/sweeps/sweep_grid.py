@@ -32,7 +32,13 @@ from fleetplan.sweeps.inputs import (
     resolve_ids,
 )
 from fleetplan.sweeps.replica_constants import ReplicaConstants
-from fleetplan.sweeps.sweep_table import as_frame, build_table, column_arrays, empty_arrays
+from fleetplan.sweeps.sweep_table import (
+    as_frame,
+    build_table,
+    column_arrays,
+    empty_arrays,
+    table_columns,
+)
 
 log = logging.getLogger(__name__)
 
@@ -184,22 +190,36 @@ def check_rows(n_rows: int, max_rows: int | None) -> None:
         raise InvalidValueError(message)
 
 
+def _with_filter_columns(names: tuple[str, ...], drop_invalid: bool) -> tuple[str, ...]:
+    """``names`` plus ``valid`` and ``fits`` when rows are dropped by them."""
+    return tuple(dict.fromkeys((*names, "valid", "fits"))) if drop_invalid else names
+
+
+def _finished(table: pd.DataFrame, names: tuple[str, ...], drop_invalid: bool) -> pd.DataFrame:
+    """Rows that run and fit (``drop_invalid``), then only the columns asked for."""
+    if drop_invalid:
+        table = table[table["valid"] & table["fits"]].reset_index(drop=True)
+    return table if len(table.columns) == len(names) else table[list(names)]
+
+
 def iter_sweep(gpus, models, quants, *, chunk_rows: int = DEFAULT_CHUNK_ROWS, drop_invalid: bool = False,
-               grid: Grid | None = None, configs: slice | None = None, **axes) -> Iterator[pd.DataFrame]:
+               grid: Grid | None = None, configs: slice | None = None, columns=None, **axes) -> Iterator[pd.DataFrame]:
     """Yield the sweep table in chunks of at most ``chunk_rows`` rows (same columns as ``sweep``);
     ``configs`` restricts it to a range of the grid's configurations."""
     grid = grid or make_grid(gpus, models, quants, **axes)
+    names = table_columns(grid.extra_columns, columns)
     arrays = grid.constants()
     log.info("sweeping %d rows (%d configurations)", grid.n_rows, len(grid.configs))
     for rows in grid.blocks(chunk_rows, configs):
-        table = build_table(grid.configs, rows, grid.evaluate(arrays, rows), extra_columns=grid.extra_columns)
-        yield table[table["valid"] & table["fits"]].reset_index(drop=True) if drop_invalid else table
+        table = build_table(grid.configs, rows, grid.evaluate(arrays, rows), extra_columns=grid.extra_columns,
+                            columns=_with_filter_columns(names, drop_invalid))
+        yield _finished(table, names, drop_invalid)
 
 
 def sweep(gpus: Sequence[str], models: Sequence[str], quants: Sequence[str] = ("bf16",), *,
           tps=(1,), contexts=(2048,), batches=(1,), kv_quants=None, input_lens=None,
           output_lens=(256,), catalogs: Catalogs | None = None, drop_invalid: bool = False, prefill_gpus=None,
-          prefill_tps=None, max_rows: int | None = DEFAULT_MAX_ROWS, **overrides) -> pd.DataFrame:
+          prefill_tps=None, max_rows: int | None = DEFAULT_MAX_ROWS, columns=None, **overrides) -> pd.DataFrame:
     """Evaluate every combination of the axes; one row per configuration.
 
     Columns and units are ``fleetplan.sweeps.columns.SWEEP_COLUMNS``. Rows that cannot run or do
@@ -209,7 +229,9 @@ def sweep(gpus: Sequence[str], models: Sequence[str], quants: Sequence[str] = ("
     ``prefill_tps`` sweep prefill/decode disaggregation (see ``make_grid``), adding the columns
     ``columns.DISAGGREGATION_COLUMNS``. The whole table is built in memory: a grid of more than
     ``max_rows`` rows is refused before anything is allocated (``iter_sweep`` streams any size;
-    ``max_rows=None`` lifts the limit).
+    ``max_rows=None`` lifts the limit). ``columns`` (names of the table's columns) keeps only
+    those: the others are never expanded to the grid's length, so a table of a few columns takes
+    a fraction of the memory and of the time to fault it in.
 
     >>> df = sweep(["h100-sxm"], ["llama-3.1-8b"], batches=[1, 64])
     >>> df[["gpu", "batch", "fits"]].to_dict("records")[1]
@@ -219,16 +241,16 @@ def sweep(gpus: Sequence[str], models: Sequence[str], quants: Sequence[str] = ("
                      input_lens=input_lens, output_lens=output_lens, catalogs=catalogs, prefill_gpus=prefill_gpus,
                      prefill_tps=prefill_tps, **overrides)
     check_rows(grid.n_rows, max_rows)
+    names = table_columns(grid.extra_columns, columns)
+    computed = _with_filter_columns(names, drop_invalid)
     constants, offset, categories = grid.constants(), 0, {}
-    out = empty_arrays(grid.n_rows, grid.extra_columns)
+    out = empty_arrays(grid.n_rows, computed)
     for rows in grid.blocks(DEFAULT_CHUNK_ROWS):  # blocks fill one preallocated table in place
         # ``metrics`` stays bound until the next block: freeing the block's arrays before the table is
         # assembled makes the allocator return and re-fault their pages (a quarter slower at 1M rows).
         metrics = grid.evaluate(constants, rows)
-        block, categories = column_arrays(grid.configs, rows, metrics, out=out, offset=offset,
-                                          extra_columns=grid.extra_columns)
-        offset += len(block["batch"])
-    table = as_frame(out, categories, grid.extra_columns)
-    table = table[table["valid"] & table["fits"]].reset_index(drop=True) if drop_invalid else table
+        _, categories = column_arrays(grid.configs, rows, metrics, out=out, offset=offset, names=computed)
+        offset += int(np.prod(np.broadcast_shapes(*(np.shape(v) for v in rows))))
+    table = _finished(as_frame(out, categories, computed), names, drop_invalid)
     table.attrs["engine"] = grid.engine
     return table

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fleetplan.errors import InvalidValueError, did_you_mean
 from fleetplan.sweeps.columns import (
     ALL_SWEEP_COLUMNS,
     DISAGGREGATION_KEYS,
@@ -66,13 +67,34 @@ def _output_dtype(name: str, wide: bool = False) -> str:
     return "int8" if name in _SMALL_CATEGORIES else "int16" if dtype == "category" else dtype
 
 
+def table_columns(extra_columns=(), columns=None) -> tuple[str, ...]:
+    """The output columns in table order: ``SWEEP_COLUMNS`` with swept lever (and prefill replica)
+    keys after the configuration keys and the disaggregation metrics last; with ``columns``, only
+    those, in the order given (unknown names get "did you mean")."""
+    keys = [name for name in extra_columns if name in LEVER_COLUMNS or name in DISAGGREGATION_KEYS]
+    trailing = [name for name in extra_columns if name not in keys]
+    every = (*list(SWEEP_COLUMNS)[:5], *keys, *list(SWEEP_COLUMNS)[5:], *trailing)
+    if columns is None:
+        return every
+    chosen = tuple(dict.fromkeys(str(name).strip() for name in columns))
+    if not chosen:
+        message = f"columns: name at least one column (one of: {', '.join(every)})"
+        raise InvalidValueError(message)
+    for name in chosen:
+        if name not in every:
+            raise did_you_mean(name, list(every), kind="sweep column")
+    return chosen
+
+
 def column_arrays(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason=None, *,
-                  out: dict | None = None, offset: int = 0, extra_columns=(), wide: bool = False) -> tuple[dict, dict]:
-    """Every column as a flat array (categorical ones as codes) and the categories of those.
+                  out: dict | None = None, offset: int = 0, names=None, wide: bool = False) -> tuple[dict, dict]:
+    """The columns ``names`` (default: every ``SWEEP_COLUMNS`` column) as flat arrays,
+    categorical ones as codes, and the categories of those. Only these are expanded to full length.
 
     With ``out`` (arrays of the whole table, by column), the block is written in place at
     ``offset`` instead of into new arrays.
     """
+    names = tuple(SWEEP_COLUMNS) if names is None else tuple(names)
     shape = np.broadcast_shapes(*(np.shape(v) for v in (*rows, *metrics.values())))
     size = int(np.prod(shape))
 
@@ -83,14 +105,16 @@ def column_arrays(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason
             return out[name][offset:offset + size]
         return array.ravel() if array.shape == shape else np.broadcast_to(array, shape).ravel()
 
-    codes, reasons = reason_codes(configs, rows, metrics["fits"], extra_reason, metrics.get("prefill_fits"))
-    categories = {"reason": reasons, "bound": _BOUNDS}
+    categories = {"bound": _BOUNDS}
+    max_context = configs["max_context"].to_numpy().take(rows.config)
     values = {"tp": configs["tp"].to_numpy().take(rows.config), "context_len": rows.context_len,
               "input_len": rows.input_len, "output_len": rows.output_len, "batch": rows.batch,
-              "valid": (configs["config_reason"] == "").to_numpy().take(rows.config)
-              & ~(rows.context_len > configs["max_context"].to_numpy().take(rows.config)),
-              "reason": codes, "bound": metrics["bound_is_compute"], **metrics}
-    for name in (label for label in _LABELS if label in SWEEP_COLUMNS or label in extra_columns):
+              "valid": (configs["config_reason"] == "").to_numpy().take(rows.config) & ~(rows.context_len > max_context),
+              "bound": metrics["bound_is_compute"], **metrics}
+    if "reason" in names:
+        values["reason"], categories["reason"] = reason_codes(configs, rows, metrics["fits"], extra_reason,
+                                                              metrics.get("prefill_fits"))
+    for name in (label for label in _LABELS if label in names):
         label_codes, categories[name] = pd.factorize(configs[name])
         values[name] = label_codes.take(rows.config)
     # How sure each configuration is: labelled and banded once per configuration, repeated onto its rows.
@@ -98,28 +122,25 @@ def column_arrays(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason
     values["calibration"] = pd.Categorical(configs["calibration"], categories=CALIBRATION_LABELS).codes.take(rows.config)
     values.update({name: configs[name].to_numpy().take(rows.config) for name in BAND_COLUMNS})
     values.update({name: metrics[name] if name in metrics else configs[name].to_numpy().take(rows.config)
-                   for name in extra_columns if name not in values})
-    return {name: full(name, values[name]) for name in (*SWEEP_COLUMNS, *extra_columns)}, categories
+                   for name in names if name not in values})
+    return {name: full(name, values[name]) for name in names}, {k: v for k, v in categories.items() if k in names}
 
 
-def as_frame(arrays: dict, categories: dict, extra_columns=()) -> pd.DataFrame:
-    """The sweep table from flat column arrays and the categories of the coded ones."""
-    keys = [name for name in extra_columns if name in LEVER_COLUMNS or name in DISAGGREGATION_KEYS]
-    trailing = [name for name in extra_columns if name not in keys]
+def as_frame(arrays: dict, categories: dict, names) -> pd.DataFrame:
+    """The sweep table from flat column arrays (in ``names`` order) and the categories of the coded ones."""
     columns = {name: _category(arrays[name], categories[name]) if name in categories else arrays[name]
-               for name in (*list(SWEEP_COLUMNS)[:5], *keys, *list(SWEEP_COLUMNS)[5:], *trailing)}
+               for name in names}
     return pd.DataFrame(columns, copy=False)
 
 
-def empty_arrays(n_rows: int, extra_columns=()) -> dict:
-    """Uninitialized column arrays for a table of ``n_rows`` rows."""
-    return {name: np.empty(n_rows, dtype=_output_dtype(name)) for name in (*SWEEP_COLUMNS, *extra_columns)}
+def empty_arrays(n_rows: int, names) -> dict:
+    """Uninitialized arrays of the columns ``names`` for a table of ``n_rows`` rows."""
+    return {name: np.empty(n_rows, dtype=_output_dtype(name)) for name in names}
 
 
 def build_table(configs: pd.DataFrame, rows: Rows, metrics: dict, extra_reason=None, extra_columns=(),
-                wide: bool = False) -> pd.DataFrame:
-    """The sweep table: label columns, axes and metrics in ``SWEEP_COLUMNS`` order and dtypes
-    (``wide``: metrics in float64, as ``estimate_cases`` returns them),
-    with swept lever (and prefill replica) keys after the configuration keys and the
-    disaggregation metrics last."""
-    return as_frame(*column_arrays(configs, rows, metrics, extra_reason, extra_columns=extra_columns, wide=wide), extra_columns)
+                wide: bool = False, columns=None) -> pd.DataFrame:
+    """The sweep table of ``table_columns(extra_columns, columns)`` in their dtypes (``wide``:
+    metrics in float64, as ``estimate_cases`` returns them)."""
+    names = table_columns(extra_columns, columns)
+    return as_frame(*column_arrays(configs, rows, metrics, extra_reason, names=names, wide=wide), names)
