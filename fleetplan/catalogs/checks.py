@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
+from fleetplan.catalogs.conventions import engine_base
 from fleetplan.catalogs.schema import (
     BOOL_WORDS,
     ID_RULE,
@@ -197,9 +198,10 @@ def price_problems(prices: pd.DataFrame, gpus: pd.DataFrame) -> list[str]:
 
 
 def efficiency_problems(efficiency: pd.DataFrame, gpus: pd.DataFrame, engines: pd.DataFrame) -> list[str]:
-    """Every efficiency row names a known GPU and engine, or the wildcard."""
+    """Every efficiency row names a known GPU and engine (optionally ``engine@release``), or the wildcard."""
+    engine_only = efficiency.assign(engine=efficiency["engine"].map(engine_base))  # a release keeps its engine
     return (unknown_reference_problems(efficiency, "gpu", list(gpus.index), kind="gpu", extra=(WILDCARD,))
-            + unknown_reference_problems(efficiency, "engine", list(engines.index), kind="engine",
+            + unknown_reference_problems(engine_only, "engine", list(engines.index), kind="engine",
                                          extra=(WILDCARD,)))
 
 

@@ -35,3 +35,16 @@ HOURS_PER_MONTH: float = 730.0
 
 #: Seconds in an hour [s].
 SECONDS_PER_HOUR: float = 3600.0
+
+#: Separates an engine id from the release its efficiency rows describe (``tensorrt-llm@0.14``).
+#: An id without one means the engine's newest measured release.
+RELEASE_MARK: str = "@"
+
+
+def engine_base(engine_id: str) -> str:
+    """The engine an engine id names, without its release.
+
+    >>> engine_base("tensorrt-llm@0.14"), engine_base("vllm")
+    ('tensorrt-llm', 'vllm')
+    """
+    return str(engine_id).split(RELEASE_MARK, 1)[0]

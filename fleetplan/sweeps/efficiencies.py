@@ -3,7 +3,8 @@
 Efficiency rows are keyed (engine, GPU, operator, precision) with ``*`` as a wildcard. For each
 case the most specific row wins, cell by cell: (engine, GPU, precision), (engine, GPU, ``*``),
 (engine, ``*``, precision), (engine, ``*``, ``*``), then the same among engine ``*`` rows; the
-catalog's (``*``, ``*``, operator, ``*``) rows are documented priors. The row that supplied a
+catalog's (``*``, ``*``, operator, ``*``) rows are documented priors. An engine id with a release
+(``tensorrt-llm@0.14``) looks first among that release's rows, then among its engine's. The row that supplied a
 case's GEMM efficiencies also says how well the case is calibrated (``calibration_labels``).
 """
 
@@ -13,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import Catalogs
+from fleetplan.catalogs.conventions import RELEASE_MARK, engine_base
 from fleetplan.errors import InvalidValueError, did_you_mean
 
 WILDCARD = "*"
@@ -40,7 +42,7 @@ def operator_efficiencies(efficiency: pd.DataFrame, engine, gpu, operator: str, 
     resolved = np.full((len(keys), len(columns)), np.nan)
     matched = np.full((len(keys), 3), None, dtype=object)
     for index, (engine_key, gpu_key, precision_key) in enumerate(keys):
-        for engine_id in (engine_key, WILDCARD):
+        for engine_id in dict.fromkeys((engine_key, engine_base(engine_key), WILDCARD)):
             for g, p in ((gpu_key, precision_key), (gpu_key, WILDCARD), (WILDCARD, precision_key), (WILDCARD, WILDCARD)):
                 found = table.get((engine_id, g, p))
                 if found is None:
@@ -79,20 +81,36 @@ def least_sure(first, second) -> np.ndarray:
 
 
 def engine_ids(catalogs: Catalogs, engine) -> np.ndarray:
-    """Canonical engine ids per case: the given one, or ``DEFAULT_ENGINE`` where none or ``*``."""
+    """Canonical engine ids per case: the given one, or ``DEFAULT_ENGINE`` where none or ``*``.
+
+    An id may name a release, ``engine@MAJOR.MINOR`` (``tensorrt-llm@0.14``), that the efficiency
+    catalog has rows for: its efficiencies come from that release's fitted rows where it was
+    measured, its engine's elsewhere; its profile is the engine's.
+    """
     given = pd.Series(np.broadcast_to(np.asarray(engine if engine is not None else "", dtype=object), (1,))
                       if np.ndim(engine) == 0 else np.asarray(engine, dtype=object))
     text = given.fillna("").astype(str).str.strip().str.lower()
     ids = text.where(~text.isin(["", WILDCARD, "nan", "none"]), DEFAULT_ENGINE).to_numpy(dtype=object)
+    fitted = set(catalogs.efficiency["engine"].astype(str))
     for name in pd.unique(ids):
-        if name not in catalogs.engines.index:
-            raise did_you_mean(str(name), list(catalogs.engines.index), kind="engine")
+        base = engine_base(name)
+        if base not in catalogs.engines.index:
+            raise did_you_mean(base, list(catalogs.engines.index), kind="engine")
+        if name != base and name not in fitted:  # a release is only as good as its fitted rows
+            releases = sorted(e for e in fitted if engine_base(e) == base and e != base)
+            raise did_you_mean(str(name), releases or [base], kind="engine release")
     return ids
 
 
+def base_engine_ids(engines) -> np.ndarray:
+    """The engine of each engine id, without its release (``tensorrt-llm@0.14`` -> ``tensorrt-llm``)."""
+    return pd.Series(np.asarray(engines, dtype=object)).astype(str).str.partition(RELEASE_MARK)[0].to_numpy(dtype=object)
+
+
 def engine_profiles(catalogs: Catalogs, engines: np.ndarray, memory_gib) -> pd.DataFrame:
-    """Each case's engine profile, with the small-GPU defaults applied below their memory threshold."""
-    profile = catalogs.engines.reindex(engines).reset_index(drop=True)
+    """Each case's engine profile (a release runs its engine's), with the small-GPU defaults
+    applied below their memory threshold."""
+    profile = catalogs.engines.reindex(base_engine_ids(engines)).reset_index(drop=True)
     small = (np.asarray(memory_gib, dtype=float) < profile["small_gpu_below_gib"].to_numpy(dtype=float))
     for column in ("max_num_seqs", "max_batched_tokens"):
         smaller = profile[f"{column}_small_gpu"].to_numpy(dtype=float)

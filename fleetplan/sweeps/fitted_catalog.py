@@ -3,8 +3,10 @@ calibrate`` write.
 
 For every GPU with measurements, one row per operator and precision the GPU runs (``n_points``
 counts the rows behind it; 0 where the precision itself has none and the GPU's fit is carried
-over through the precision offsets), once for any engine (``*``) and once per engine that was
-measured on it. GPUs without measurements but with a measured sibling of the same architecture
+over through the precision offsets), once for any engine (``*``), once per engine that was
+measured on it (its newest measured release), and once per older release measured on it
+(``tensorrt-llm@0.14``: the engine's offsets plus the release's, so a measurement of that release
+is predicted as that release ran). GPUs without measurements but with a measured sibling of the same architecture
 take the siblings' mean offsets (``n_points`` 0, notes say from which GPUs): the estimate calls
 them ``transferred``. Everything else keeps the documented priors (``prior``).
 """
@@ -17,25 +19,39 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import Catalogs
+from fleetplan.catalogs.conventions import RELEASE_MARK, engine_base
 from fleetplan.catalogs.schema import WEIGHT_ONLY_PRECISIONS, precisions
 from fleetplan.sweeps.config_efficiencies import SOURCES
 from fleetplan.sweeps.efficiencies import operator_efficiencies
-from fleetplan.sweeps.fitting import ADDITIVE, GROUPS, MAX_EFFICIENCY, RATIO_FIELDS, WILDCARD, Fit
+from fleetplan.sweeps.fitting import (
+    ADDITIVE,
+    GROUPS,
+    MAX_EFFICIENCY,
+    RATIO_FIELDS,
+    RELEASE_GROUPS,
+    WILDCARD,
+    Fit,
+)
 
 # Operator -> the ReplicaConstants fields its catalog row holds, by catalog column.
 ROW_FIELDS = {op: {column: field for field, (o, column, _) in SOURCES.items() if o == op}
               for op in ("gemm", "expert_gemm", "attention", "allreduce", "iteration")}
 PRECISION_OPERATORS = ("gemm", "expert_gemm")  # keyed by precision; the others by '*'
+RELEASE_OPERATORS = tuple(sorted({op for group in RELEASE_GROUPS for field in GROUPS[group]
+                                  for op, fields in ROW_FIELDS.items() if field in fields.values()}))
 
 
 def _log_offsets(fit: Fit, gpus: list[str], precision: str, engine: str) -> tuple[dict, dict]:
-    """Sum of the fitted offsets that apply to (mean of ``gpus``, precision, engine), per field."""
+    """Sum of the fitted offsets that apply to (mean of ``gpus``, precision, engine), per field;
+    an ``engine@release`` takes its engine's offsets plus its release's."""
     scale, shift = {}, {}
+    base = engine_base(engine)
     for p, value in zip(fit.space.parameters, fit.theta):
-        weight = {"global": 1.0, "precision": float(p.key == precision), "engine": float(p.key == engine),
+        weight = {"global": 1.0, "precision": float(p.key == precision), "engine": float(p.key == base),
+                  "release": float(p.key == engine),
                   "gpu": sum(p.key == g for g in gpus) / len(gpus),
                   "gpu_precision": sum(p.key == f"{g}/{precision}" for g in gpus) / len(gpus),
-                  "engine_gpu": sum(p.key == f"{engine}/{g}" for g in gpus) / len(gpus)}.get(p.level, 0.0)
+                  "engine_gpu": sum(p.key == f"{base}/{g}" for g in gpus) / len(gpus)}.get(p.level, 0.0)
         if weight:
             target = shift if p.group in ADDITIVE else scale
             for field in GROUPS[p.group]:
@@ -45,7 +61,7 @@ def _log_offsets(fit: Fit, gpus: list[str], precision: str, engine: str) -> tupl
 
 def _values(priors: pd.DataFrame, fit: Fit, operator: str, gpus: list[str], precision: str, engine: str) -> dict:
     """Catalog cells of one operator row: prior times exp(offsets), plus additive offsets."""
-    prior = operator_efficiencies(priors, [engine], [WILDCARD], operator, [precision]).iloc[0]
+    prior = operator_efficiencies(priors, [engine_base(engine)], [WILDCARD], operator, [precision]).iloc[0]
     scale, shift = _log_offsets(fit, gpus, precision, engine)
     cells = {}
     for column, field in ROW_FIELDS[operator].items():
@@ -71,8 +87,12 @@ def native_precisions(catalogs: Catalogs, gpu: str) -> list[str]:
 
 def efficiency_rows(fit: Fit, priors: Catalogs, rows: pd.DataFrame, source: str, as_of: str | None = None) -> pd.DataFrame:
     """Fitted efficiency rows for the GPUs of ``rows`` and their untested siblings (see module doc)."""
-    configs = fit.space.model.configs
-    counts = configs.groupby(["engine", "gpu", "gemm_precision"]).size()
+    space = fit.space
+    # rows behind each (engine, gpu, precision): an engine counts its releases' rows too
+    keyed = pd.DataFrame({"engine": np.concatenate([space.engine, space.release]),
+                          "gpu": np.tile(space.gpu, 2), "precision": np.tile(space.precision, 2)})
+    counts = keyed[keyed["engine"] != ""].groupby(["engine", "gpu", "precision"]).size()
+    configs = space.model.configs
     measured = sorted(set(configs["gpu"]))
     out = []
     for gpu in measured:
@@ -97,17 +117,20 @@ def _gpu_rows(fit: Fit, priors: Catalogs, sources: list[str], gpu: str, counts, 
     engines = sorted({e for (e, g, _) in counts.index if g == gpu}) if counts is not None else []
     rows = []
     for engine in [WILDCARD, *engines]:
-        n_gpu = 0 if counts is None else int(sum(v for (e, g, _), v in counts.items()
-                                                   if g == gpu and engine in (e, WILDCARD)))
+        def rows_behind(precision, engine=engine):
+            if counts is None:
+                return 0
+            return int(sum(v for (e, g, p), v in counts.items() if g == gpu and precision in (p, WILDCARD)
+                           and (e == engine or (engine == WILDCARD and RELEASE_MARK not in e))))
         for operator in ROW_FIELDS:
-            keys = native_precisions(priors, gpu) if operator in PRECISION_OPERATORS else [WILDCARD]
             if operator == "iteration" and engine == WILDCARD:
                 continue
+            if operator not in RELEASE_OPERATORS and RELEASE_MARK in engine:
+                continue  # the release fits nothing here: its engine's row applies
+            keys = native_precisions(priors, gpu) if operator in PRECISION_OPERATORS else [WILDCARD]
             for precision in keys:
-                n = n_gpu if precision == WILDCARD else (0 if counts is None else int(sum(
-                    v for (e, g, p), v in counts.items() if g == gpu and p == precision and engine in (e, WILDCARD))))
                 cells = _values(priors.efficiency, fit, operator, sources, precision,
                                 engine if engine != WILDCARD else "")
                 rows.append({"engine": engine, "gpu": gpu, "operator": operator, "precision": precision, **cells,
-                             "n_points": n, "source": source, "notes": note})
+                             "n_points": rows_behind(precision), "source": source, "notes": note})
     return rows

@@ -26,6 +26,7 @@ from scipy.optimize import least_squares
 from scipy.sparse import lil_matrix
 
 from fleetplan.catalogs import Catalogs
+from fleetplan.sweeps.efficiencies import base_engine_ids
 from fleetplan.sweeps.predictions import MeasurementModel
 
 WILDCARD = "*"
@@ -49,6 +50,7 @@ GROUPS = {
     "request_ms": ("request_overhead_ms",),
 }
 ADDITIVE = ("tp", "request_ms")
+RELEASE_GROUPS = ("memory", "compute", "prefill", "iteration_ms", "iteration_us", "layer_us")  # what a release changes
 RATIO_FIELDS = ("tp_scaling", "crossing_efficiency")  # shares of another efficiency, at most 1
 EFFICIENCY_FIELDS = tuple(sorted({f for g in ("memory", "compute", "prefill", "expert", "kv", "allreduce")
                                   for f in GROUPS[g]}))  # fractions, capped below 1
@@ -88,8 +90,10 @@ class FitSpace:
         rows, configs = model.rows, model.configs
         self.gpu = configs["gpu"].to_numpy(dtype=object)
         self.precision = configs["gemm_precision"].to_numpy(dtype=object)
-        self.engine = configs["engine"].to_numpy(dtype=object)
-        self.release = releases(self.engine, rows.get("engine_version", pd.Series("", index=rows.index)))
+        # each row's engine with its release where that is not the newest it has measurements of
+        engines = rows.get("engine_release", configs["engine"]).to_numpy(dtype=object)
+        self.engine = base_engine_ids(engines)
+        self.release = np.where(engines == self.engine, "", engines).astype(object)
         self.base = {f: getattr(model.constants, f) for g in GROUPS.values() for f in g}
         tp_rows = configs["tp"].to_numpy() > 1
         server = (rows["regime"] == "server").to_numpy()
@@ -124,8 +128,7 @@ class FitSpace:
             params += [Parameter(g, "engine_gpu", f"{engine}/{gpu}") for gpu in sorted(set(self.gpu[self.engine == engine]))
                        for g in ("iteration_us", "layer_us")]
         for release in sorted(set(self.release) - {""}):
-            params += [Parameter(g, "release", release)
-                       for g in ("memory", "compute", "prefill", "iteration_ms", "iteration_us", "layer_us")]
+            params += [Parameter(g, "release", release) for g in RELEASE_GROUPS]
         return params
 
     def _mask(self, p: Parameter) -> np.ndarray:
@@ -169,23 +172,6 @@ class FitSpace:
                 sparsity[row, column] = 1
             sparsity[n_rows + column, column] = 1
         return sparsity
-
-
-def releases(engines: np.ndarray, versions: pd.Series) -> np.ndarray:
-    """``engine@major.minor`` of each row's engine release, ``""`` for its engine's newest release
-    (the one the fitted catalog describes; 1.x releases count as one).
-
-    >>> releases(np.array(["tensorrt-llm", "tensorrt-llm", "vllm"]), pd.Series(["0.9.0", "1.0", "0.6.7"])).tolist()
-    ['tensorrt-llm@0.9', '', '']
-    """
-    found = versions.fillna("").astype(str).str.extract(r"(\d+)\.(\d+)")
-    major = pd.to_numeric(found[0], errors="coerce").fillna(-1).to_numpy()
-    minor = pd.to_numeric(found[1], errors="coerce").fillna(-1).to_numpy()
-    minor = np.where(major >= 1, 0, minor)  # 1.x: one release line
-    order = major * 1000 + minor
-    label = np.array([f"{e}@{int(a)}.{int(b)}" if a >= 0 else "" for e, a, b in zip(engines, major, minor)], dtype=object)
-    newest = pd.Series(order).groupby(pd.Series(engines)).transform("max").to_numpy()
-    return np.where((order == newest) | (major < 0), "", label).astype(object)
 
 
 def residuals(theta: np.ndarray, space: FitSpace, measured: np.ndarray) -> np.ndarray:

@@ -24,7 +24,9 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import Catalogs
+from fleetplan.catalogs.conventions import RELEASE_MARK
 from fleetplan.catalogs.input_files import read_csv_table
+from fleetplan.catalogs.schema import WILDCARD
 from fleetplan.errors import InvalidValueError
 from fleetplan.sweeps.inputs import catalog_or_default
 
@@ -77,6 +79,8 @@ def with_ids(frame: pd.DataFrame, catalogs: Catalogs) -> pd.DataFrame:
     frame["tp"] = pd.to_numeric(frame["tp"], errors="coerce").fillna(frame["n_gpus"]).fillna(1).astype(int)
     frame["n_gpus"] = frame["n_gpus"].fillna(frame["tp"])
     frame["engine_id"] = engine_ids(frame, catalogs)
+    frame["engine_release"] = release_ids(frame["engine_id"].to_numpy(dtype=object),
+                                          frame.get("engine_version", pd.Series("", index=frame.index)))
     load = frame.get("concurrency_or_batch", pd.Series("", index=frame.index)).astype(str)
     frame["qps"] = _qps(load)
     frame["static_batch"] = pd.to_numeric(load.str.extract(r"(?:static batch|^batch)\s*(\d+)", flags=re.IGNORECASE)[0],
@@ -97,6 +101,26 @@ def engine_ids(frame: pd.DataFrame, catalogs: Catalogs | None = None) -> pd.Seri
     aliases = catalogs.alias_map("engine")
     ids = names.fillna("").astype(str).map(lambda n: _canonical(n, aliases))
     return ids.where(ids.isin(list(catalogs.engines.index)), "*")
+
+
+def release_ids(engines: np.ndarray, versions: pd.Series) -> np.ndarray:
+    """Each row's engine with its release, ``engine@major.minor``, or the plain engine id for its
+    newest release among the rows (the one its fitted efficiencies describe; 1.x releases count
+    as one) and where no version is stated.
+
+    >>> release_ids(np.array(["tensorrt-llm", "tensorrt-llm", "vllm"]), pd.Series(["0.9.0", "1.0", "0.6.7"])).tolist()
+    ['tensorrt-llm@0.9', 'tensorrt-llm', 'vllm']
+    """
+    found = versions.fillna("").astype(str).str.extract(r"(\d+)\.(\d+)")
+    major = pd.to_numeric(found[0], errors="coerce").fillna(-1).to_numpy()
+    minor = pd.to_numeric(found[1], errors="coerce").fillna(-1).to_numpy()
+    minor = np.where(major >= 1, 0, minor)  # 1.x: one release line
+    order = major * 1000 + minor
+    newest = pd.Series(order).groupby(pd.Series(engines)).transform("max").to_numpy()
+    labelled = pd.Series(engines, dtype=object).astype(str) + RELEASE_MARK + pd.Series(major.astype(int)).astype(str) \
+        + "." + pd.Series(minor.astype(int)).astype(str)
+    plain = (order == newest) | (major < 0) | (np.asarray(engines, dtype=object) == WILDCARD)
+    return np.where(plain, np.asarray(engines, dtype=object), labelled.to_numpy(dtype=object)).astype(object)
 
 
 def _qps(text: pd.Series) -> np.ndarray:

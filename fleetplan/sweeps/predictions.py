@@ -1,7 +1,7 @@
 """The model's value for each predictable measurement row, in one vectorized pass per regime.
 
-``MeasurementModel`` builds the rows' configurations once (each row with its engine and the
-settings its source states); ``predict`` then evaluates every row, optionally with efficiency
+``MeasurementModel`` builds the rows' configurations once (each row with its engine release and
+the settings its source states); ``predict`` then evaluates every row, optionally with efficiency
 constants replaced per row, which is what a fit does thousands of times.
 
 Regimes (``measurements.REGIMES``):
@@ -41,7 +41,10 @@ class MeasurementModel:
         self.rows = rows.reset_index(drop=True)
         self.catalogs = catalog_or_default(catalogs)
         cases = self.rows[["gpu", "model", "quant", "kv_quant", "tp", "input_len", "output_len"]].copy()
-        cases["engine"] = self.rows["engine_id"].to_numpy(dtype=object)
+        # each row's own engine release where the catalog has fitted rows for it, else its engine
+        release = self.rows.get("engine_release", self.rows["engine_id"])
+        fitted = release.isin(set(self.catalogs.efficiency["engine"].astype(str)))
+        cases["engine"] = release.where(fitted, self.rows["engine_id"]).to_numpy(dtype=object)
         for name in SETTINGS:
             if name in self.rows:
                 cases[name] = self.rows[name].to_numpy(dtype=float)

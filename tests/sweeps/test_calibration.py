@@ -8,8 +8,14 @@ import pytest
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.sweeps.fitted_catalog import efficiency_rows
-from fleetplan.sweeps.fitting import Fit, FitSpace, fit, priors_only, releases
-from fleetplan.sweeps.measurements import REGIMES, ape_summary, load_measurements, predictable
+from fleetplan.sweeps.fitting import Fit, FitSpace, fit, priors_only
+from fleetplan.sweeps.measurements import (
+    REGIMES,
+    ape_summary,
+    load_measurements,
+    predictable,
+    release_ids,
+)
 from fleetplan.sweeps.model_validation import compare, with_efficiency
 from fleetplan.sweeps.predictions import MeasurementModel
 
@@ -64,9 +70,29 @@ def test_shipped_catalog_meets_the_online_ttft_target(compared):
 
 
 def test_release_labels_keep_the_newest_release_as_the_reference():
-    engines = np.array(["tensorrt-llm"] * 3 + ["vllm"])
-    versions = pd.Series(["0.9.0", "0.17", "not stated (1.1-1.2 line)", "0.6.7.dev"])
-    assert releases(engines, versions).tolist() == ["tensorrt-llm@0.9", "tensorrt-llm@0.17", "", ""]
+    engines = np.array(["tensorrt-llm"] * 4 + ["vllm", "*"])
+    versions = pd.Series(["0.9.0", "0.17", "not stated (1.1-1.2 line)", "1.0", "0.6.7.dev", "0.3"])
+    assert release_ids(engines, versions).tolist() == ["tensorrt-llm@0.9", "tensorrt-llm@0.17", "tensorrt-llm",
+                                                       "tensorrt-llm", "vllm", "*"]
+
+
+def test_shipped_catalog_meets_the_online_tpot_target(compared):
+    server = compared[compared["regime"] == "server"]
+    assert ape_summary(server[server["metric"] == "tpot_ms"], []).iloc[0]["median_ape_pct"] <= 12.0
+
+
+def test_rows_of_an_older_release_are_predicted_with_that_release_s_fitted_rows(shipped, measurements):
+    online = measurements[(measurements["regime"] == "server") & (measurements["metric"] == "tpot_ms")]
+    assert set(online["engine_release"]) == {"tensorrt-llm@0.14"}
+    efficiency = shipped.efficiency
+    release_rows = efficiency[efficiency["engine"] == "tensorrt-llm@0.14"]
+    assert set(release_rows["gpu"]) == {"h100-sxm"} and (release_rows["n_points"] > 0).any()
+    assert not (release_rows["operator"] == "allreduce").any()  # a release refits no all-reduce
+    newest = compare(online.assign(engine_release="tensorrt-llm"), shipped)
+    own = compare(online, shipped)
+    assert not np.allclose(own["predicted"], newest["predicted"])  # the release's own rows were used
+    assert (ape_summary(own, []).iloc[0]["median_ape_pct"]
+            < ape_summary(newest, []).iloc[0]["median_ape_pct"])
 
 
 @pytest.mark.slow

@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fleetplan.catalogs import load_catalogs
 from fleetplan.cli import main
-from fleetplan.errors import InvalidValueError, UnknownNameError
+from fleetplan.errors import CatalogError, InvalidValueError, UnknownNameError
 from fleetplan.sweeps import estimate_cases, sweep
 from fleetplan.sweeps import memory as mem
 from fleetplan.sweeps.efficiencies import DEFAULT_ENGINE
@@ -107,3 +108,42 @@ def test_sweeps_carry_their_engine():
     assert table.attrs["engine"] == "tensorrt-llm"
     assert sweep(["h100-sxm"], ["llama-3.1-8b"]).attrs["engine"] == DEFAULT_ENGINE
     assert np.isfinite(table["tpot_ms"]).all()
+
+
+def test_an_older_release_runs_its_fitted_rows_and_its_engine_s_profile(shipped):
+    case = {**CASE, "gpu": "h100-sxm", "model": "llama-3.1-70b", "quant": "bf16", "tp": 4, "batch": 8}
+    newest, older = (estimate_cases(pd.DataFrame([{**case, "engine": e}])).iloc[0]
+                     for e in ("tensorrt-llm", "tensorrt-llm@0.14"))
+    assert older["engine"] == "tensorrt-llm@0.14" and older["calibration"] == "measured"
+    assert older["tpot_ms"] != newest["tpot_ms"]
+    assert older["max_batch"] == newest["max_batch"]  # one engine profile: same memory rule and batch cap
+    # where the release was never measured, its engine's rows apply
+    elsewhere = {**case, "gpu": "b200", "quant": "fp8"}
+    b200_newest, b200_older = (estimate_cases(pd.DataFrame([{**elsewhere, "engine": e}])).iloc[0]
+                               for e in ("tensorrt-llm", "tensorrt-llm@0.14"))
+    assert b200_older["tpot_ms"] == b200_newest["tpot_ms"] and b200_older["calibration"] == "transferred"
+    table = sweep(["h100-sxm"], ["llama-3.1-70b"], tps=[4], batches=[8], contexts=[int(older["context_len"])],
+                  input_lens=[1000], output_lens=[200], engine="tensorrt-llm@0.14")
+    assert table.attrs["engine"] == "tensorrt-llm@0.14"
+    assert table["tpot_ms"].iloc[0] == pytest.approx(older["tpot_ms"], rel=1e-6)
+
+
+@pytest.mark.parametrize(("engine", "match"), [
+    ("tensorrt-llm@0.3", r"unknown engine release 'tensorrt-llm@0.3'; did you mean 'tensorrt-llm@0.9'"),
+    ("vllm@0.1", r"unknown engine release 'vllm@0.1'.*valid: vllm\)"),
+    ("tensorrt-lm@0.14", r"unknown engine 'tensorrt-lm'; did you mean 'tensorrt-llm'"),
+])
+def test_a_release_without_fitted_rows_is_refused_with_did_you_mean(engine, match):
+    with pytest.raises(UnknownNameError, match=match):
+        estimate_cases(pd.DataFrame([{**CASE, "engine": engine}]))
+
+
+def test_an_efficiency_row_of_an_unknown_engine_release_is_refused(tmp_path):
+    header = "engine,gpu,operator,precision,memory_efficiency,n_points,source,as_of\n"
+    good = tmp_path / "release.csv"
+    good.write_text(header + "vllm@0.6,h100-sxm,gemm,bf16,0.8,3,my measurements,2026-11-01\n", encoding="utf-8")
+    assert "vllm@0.6" in set(load_catalogs(overrides=[good]).efficiency["engine"])
+    bad = tmp_path / "bad.csv"
+    bad.write_text(header + "vlm@0.6,h100-sxm,gemm,bf16,0.8,3,my measurements,2026-11-01\n", encoding="utf-8")
+    with pytest.raises(CatalogError, match=r"unknown engine 'vlm'; did you mean 'vllm'"):
+        load_catalogs(overrides=[bad])
