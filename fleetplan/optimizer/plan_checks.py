@@ -14,7 +14,8 @@ import pandas as pd
 
 from fleetplan.catalogs.conventions import LINKING_PRICING
 from fleetplan.optimizer.fleet_plan import FleetPlan
-from fleetplan.optimizer.fleet_problem import Problem, start_months
+from fleetplan.optimizer.fleet_problem import Problem, charged_offers, start_months
+from fleetplan.optimizer.hosted_apis import api_usd
 from fleetplan.optimizer.node_packing import nodes_needed
 
 #: Slack allowed for solver round-off [replicas, shares, GPUs].
@@ -208,13 +209,48 @@ def check_redundancy(view: PlanView) -> list[str]:
 
 
 def check_budget(view: PlanView) -> list[str]:
-    """The fleet's cost in every month stays within the budget."""
+    """The fleet's cost in every month stays within the budget; with demand scenarios, in
+    every month of every scenario (not only on average)."""
     budget = view.problem.budget_usd_per_month
     if budget is None or not view.feasible or view.costs_by_month.empty:
         return []
-    months = view.costs_by_month.set_index("month")["usd"]
+    months = view.costs_by_month.set_index("month")["usd"].rename(lambda m: f"month {m}")
+    if "scenario" in view.problem.periods:
+        months = scenario_month_usd(view)
+        months.index = [f"{scenario} month {month}" for scenario, month in months.index]
     over = months[months > budget * (1 + 1e-7) + 1e-6]
-    return [f"budget: month {m} costs {usd:,.2f} USD > {budget:,.2f}" for m, usd in over.items()]
+    return [f"budget: {m} costs {usd:,.2f} USD > {budget:,.2f}" for m, usd in over.items()]
+
+
+def scenario_month_usd(view: PlanView) -> pd.Series:
+    """What the plan costs in each month of each demand scenario [USD], from its replicas on
+    whole nodes (reserved capacity in every month at its monthly charge, flexible capacity and
+    hosted APIs for the hours of that scenario's periods), indexed by (scenario, month)."""
+    p = view.problem
+    periods = p.periods.set_index("period")
+    gpus = view.replicas.groupby(["gpu", "pricing_type", "period"], as_index=False)["gpus"].sum()
+    gpus = gpus.merge(p.gpus[["gpu", "gpus_per_node"]], on="gpu").merge(
+        charged_offers(p)[["gpu", "pricing_type", "usd_per_gpu_hour"]], on=["gpu", "pricing_type"])
+    per_node = gpus["gpus_per_node"].to_numpy(dtype=float)
+    nodes = np.ceil(gpus["gpus"].to_numpy(dtype=float) / per_node - TOLERANCE)
+    usd_per_hour = pd.Series(nodes * per_node * gpus["usd_per_gpu_hour"].to_numpy(dtype=float),
+                             index=gpus.index)
+    keys = p.periods[["scenario", "month"]].drop_duplicates()
+    reserved = float(usd_per_hour[gpus["period"] < 0].sum()) * p.hours_per_month
+    flexible = gpus["period"] >= 0
+    # a scenario's period stands for its hours x probability of a month_weight of its month
+    weight = periods["hours"] / (periods["month_weight"] * periods["probability"])
+    charges = [pd.DataFrame({"period": gpus.loc[flexible, "period"],
+                             "usd": usd_per_hour[flexible] * gpus.loc[flexible, "period"].map(weight)})]
+    if not view.api_routing.empty:
+        priced = view.api_routing
+        charges.append(pd.DataFrame({"period": priced["period"], "usd": api_usd(
+            priced["req_s"], priced["period"].map(weight), priced["usd_per_request"])}))
+    charged = pd.concat(charges, ignore_index=True)
+    charged = charged.join(periods[["scenario", "month"]], on="period")
+    usd = charged.groupby(["scenario", "month"])["usd"].sum()
+    index = pd.MultiIndex.from_frame(keys)
+    return usd.reindex(index, fill_value=0.0) + reserved
 
 
 def check_reserved_baseline(view: PlanView) -> list[str]:

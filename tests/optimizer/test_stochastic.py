@@ -18,6 +18,7 @@ from fleetplan.optimizer.commitment_risk import add_commitments, value_of_stocha
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.period_merging import merge_identical_periods
+from fleetplan.optimizer.plan_checks import PlanView, check_budget, scenario_month_usd
 from fleetplan.optimizer.solver import SolveOptions, open_solver
 from fleetplan.optimizer.stochastic_model import cost_quantile, cvar_usd, scenario_costs
 from fleetplan.optimizer.stochastic_problem import (
@@ -220,3 +221,34 @@ def test_the_cost_cover_cut_bounds_replica_cost_not_the_cvar_term():
     assert objectives[0] == pytest.approx(
         min(brute_force(2.0, 4.0, 1.0, 0.8, 1.6, [1.0, 5.0, 12.0], [0.3, 0.4, 0.3],
                         weight=0.5).values()), rel=1e-9)
+
+
+def test_the_plan_check_reads_the_budget_in_every_scenario_not_on_average():
+    problem = tiny(2.0, 4.0, 1.0, 0.5, 1.6, [1.0, 5.0, 12.0], [0.3, 0.4, 0.3])
+    plan = optimize_problem(problem, EXACT)
+    view = PlanView.of(plan, problem)
+    costs = scenario_month_usd(view)
+    # the expected month is the probability-weighted scenario months, as the plan reports it
+    probability = problem.periods.groupby("scenario")["probability"].first()
+    expected = float((costs.droplevel("month") * probability).sum())
+    assert expected == pytest.approx(float(plan.costs_by_month["usd"].iloc[0]), rel=1e-6)
+    # a budget between the average month and the dearest scenario's is broken only per scenario
+    budget = (expected + costs.max()) / 2
+    assert costs.max() > budget > expected
+    capped = problem.with_changes(budget_usd_per_month=budget)
+    problems = check_budget(PlanView.of(plan, capped))
+    dearest = costs.idxmax()
+    assert problems == [f"budget: {dearest[0]} month {dearest[1]} costs {costs.max():,.2f} USD > {budget:,.2f}"]
+    # the optimizer's own plan under that budget passes
+    within = optimize_problem(capped, EXACT)
+    assert within.feasible and check_budget(PlanView.of(within, capped)) == []
+
+
+def test_scenario_months_count_hosted_api_spend():
+    problem = with_api(tiny(2.0, 4.0, 3.0, 1.0, 1.6, [1.0, 5.0], [0.5, 0.5]), usd_per_request=0.0002)
+    plan = optimize_problem(problem, EXACT)
+    assert not plan.api_routing.empty
+    costs = scenario_month_usd(PlanView.of(plan, problem))
+    probability = problem.periods.groupby("scenario")["probability"].first()
+    assert float((costs.droplevel("month") * probability).sum()) == pytest.approx(
+        float(plan.costs_by_month["usd"].iloc[0]), rel=1e-6)
