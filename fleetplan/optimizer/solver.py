@@ -24,6 +24,7 @@ import numpy as np
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.optimizer.linear_program import LinearProgram
+from fleetplan.optimizer.solve_watchdog import run_with_watchdog, start_or_nothing, wants_watchdog
 
 try:
     import highspy
@@ -136,6 +137,8 @@ class HighsSolver:
     def __init__(self, program: LinearProgram, cost: np.ndarray, options: SolveOptions) -> None:
         self.highs = new_highs()
         self.highs.silent()
+        self.program, self.cost, self.options = program, cost, options
+        self.changed = False  # a re-solve with changed costs, bounds or rows stays in this process
         if options.threads is not None:
             self.highs.setOptionValue("threads", int(options.threads))
         self.integer = program.integer.copy()
@@ -157,15 +160,18 @@ class HighsSolver:
         self.highs.passModel(lp)
 
     def set_cost(self, cost: np.ndarray) -> None:
+        self.changed = True
         index = np.arange(self.n_cols, dtype=np.int32)
         self.highs.changeColsCost(self.n_cols, index, np.asarray(cost, dtype=float))
 
     def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        self.changed = True
         cols = np.asarray(cols, dtype=np.int32)
         self.highs.changeColsBounds(len(cols), cols, np.broadcast_to(lower, cols.shape).astype(
             float), np.broadcast_to(upper, cols.shape).astype(float))
 
     def add_row(self, cols: np.ndarray, coefs: np.ndarray, lower: float, upper: float) -> None:
+        self.changed = True
         cols = np.asarray(cols, dtype=np.int32)
         self.highs.addRow(float(lower), float(upper), len(cols), cols,
                           np.asarray(coefs, dtype=float))
@@ -175,7 +181,11 @@ class HighsSolver:
               relax: bool = False, abs_gap: float | None = None,
               root_only: bool = False) -> Result:
         """Run with a time limit [s], a relative gap and, if given, an absolute gap [USD];
-        ``root_only`` stops after the root node (its dual bound is valid)."""
+        ``root_only`` stops after the root node (its dual bound is valid). A large MIP runs in
+        a child process stopped at the limit (``solve_watchdog``)."""
+        mip = bool(self.integer.any()) and not relax
+        if wants_watchdog(self.n_cols, mip) and not self.changed:
+            return self._solve_watched(time_limit_s, mip_gap, start, abs_gap, root_only)
         started = time.perf_counter()
         highs = self.highs
         highs.setOptionValue("mip_max_nodes", 1 if root_only else 2147483647)
@@ -183,7 +193,6 @@ class HighsSolver:
         highs.setOptionValue("mip_rel_gap", float(mip_gap))
         highs.setOptionValue("mip_abs_gap", 1e-6 if abs_gap is None else max(float(abs_gap),
                                                                               1e-6))
-        mip = bool(self.integer.any()) and not relax
         if relax and self.integer.any():
             self._integrality(np.zeros(self.n_cols, dtype=bool))
         if start is not None and mip:
@@ -194,6 +203,18 @@ class HighsSolver:
         if relax and self.integer.any():  # changing the model clears its status: read it first
             self._integrality(self.integer)
         return result
+
+    def _solve_watched(self, time_limit_s: float, mip_gap: float, start: np.ndarray | None,
+                       abs_gap: float | None, root_only: bool) -> Result:
+        started = time.perf_counter()
+        arguments = (self.program, self.cost, self.options, float(mip_gap), start, abs_gap, root_only)
+        result = run_with_watchdog(solve_in_child, arguments, float(time_limit_s))
+        if result is not None:
+            return result
+        values, objective = start_or_nothing(start, self.cost)
+        status = "time_limit" if values is not None else "no_solution"
+        return Result(SolveOutcome(status, math.nan, objective, self.name, time.perf_counter() - started),
+                      values)
 
     def _integrality(self, integer: np.ndarray) -> None:
         index = np.arange(self.n_cols, dtype=np.int32)
@@ -230,6 +251,14 @@ class HighsSolver:
         duals = None if mip else np.array(solution.row_dual, dtype=float)
         return Result(SolveOutcome(status, gap, objective, self.name, seconds, bound), values,
                       duals)
+
+
+def solve_in_child(time_limit_s: float, program: LinearProgram, cost: np.ndarray, options: SolveOptions,
+                   mip_gap: float, start: np.ndarray | None, abs_gap: float | None, root_only: bool) -> Result:
+    """One HiGHS solve in a watchdog's child process (``HighsSolver.solve`` there runs
+    in-process: a daemonic child starts no children)."""
+    return HighsSolver(program, cost, options).solve(time_limit_s=time_limit_s, mip_gap=mip_gap, start=start,
+                                                     abs_gap=abs_gap, root_only=root_only)
 
 
 class CbcSolver:

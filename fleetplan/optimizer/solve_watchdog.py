@@ -1,0 +1,118 @@
+"""Large MIP solves in a child process that is stopped at the time limit.
+
+HiGHS checks its time limit between the steps of branch and bound, but some steps of the root
+node do not check it: on the 72-period stochastic portfolio (``benchmarks/bench_portfolio.py
+--case stochastic``, 41,663 columns) the root's cut loop ran 326 s against a 10 s limit, and
+no HiGHS option stops it. A solve in the interpreter cannot be interrupted, so a MIP of at
+least :data:`WATCHDOG_COLUMNS` columns runs in a child Python process (``python -m`` this
+module: no fork, which hangs highspy, and no re-run of the caller's script) fed the pickled
+program on stdin, and is stopped :data:`GRACE_S` after its limit. A stopped solve reports
+``time_limit`` with its start as the solution when it was given one (the caller's best plan
+stays the best known), else ``no_solution``; its dual bound is lost, never invented.
+
+A child also ends when its parent does, so a killed ``fleetplan plan`` leaves no solver behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+#: Smallest MIP solved in a child process [columns]; smaller ones stop in time in practice and
+#: would pay the child's start (about a second of imports) for nothing.
+WATCHDOG_COLUMNS = 20_000
+
+#: Time a child gets past its limit to return its own answer before it is stopped [s].
+GRACE_S = 1.0
+
+#: Shortest limit worth starting a child for [s]: on a MIP this large, HiGHS's presolve and root
+#: LP alone take longer, so a shorter solve keeps its start (or has no answer) at once.
+MIN_WATCHED_S = 2.0
+
+#: How often a child checks that its parent still runs [s].
+PARENT_POLL_S = 0.5
+
+#: Set in a child's environment: its own solves run in-process.
+CHILD_FLAG = "FLEETPLAN_SOLVER_CHILD"
+
+
+def wants_watchdog(n_cols: int, mip: bool) -> bool:
+    """True for a MIP of at least :data:`WATCHDOG_COLUMNS` columns, unless this process is
+    itself a watchdog's child."""
+    return mip and n_cols >= WATCHDOG_COLUMNS and os.environ.get(CHILD_FLAG) != "1"
+
+
+def run_with_watchdog(solve: Callable, arguments: tuple, time_limit_s: float):
+    """``solve(remaining_s, *arguments)`` in a child Python process, ``remaining_s`` being what is
+    left of ``time_limit_s`` once the child has started [s]; None when it is stopped at the
+    limit plus :data:`GRACE_S`, ends without an answer, or is not started because
+    ``time_limit_s`` is under :data:`MIN_WATCHED_S`. ``solve`` must be a module-level function:
+    it is pickled by name, so the child imports its module and no script of the caller's is run
+    again."""
+    if time_limit_s < MIN_WATCHED_S:
+        logger.info("%.2f s is too short for a MIP of this size: not started", time_limit_s)
+        return None
+    deadline = time.time() + time_limit_s  # wall clock: the child's start-up counts
+    payload = pickle.dumps((solve, arguments, deadline, os.getpid()), protocol=pickle.HIGHEST_PROTOCOL)
+    environment = {**os.environ, CHILD_FLAG: "1"}
+    child = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment)
+    try:
+        answer, errors = child.communicate(payload, timeout=max(deadline - time.time(), 0.0) + GRACE_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        logger.info("the solver ran past its %.1f s limit: stopped", time_limit_s)
+        return None
+    if child.returncode != 0 or not answer:
+        logger.warning("the solver process ended without an answer (exit code %s): %s", child.returncode,
+                       errors.decode(errors="replace").strip().splitlines()[-1:] or "")
+        return None
+    kind, result = pickle.loads(answer)
+    if kind == "error":
+        raise result
+    return result
+
+
+def start_or_nothing(start: np.ndarray | None, cost: np.ndarray) -> tuple[np.ndarray | None, float]:
+    """The stopped solve's answer: its start and the start's cost, or (None, NaN)."""
+    if start is None:
+        return None, math.nan
+    values = np.asarray(start, dtype=float)
+    return values, float(cost @ values)
+
+
+def _end_with_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
+
+
+def child_main() -> None:
+    """The child: read the pickled call from stdin, write the pickled answer to stdout (the
+    solver's own output goes to stderr, so nothing else reaches the answer)."""
+    answer = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    solve, arguments, deadline, parent = pickle.load(sys.stdin.buffer)
+    threading.Thread(target=_end_with_parent, args=(parent,), daemon=True).start()
+    try:
+        message = ("result", solve(max(deadline - time.time(), 0.0), *arguments))
+    except Exception as error:  # noqa: BLE001 - raised again in the parent
+        message = ("error", error)
+    pickle.dump(message, answer, protocol=pickle.HIGHEST_PROTOCOL)
+    answer.close()
+
+
+if __name__ == "__main__":
+    child_main()
