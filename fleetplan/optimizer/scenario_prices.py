@@ -35,15 +35,19 @@ def select_prices(scenario: Scenario, catalog_prices: pd.DataFrame,
     fleet = scenario.fleet
     rule = PriceRule(fleet.price_rule, max_age_days=fleet.max_price_age_days, mix_providers=fleet.mix_providers)
     tables, notes = [], []
-    for index, (option, gpu) in enumerate(zip(fleet.gpus, gpu_ids, strict=True)):
+    wanted = []  # per GPU option: allowed pricing types, provider, region
+    for option in fleet.gpus:
         allowed = list(option.pricing or fleet.pricing)
         own_hall = [p for p in allowed if p in ON_PREMISES_PRICING]  # ownership catalog prices
         allowed = [p for p in allowed if p not in own_hall or p in (option.usd_per_gpu_hour or {})]
-        provider = option.provider or fleet.provider
-        region = option.region or fleet.region
+        wanted.append((tuple(allowed), option.provider or fleet.provider, option.region or fleet.region, own_hall))
+    chosen = _chosen_by_filters(catalog_prices, gpu_ids, wanted, rule)
+    for index, (option, gpu) in enumerate(zip(fleet.gpus, gpu_ids, strict=True)):
+        allowed, provider, region, own_hall = wanted[index]
+        allowed = list(allowed)
         own = {p: v for p, v in (option.usd_per_gpu_hour or {}).items() if p in allowed}
-        rows = choose_prices(catalog_prices, [gpu], allowed, rule.narrowed(provider, region))
-        rows = rows[rows["pricing_type"].isin([p for p in allowed if p not in own])]
+        rows = chosen[wanted[index][:3]]
+        rows = rows[(rows["gpu"] == gpu) & rows["pricing_type"].isin([p for p in allowed if p not in own])]
         notes += [f"price warning: {line}" for line in warning_lines(rows)]
         table = pd.concat([_own_rows(gpu, own), rows], ignore_index=True)
         missing = [p for p in allowed if p not in set(table["pricing_type"])]
@@ -58,6 +62,17 @@ def select_prices(scenario: Scenario, catalog_prices: pd.DataFrame,
         if column not in prices:
             prices[column] = math.nan
     return prices[PRICE_COLUMNS].reset_index(drop=True), notes
+
+
+def _chosen_by_filters(catalog_prices: pd.DataFrame, gpu_ids: list[str], wanted: list[tuple],
+                       rule: PriceRule) -> dict[tuple, pd.DataFrame]:
+    """The price rule's rows for the GPUs sharing each (pricing types, provider, region), chosen
+    once per such group rather than once per GPU."""
+    groups: dict[tuple, list[str]] = {}
+    for gpu, (allowed, provider, region, _) in zip(gpu_ids, wanted, strict=True):
+        groups.setdefault((allowed, provider, region), []).append(gpu)
+    return {key: choose_prices(catalog_prices, list(dict.fromkeys(gpus)), list(key[0]), rule.narrowed(key[1], key[2]))
+            for key, gpus in groups.items()}
 
 
 def _own_rows(gpu: str, own: dict[str, float]) -> pd.DataFrame:
