@@ -11,7 +11,10 @@ import fleetplan
 from fleetplan.cli import main
 from fleetplan.errors import ScenarioError
 from fleetplan.optimizer.demand import workload_buckets
+from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.scenario_files import read_data, validate_scenario
+from fleetplan.optimizer.scenario_planning import prepare
+from fleetplan.optimizer.solver import SolveOptions
 from fleetplan.optimizer.stochastic_problem import scenario_set, with_demand_scenarios
 from fleetplan.optimizer.uncertainty_inputs import quantile_scenarios
 from tests.optimizer.instances import make_problem
@@ -113,3 +116,18 @@ def test_the_command_line_exits_2_on_probabilities_that_do_not_sum_to_one(tmp_pa
     code = main(["plan", str(path), "-o", str(tmp_path / "plan.json"), "-q"])
     _, err = capsys.readouterr()
     assert code == 2 and "probabilities must sum to 1" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_plan_is_p90_safe_against_demand_and_model_error_together(shipped):
+    median = prepare(validate_scenario(example()), shipped)
+    safe = prepare(validate_scenario(example(fleet__capacity_quantile="p90")), shipped)
+    assert set(safe.problem.periods["scenario"]) == {"p10", "p50", "p90"}  # demand outcomes kept
+    keys = ["workload", "bucket", "config"]
+    both = median.candidates.merge(safe.candidates, on=keys, suffixes=("", "_safe"))
+    assert len(both) == len(median.candidates) > 0
+    derate = 1.0 + both["error_p90_pct"] / 100.0  # the model's error band on every capacity
+    assert (both["req_s_per_replica_safe"] * derate).to_numpy() == pytest.approx(
+        both["req_s_per_replica"].to_numpy(), rel=1e-9)
+    options = SolveOptions(time_limit_s=60, mip_gap=1e-4)
+    cheap, careful = (optimize_problem(p.problem, options) for p in (median, safe))
+    assert careful.feasible and careful.objective_usd > cheap.objective_usd
