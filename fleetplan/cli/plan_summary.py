@@ -54,6 +54,23 @@ def _fleet(plan) -> None:
                      record["usd_per_gpu_hour"], origin, record["usd_per_month"]])
     print_table("\nFleet", ["configuration", "pricing", "replicas at peak", "GPUs at peak", "USD per GPU-hour",
                             "price from", "USD per month"], rows, numeric=[False, False, True, True, True, False, True])
+    line = calibration_line(plan.fleet)
+    if line:
+        typer.echo(line)
+
+
+def calibration_line(fleet) -> str:
+    """How sure the fleet's capacities are: each calibration label, how many configurations rest
+    on it (the Fleet sheet names them) and the error band of held-out rows like them."""
+    if "calibration" not in fleet or fleet["calibration"].isna().all():
+        return ""
+    configs = fleet.drop_duplicates("config").dropna(subset=["calibration"])
+    parts = []
+    for (label, low, high), group in configs.groupby(["calibration", "error_p10_pct", "error_p90_pct"], sort=False):
+        count = len(group)
+        parts.append(f"{label} for {count} configuration{'s' if count != 1 else ''} "
+                     f"(error of held-out rows like them: p10 {low:+.0f}%, p90 {high:+.0f}%)")
+    return "Capacity calibration: " + "; ".join(parts) + "."
 
 
 def _workloads(plan) -> None:

@@ -3,8 +3,11 @@ warning when the chosen configuration rests on priors, and a pessimistic capacit
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from fleetplan.cli import main
 from fleetplan.errors import ScenarioError
 from fleetplan.optimizer.scenario_files import validate_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario, prepare
@@ -75,3 +78,13 @@ def test_compare_shows_each_option_calibration(shipped, capsys, monkeypatch):
                  "--quant", "fp8"]) == 0
     printed = " ".join(capsys.readouterr().out.split())  # the caption wraps at the terminal width
     assert f"mi355x prior (p10 {band['error_p10_pct']:+.0f}%, p90 {band['error_p90_pct']:+.0f}%)" in printed
+
+
+@pytest.mark.slow
+def test_the_printed_plan_says_how_sure_its_fleet_is(tmp_path, capsys):
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(scenario("mi300x", engine="vllm")), encoding="utf-8")
+    assert main(["plan", str(path), "-o", str(tmp_path / "plan.xlsx")]) == 0
+    band = shipped_error_bands().loc["measured"]
+    assert (f"Capacity calibration: measured for 1 configuration (error of held-out rows like them: "
+            f"p10 {band['error_p10_pct']:+.0f}%, p90 {band['error_p90_pct']:+.0f}%).") in capsys.readouterr().out
