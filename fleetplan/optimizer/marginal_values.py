@@ -119,31 +119,28 @@ def _money(value: float, uncertainty: float = 0.0) -> str:
     return f"{usd(value)}{noise}"
 
 
-def price_binding_limits(model: FleetModel, base: BasePlan) -> pd.DataFrame:
+def binding_relaxations(model: FleetModel) -> tuple[list[dict], list]:
+    """The binding limits worth pricing (largest first) and each one's relaxation by one step."""
+    limits = binding_limits(model).head(MAX_RESOLVES).to_dict("records")
+    return limits, [FAMILY[row["family"]].relax(model.problem, row["subject"]) for row in limits]
+
+
+def binding_rows(limits: list[dict], relaxations: list, savings: list) -> pd.DataFrame:
     """Binding limits with the monthly saving of relaxing each by one step."""
-    binding = binding_limits(model)
-    rows = []
-    limits = binding.head(MAX_RESOLVES).to_dict("records")
-    relaxations = [FAMILY[row["family"]].relax(model.problem, row["subject"]) for row in limits]
-    savings = _savings(base, [relaxed for relaxed, _, _ in relaxations])
-    for row, (_, change, template), (saving, noise) in zip(limits, relaxations, savings,
-                                                           strict=True):
-        rows.append({**row, "change": change, "saving_usd_per_month": saving,
-                     "description": f"{row['family']} {row['subject']}: "
-                                    + template.format(saving=_money(saving, noise))})
+    rows = [{**row, "change": change, "saving_usd_per_month": saving,
+             "description": f"{row['family']} {row['subject']}: " + template.format(saving=_money(saving, noise))}
+            for row, (_, change, template), (saving, noise) in zip(limits, relaxations, savings, strict=True)]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def price_slo_relaxations(problem: Problem, relaxed_candidates: pd.DataFrame, base: BasePlan,
-                          factor: float) -> pd.DataFrame:
-    """Per workload with a TPOT SLO: the saving of the looser SLO (rows only where it saves).
+def slo_relaxations(problem: Problem, relaxed_candidates: pd.DataFrame) -> tuple[list[tuple], list[Problem]]:
+    """Per workload with a TPOT SLO: (workload, SLO) and the problem with the looser SLO.
 
     The looser SLO changes the workload's pool: its SLO levels are those with the workload's
     TPOT loosened, so the pool's candidates are all replaced."""
-    rows = []
     workloads = problem.workloads
     if relaxed_candidates.empty or "tpot_slo_ms" not in workloads:
-        return pd.DataFrame(columns=COLUMNS)
+        return [], []
     with_slo = workloads.dropna(subset=["tpot_slo_ms"])
     pool_of = workloads.set_index("workload")["pool"]
     priced, problems = [], []
@@ -157,7 +154,13 @@ def price_slo_relaxations(problem: Problem, relaxed_candidates: pd.DataFrame, ba
         relaxed = problem.with_changes(candidates=candidates, configs=configs_of(candidates))
         priced.append((workload, slo))
         problems.append(prune_dominated(relaxed)[0])
-    for (workload, slo), (saving, noise) in zip(priced, _savings(base, problems), strict=True):
+    return priced, problems
+
+
+def slo_rows(priced: list[tuple], savings: list, base: BasePlan, factor: float) -> pd.DataFrame:
+    """The looser SLOs that save money, with what they save."""
+    rows = []
+    for (workload, slo), (saving, noise) in zip(priced, savings, strict=True):
         if not saving > max(0.005 + 1e-6 * base.usd_per_month, noise):  # does not bind
             continue
         rows.append({"family": "tpot_slo", "subject": workload, "period": -1, "value": slo,
@@ -172,11 +175,14 @@ def price_slo_relaxations(problem: Problem, relaxed_candidates: pd.DataFrame, ba
 def marginal_values(model: FleetModel, base: BasePlan, *, slo_problem: Problem | None = None,
                     relaxed_candidates: pd.DataFrame | None = None,
                     tpot_factor: float = 1.5) -> pd.DataFrame:
-    """Binding limits and looser SLOs, priced by re-solving. ``slo_problem``: the problem
-    before dominated configurations were dropped (a looser SLO can revive them)."""
-    tables: list[pd.DataFrame] = [price_binding_limits(model, base)]
-    if relaxed_candidates is not None:
-        tables.append(price_slo_relaxations(slo_problem or model.problem, relaxed_candidates,
-                                            base, tpot_factor))
+    """Binding limits and looser SLOs, priced by re-solving, all re-solves in one batch
+    (:data:`PARALLEL_RESOLVES` at a time). ``slo_problem``: the problem before dominated
+    configurations were dropped (a looser SLO can revive them)."""
+    limits, relaxations = binding_relaxations(model)
+    priced, slo_problems = ([], []) if relaxed_candidates is None else slo_relaxations(
+        slo_problem or model.problem, relaxed_candidates)
+    savings = _savings(base, [relaxed for relaxed, _, _ in relaxations] + slo_problems)
+    tables = [binding_rows(limits, relaxations, savings[:len(limits)]),
+              slo_rows(priced, savings[len(limits):], base, tpot_factor)]
     tables = [t for t in tables if not t.empty]
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)
