@@ -216,3 +216,40 @@ def fixed_cost_by_workload(problem, routes: pd.DataFrame, fixed: pd.DataFrame) -
     by_workload = by_workload[total > 0].assign(share=by_workload["load_hours"] / total)
     by_workload = by_workload.merge(fixed[["config", *keys, "usd"]], on=["config", *keys])
     return (by_workload["share"] * by_workload["usd"]).groupby(by_workload["workload"]).sum()
+
+
+def fixed_charges(plan, use: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A finished plan's fixed costs for chargeback: each configuration-month's cost spread
+    over the month's periods by hours, then split among the workloads using the configuration
+    that month by their tokens (load without request sizes), as its replica cost is.
+
+    Returns the charges (period, workload, usd) and the spare pools of configuration-months
+    no workload used (period, config, gpu, pricing_type ``config_fixed``, usd)."""
+    fixed = getattr(plan, "config_fixed_costs", pd.DataFrame())
+    charges = pd.DataFrame(columns=["period", "workload", "usd"])
+    pools = pd.DataFrame(columns=["period", "config", "gpu", "pricing_type", "usd"])
+    if fixed.empty:
+        return charges, pools
+    keys = month_keys(plan.periods)
+    periods = plan.periods[["period", *keys, "hours"]]
+    periods = periods.assign(part=periods["hours"] / periods.groupby(keys)["hours"]
+                             .transform("sum"))
+    spread = fixed[["config", *keys, "usd"]].merge(periods, on=keys)
+    spread["usd"] = spread["usd"] * spread["part"]
+    use = use.merge(periods[["period", *keys, "hours"]], on="period")
+    tokens = (use["token_rate"] * use["hours"]).groupby([use["config"], *(use[k] for k in keys)])
+    use = use.assign(weight=np.where(tokens.transform("sum") > 0, use["token_rate"],
+                                     use["load"]) * use["hours"])
+    by_workload = use.groupby(["config", *keys, "workload"], as_index=False)["weight"].sum()
+    total = by_workload.groupby(["config", *keys])["weight"].transform("sum")
+    by_workload = by_workload[total > 0].assign(share=by_workload["weight"] / total)
+    charged = spread.merge(by_workload[["config", *keys, "workload", "share"]],
+                           on=["config", *keys])
+    charges = charged.assign(usd=charged["usd"] * charged["share"])[["period", "workload", "usd"]]
+    unused = spread.merge(by_workload[["config", *keys]].drop_duplicates(), on=["config", *keys],
+                          how="left", indicator=True)
+    unused = unused[unused["_merge"] == "left_only"]
+    gpu = plan.fleet.drop_duplicates("config").set_index("config")["gpu"] if len(plan.fleet) \
+        else pd.Series(dtype=object)
+    pools = unused.assign(gpu=unused["config"].map(gpu).fillna(""), pricing_type="config_fixed")
+    return charges, pools[["period", "config", "gpu", "pricing_type", "usd"]]
