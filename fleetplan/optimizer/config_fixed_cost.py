@@ -218,6 +218,21 @@ def fixed_cost_by_workload(problem, routes: pd.DataFrame, fixed: pd.DataFrame) -
     return (by_workload["share"] * by_workload["usd"]).groupby(by_workload["workload"]).sum()
 
 
+def fixed_costs_by_period(plan) -> pd.DataFrame:
+    """A finished plan's fixed cost of each configuration-month spread over the month's periods
+    by their hours: (period, config, month keys, usd [USD])."""
+    fixed = getattr(plan, "config_fixed_costs", pd.DataFrame())
+    if fixed.empty:
+        return pd.DataFrame(columns=["period", "config", "month", "usd"])
+    keys = month_keys(plan.periods)
+    periods = plan.periods[["period", *keys, "hours"]]
+    periods = periods.assign(part=periods["hours"] / periods.groupby(keys)["hours"]
+                             .transform("sum"))
+    spread = fixed[["config", *keys, "usd"]].merge(periods, on=keys)
+    spread["usd"] = spread["usd"] * spread["part"]
+    return spread[["period", "config", *keys, "usd"]]
+
+
 def fixed_charges(plan, use: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A finished plan's fixed costs for chargeback: each configuration-month's cost spread
     over the month's periods by hours, then split among the workloads using the configuration
@@ -225,17 +240,13 @@ def fixed_charges(plan, use: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     Returns the charges (period, workload, usd) and the spare pools of configuration-months
     no workload used (period, config, gpu, pricing_type ``config_fixed``, usd)."""
-    fixed = getattr(plan, "config_fixed_costs", pd.DataFrame())
+    spread = fixed_costs_by_period(plan)
     charges = pd.DataFrame(columns=["period", "workload", "usd"])
     pools = pd.DataFrame(columns=["period", "config", "gpu", "pricing_type", "usd"])
-    if fixed.empty:
+    if spread.empty:
         return charges, pools
     keys = month_keys(plan.periods)
     periods = plan.periods[["period", *keys, "hours"]]
-    periods = periods.assign(part=periods["hours"] / periods.groupby(keys)["hours"]
-                             .transform("sum"))
-    spread = fixed[["config", *keys, "usd"]].merge(periods, on=keys)
-    spread["usd"] = spread["usd"] * spread["part"]
     use = use.merge(periods[["period", *keys, "hours"]], on="period")
     tokens = (use["token_rate"] * use["hours"]).groupby([use["config"], *(use[k] for k in keys)])
     use = use.assign(weight=np.where(tokens.transform("sum") > 0, use["token_rate"],

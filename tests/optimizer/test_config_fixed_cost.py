@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import math
 
@@ -11,9 +12,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fleetplan.errors import ScenarioError
+from fleetplan.exports.focus import focus_table
+from fleetplan.optimizer.chargeback import chargeback_table
+from fleetplan.optimizer.config_fixed_cost import fixed_charges
 from fleetplan.optimizer.constraint_families import verify_plan
+from fleetplan.optimizer.cost_pools import workload_use
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.scenario_files import validate_scenario
+from tests.optimizer.chargeback_plans import shared_problem, solved
 from tests.optimizer.instances import _serves, make_problem
 from tests.optimizer.plan_checker import check_plan
 from tests.optimizer.test_bruteforce import EXACT
@@ -146,3 +152,30 @@ def test_the_scenario_field_reaches_the_problem():
     scenario = validate_scenario(changed(set_in(("fleet", "config_fixed_usd_per_month"), 500)))
     assert scenario.fleet.config_fixed_usd_per_month == 500.0
     assert BASE["fleet"].get("config_fixed_usd_per_month") is None
+
+
+def test_every_output_totals_the_same_with_a_fixed_cost():
+    problem = shared_problem(demand=((6.0, 2.0), (13.3, 0.7)), hours=(1000.0, 1190.0),
+                             horizon_months=3.0, month_weight=3.0)
+    plan = solved(problem.with_changes(config_fixed_usd_per_month=123.45))
+    fixed = plan.config_fixed_costs
+    assert fixed["usd"].sum() == pytest.approx(123.45 * 3)
+    total = round(plan.objective_usd * 100)
+    assert round(plan.costs_by_pricing["usd_total"].sum() * 100) == total
+    assert round(plan.costs_by_month["usd"].sum() * 100) == total
+    assert round(plan.costs_by_workload["usd_total"].sum() * 100) == total
+    assert round(chargeback_table(plan)["usd"].sum() * 100) == total
+    focus = focus_table(plan, dt.date(2027, 1, 1))
+    assert round(focus["BilledCost"].sum() * 100) == total
+    rows = focus[focus["ChargeDescription"].str.contains("fixed operating cost")]
+    assert len(rows) == 3 and rows["ChargeFrequency"].eq("Recurring").all()
+    assert rows["BilledCost"].sum() == pytest.approx(123.45 * 3, abs=0.011)
+    assert rows["PricingQuantity"].sum() == pytest.approx(3.0)
+
+
+def test_chargeback_splits_a_configuration_month_by_tokens():
+    # one shared configuration; w2's requests are twice as large, so it pays 2/3 per request
+    problem = shared_problem(demand=((4.0, 4.0),), sizes=((100, 100), (200, 200)))
+    plan = solved(problem.with_changes(config_fixed_usd_per_month=30.0))
+    charged = fixed_charges(plan, workload_use(plan))[0].groupby("workload")["usd"].sum()
+    assert charged.to_dict() == {"w1": pytest.approx(10.0), "w2": pytest.approx(20.0)}
