@@ -7,12 +7,14 @@ import itertools
 import math
 
 import numpy as np
+import openpyxl
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fleetplan.errors import ScenarioError
 from fleetplan.exports.focus import focus_table
+from fleetplan.exports.plan_workbook import write_plan_xlsx
 from fleetplan.optimizer.chargeback import chargeback_table
 from fleetplan.optimizer.config_fixed_cost import fixed_charges
 from fleetplan.optimizer.constraint_families import verify_plan
@@ -179,3 +181,14 @@ def test_chargeback_splits_a_configuration_month_by_tokens():
     plan = solved(problem.with_changes(config_fixed_usd_per_month=30.0))
     charged = fixed_charges(plan, workload_use(plan))[0].groupby("workload")["usd"].sum()
     assert charged.to_dict() == {"w1": pytest.approx(10.0), "w2": pytest.approx(20.0)}
+
+
+def test_the_workbook_shows_the_fixed_cost_line_with_a_note(tmp_path):
+    problem = shared_problem(hours=(2190.0,), horizon_months=3.0, month_weight=3.0)
+    plan = solved(problem.with_changes(config_fixed_usd_per_month=250.0))
+    path = write_plan_xlsx(plan, tmp_path / "plan.xlsx")
+    rows = list(openpyxl.load_workbook(path)["Costs"].iter_rows(values_only=True))
+    line = next(row for row in rows if row[0] == "config_fixed")
+    assert line[2:4] == (pytest.approx(250.0), pytest.approx(750.0))
+    assert any(str(row[0]).startswith("Fixed cost per configuration: 3 configuration-months; "
+                                      "a number, not a live formula") for row in rows)
