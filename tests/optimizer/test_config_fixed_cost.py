@@ -19,7 +19,7 @@ from fleetplan.optimizer.chargeback import chargeback_table
 from fleetplan.optimizer.config_fixed_cost import fixed_charges
 from fleetplan.optimizer.constraint_families import verify_plan
 from fleetplan.optimizer.cost_pools import workload_use
-from fleetplan.optimizer.optimization import optimize_problem
+from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
 from fleetplan.optimizer.scenario_files import validate_scenario
 from tests.optimizer.chargeback_plans import shared_problem, solved
 from tests.optimizer.instances import _serves, make_problem
@@ -192,3 +192,12 @@ def test_the_workbook_shows_the_fixed_cost_line_with_a_note(tmp_path):
     assert line[2:4] == (pytest.approx(250.0), pytest.approx(750.0))
     assert any(str(row[0]).startswith("Fixed cost per configuration: 3 configuration-months; "
                                       "a number, not a live formula") for row in rows)
+
+
+def test_a_lower_fixed_cost_is_priced_by_a_re_solve():
+    capacity, offers = SPLIT_OR_ONE
+    problem = with_months(capacity, [[1.0, 1.0]], offers, [0], 0.4)
+    plan = optimize_problem(problem, EXACT, WhatIfOptions())
+    assert plan.binding_constraints["description"].tolist() == [
+        "config_fixed configurations: a fixed cost of $0.36 instead of $0.40 per configuration "
+        "and month would save $0.08 per month"]
