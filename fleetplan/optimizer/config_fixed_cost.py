@@ -24,7 +24,9 @@ no spare, so it only adds cost (a spot share cap is the one family an idle repli
 help, by raising the base of the share; the bound leaves such plans out).
 
 The rule never makes a problem infeasible: any plan pays its overhead, so it has no
-diagnosis, and lifting it is :math:`F = 0`.
+diagnosis, and lifting it is :math:`F = 0`. Dominance pruning needs no guard: swapping every
+replica of a configuration for one of a dominating configuration never adds a
+configuration-month. The cost-cover cut stays valid: it bounds the GPU cost alone.
 """
 
 from __future__ import annotations
