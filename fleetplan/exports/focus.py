@@ -6,6 +6,8 @@ pricing category, so finance tools that read FOCUS can load a plan next to actua
 - on-demand and spot GPUs: one ``Usage`` row (``Standard`` or ``Dynamic`` pricing) per month;
 - a hosted model API: one ``Usage`` row per month, priced per million tokens
   (``focus_api.py``);
+- a configuration's fixed operating cost: one recurring ``Usage`` row per month it runs
+  (``focus_fixed.py``);
 - a reserved commitment: a ``Purchase`` row (``Recurring``; ``BilledCost`` is the month's
   commitment fee, ``EffectiveCost`` 0) and two ``Usage`` rows (``Committed`` pricing) that
   amortize it: ``Used`` for the GPU-hours the planned load needs (at the target utilization),
@@ -35,6 +37,7 @@ import pandas as pd
 from fleetplan.catalogs.conventions import RESERVED_PRICING
 from fleetplan.exports.csv import write_csv
 from fleetplan.exports.focus_api import api_costs_by_month, api_focus_rows
+from fleetplan.exports.focus_fixed import fixed_costs_by_month, fixed_focus_rows
 from fleetplan.exports.plan_quantities import month_start
 from fleetplan.optimizer.cost_pools import cents, offer_costs, part_cents, plan_total_usd
 
@@ -66,19 +69,23 @@ _DATE_TIME = "%Y-%m-%dT%H:%M:%SZ"
 def focus_table(plan, start: dt.date) -> pd.DataFrame:
     """The plan's charges as FOCUS rows (all columns, in order); months from ``start``."""
     offers, total_usd = offer_costs(plan), plan_total_usd(plan)
-    api = api_costs_by_month(plan)
-    if (offers.empty and api.empty) or np.isnan(total_usd):
+    api, fixed = api_costs_by_month(plan), fixed_costs_by_month(plan)
+    if (offers.empty and api.empty and fixed.empty) or np.isnan(total_usd):
         return pd.DataFrame({name: pd.Series(dtype=object) for name in FOCUS_COLUMNS})
     offers = offers.merge(_price_rows(plan), on=["gpu", "pricing_type"], how="left")
-    billed = cents(np.concatenate([offers["usd"].to_numpy(float), api["usd"].to_numpy(float)]),
-                   np.concatenate([offers["month"].to_numpy(), api["month"].to_numpy()]), total_usd)
+    parts = (offers, api, fixed)
+    billed = cents(np.concatenate([p["usd"].to_numpy(float) for p in parts]),
+                   np.concatenate([p["month"].to_numpy() for p in parts]), total_usd)
     offers["billed_cents"] = billed[:len(offers)]
     reserved = offers["pricing_type"].isin(RESERVED_PRICING)
     rows = pd.concat([_flexible_rows(offers[~reserved]), *_commitment_rows(offers[reserved])],
                      ignore_index=True)
     rows = _with_common_columns(rows, plan, start) if len(rows) else rows
-    api_rows = api_focus_rows(api, billed[len(offers):], plan, start, _instant)
-    rows = pd.concat([r for r in (rows, api_rows) if len(r)], ignore_index=True).reindex(
+    api_rows = api_focus_rows(api, billed[len(offers):len(offers) + len(api)], plan, start,
+                              _instant)
+    fixed_rows = fixed_focus_rows(fixed, billed[len(offers) + len(api):], plan, start, _instant)
+    rows = pd.concat([r for r in (rows, api_rows, fixed_rows) if len(r)],
+                     ignore_index=True).reindex(
         columns=[*FOCUS_COLUMNS, "month", "gpu", "pricing_type"])
     return rows.sort_values(["BillingPeriodStart", "ResourceId", "ChargeCategory"],
                             kind="stable").reset_index(drop=True)[list(FOCUS_COLUMNS)]

@@ -222,7 +222,23 @@ def _by_pricing(book, ws, plan, usage, months, row, widths, cells: CostCells) ->
     ]
     cells.by_pricing = write_live_table(book, ws, row, columns, "CostsByPricing", widths)
     name_range(book, ws, "total_usd_per_month_by_pricing", cells.by_pricing, "usd_per_month")
-    return cells.by_pricing.last
+    return _fixed_cost_line(ws, plan, months, cells.by_pricing.last)
+
+
+def _fixed_cost_line(ws: Worksheet, plan, months: float, row: int) -> int:
+    """The fixed cost per configuration below the pricing types, as numbers with a note."""
+    fixed = plan.config_fixed_costs
+    if fixed.empty:
+        return row
+    total = float(fixed["usd"].sum())
+    put(ws, row + 1, 1, "config_fixed")
+    put(ws, row + 1, 3, total / months, USD_WHOLE)
+    put(ws, row + 1, 4, total, USD_WHOLE)
+    put(ws, row + 1, 5, total / plan.objective_usd if plan.objective_usd else 0.0, PERCENT)
+    put(ws, row + 2, 1, f"Fixed cost per configuration: {fixed['month_weight'].sum():g} "
+        "configuration-months; a number, not a live formula (it counts the months each "
+        "configuration runs); the totals on Summary include it.", font=NOTE_FONT)
+    return row + 2
 
 
 def _by_workload(book, ws, plan, usage, months, row, widths, cells: CostCells) -> int:

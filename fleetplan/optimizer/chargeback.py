@@ -8,7 +8,9 @@ Rule (``fleetplan.optimizer.cost_pools`` builds the pools):
    has it process: prompt and output tokens on a colocated replica, prompt tokens on a prefill
    stage, output tokens on a decode stage.
    Requests sent to a hosted API are charged to the workload that sent them, at the API's
-   price, with their tokens.
+   price, with their tokens. A configuration's fixed monthly cost
+   (``config_fixed_cost.py``) is split among the workloads using it that month by their
+   tokens, its months without users are spare.
 2. Spare capacity: N+k spares and rounding up to whole replicas (the rest of a replica pool),
    and GPUs bought with whole nodes or a reserved commitment that no replica occupies. The
    scenario's ``chargeback.spare`` chooses who pays:
@@ -38,6 +40,7 @@ import pandas as pd
 
 from fleetplan.errors import did_you_mean
 from fleetplan.optimizer.api_supply import plan_api_costs
+from fleetplan.optimizer.config_fixed_cost import fixed_charges
 from fleetplan.optimizer.cost_pools import (
     cents,
     idle_pools,
@@ -205,9 +208,14 @@ def workload_charges(plan) -> pd.DataFrame:
     use = workload_use(plan)
     replicas = replica_pools(plan, use)
     used = used_charges(replicas, use)
-    spare = spare_charges(plan, spare_pools(replicas, idle_pools(plan, replicas)), used, people)
+    fixed, unused = fixed_charges(plan, use)  # a configuration's overhead, as its replicas
+    pools = spare_pools(replicas, idle_pools(plan, replicas))
+    if len(unused):
+        pools = pd.concat([pools, unused], ignore_index=True)
+    spare = spare_charges(plan, pools, used, people)
     api = plan_api_costs(plan)  # hosted APIs: charged to the workload that sent the requests
     parts = [used.groupby(["period", "workload"], as_index=False)["usd"].sum().assign(spare_usd=0.0),
+             fixed.assign(spare_usd=0.0),
              spare.assign(spare_usd=spare["usd"]), served_tokens(plan).assign(usd=0.0, spare_usd=0.0),
              api[["period", "workload", "usd", "tokens"]].assign(spare_usd=0.0)]
     parts = [p for p in parts if len(p)]

@@ -32,6 +32,7 @@ import pandas as pd
 
 from fleetplan.catalogs.conventions import LINKING_PRICING
 from fleetplan.optimizer import api_supply as api
+from fleetplan.optimizer import config_fixed_cost as fixed
 from fleetplan.optimizer import current_fleet as current
 from fleetplan.optimizer import fleet_changes as changes
 from fleetplan.optimizer import fleet_simplicity as simplicity
@@ -347,6 +348,14 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         relax=lambda p, s: Relaxation(*changes.relax_min_committed(p, s)),
         binding_step=changes.largest_node_step,
         lift=changes.lift_min_committed, diagnose=changes.diagnose_min_committed),
+    ConstraintFamily(  # an objective term: it never makes a problem infeasible, no diagnosis
+        "config_fixed", fixed.UNIT, ("config_fixed_usd_per_month",),
+        ("fleet.config_fixed_usd_per_month",),
+        build=fixed.define_config_fixed_cost, check=fixed.check_config_fixed_cost,
+        settings=lambda s: {"config_fixed_usd_per_month": s.fleet.config_fixed_usd_per_month},
+        links_periods=fixed.wants_fixed_cost, in_period_subproblems=False,
+        relax=lambda p, s: Relaxation(*fixed.relax_config_fixed_cost(p, s)),
+        binding_step=fixed.binding_step, binding_filter=fixed.deployed_rows),
 )
 
 #: Each family by name.

@@ -25,7 +25,7 @@ TABLE_FIELDS: tuple[str, ...] = (
     "fleet", "fleet_by_period", "nodes", "routing", "workloads", "costs_by_gpu",
     "costs_by_pricing", "costs_by_workload", "costs_by_month", "binding_constraints",
     "unmet_demand", "prices", "periods", "candidates", "commitments", "power", "api_routing",
-    "api_usage", "api_break_even", "changes",
+    "api_usage", "api_break_even", "changes", "config_fixed_costs",
 )
 
 #: Scalar fields written at the top of the JSON file and the workbook's summary.
@@ -137,6 +137,11 @@ class FleetPlan:
             to today's fleet (``fleet_changes.py``); empty when the plan starts from nothing
             and sets no change limits. ``assumptions["stay_the_course"]`` compares it with
             keeping today's fleet and renting on demand (``stay_the_course.py``).
+        config_fixed_costs: (config, month): month_weight [horizon months the month stands
+            for], deployed (1), usd [USD over the horizon]: the fixed monthly cost of every
+            configuration in the months it runs (``config_fixed_cost.py``); empty without
+            ``fleet.config_fixed_usd_per_month``. Part of objective_usd, costs_by_workload,
+            costs_by_month (``config_fixed_usd``) and costs_by_pricing (``config_fixed``).
     """
 
     status: str
@@ -169,6 +174,7 @@ class FleetPlan:
     api_usage: pd.DataFrame = field(default_factory=_empty)
     api_break_even: pd.DataFrame = field(default_factory=_empty)
     changes: pd.DataFrame = field(default_factory=_empty)
+    config_fixed_costs: pd.DataFrame = field(default_factory=_empty)
 
     @property
     def feasible(self) -> bool:

@@ -61,6 +61,8 @@ class Problem:
     pricing type), start_month [first month new GPUs can be had], max_new_gpus_per_month
     [GPUs; NaN = no cap]; max_changes_per_month [GPUs bought + released + moved per month];
     min_committed_gpus [GPUs held at committed, owned, reserved or purchase pricing].
+    config_fixed_usd_per_month [USD per configuration and month it runs in; None or 0 = none;
+    ``config_fixed_cost.py``].
     """
 
     workloads: pd.DataFrame
@@ -92,6 +94,7 @@ class Problem:
     lead_times: pd.DataFrame = field(default_factory=pd.DataFrame)
     max_changes_per_month: float | None = None
     min_committed_gpus: float | None = None
+    config_fixed_usd_per_month: float | None = None
 
     @property
     def horizon_hours(self) -> float:

@@ -150,6 +150,8 @@ def problem_assumptions(problem: Problem) -> dict:
             "target_utilization": problem.target_utilization,
             "budget_usd_per_month": problem.budget_usd_per_month,
             "spot_max_share": problem.spot_max_share,
+            **({"config_fixed_usd_per_month": problem.config_fixed_usd_per_month}
+               if problem.config_fixed_usd_per_month else {}),
             "notes": list(problem.notes)}
 
 

@@ -43,6 +43,7 @@ class PlanView:
     nodes: pd.DataFrame = field(default_factory=pd.DataFrame)
     api_routing: pd.DataFrame = field(default_factory=pd.DataFrame)
     changes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    config_fixed_costs: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @classmethod
     def of(cls, plan: FleetPlan, problem: Problem) -> PlanView:
@@ -61,7 +62,8 @@ class PlanView:
             routing = pd.DataFrame(columns=["workload", "bucket", "period", "config", "route",
                                             "fraction", "req_s"])
         return cls(problem, replicas, routing, unmet, plan.costs_by_month, plan.feasible,
-                   list(plan.messages), plan.nodes, plan.api_routing, plan.changes)
+                   list(plan.messages), plan.nodes, plan.api_routing, plan.changes,
+                   plan.config_fixed_costs)
 
     def loads(self) -> pd.DataFrame:
         """Routing rows with ``load`` [replicas at the target utilization] and ``pool``."""

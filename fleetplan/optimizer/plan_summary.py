@@ -60,6 +60,10 @@ def summary_text(plan: FleetPlan, max_rows: int = 12) -> str:
         f"cost: {usd(plan.usd_per_month)} per month, {usd(plan.objective_usd)} over "
         f"{months:g} months",
     ]
+    fixed = getattr(plan, "config_fixed_costs", pd.DataFrame())
+    if not fixed.empty:  # config-months: each month weighted by the horizon months it stands for
+        lines.append(f"fixed cost per configuration: {fixed['month_weight'].sum():g} configs x "
+                     f"months = {usd(fixed['usd'].sum())}")
     lines += _table("fleet (peak replicas):", plan.fleet,
                     ["config", "pricing_type", "replicas_peak", "replicas_mean", "gpus_peak",
                      "usd_per_gpu_hour", "usd_per_month", "calibration", "error_p10_pct", "error_p90_pct"],

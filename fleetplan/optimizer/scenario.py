@@ -269,6 +269,11 @@ class Fleet(StrictModel):
     min_committed_gpus: int | None = Field(
         None, ge=0, le=MAX_GPUS, description="GPUs held under commitment (committed, owned, "
                                              "reserved, purchase) in every month, at least [GPUs]")
+    config_fixed_usd_per_month: float | None = Field(
+        None, ge=0, le=1e9, allow_inf_nan=False,
+        description="Operating overhead of each configuration (GPU, model, quantization, TP, "
+                    "engine; a prefill/decode pair counts both) in every month it has a "
+                    "replica [USD per configuration and month]; none or 0 = off")
 
     @field_validator("tp")
     @classmethod

@@ -14,6 +14,11 @@ from fleetplan.optimizer.api_supply import (
     api_shares,
     api_usage_table,
 )
+from fleetplan.optimizer.config_fixed_cost import (
+    fixed_cost_by_workload,
+    fixed_cost_table,
+    wants_fixed_cost,
+)
 from fleetplan.optimizer.fleet_changes import changes_table, held_from_solution, wants_changes
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import charged_offers
@@ -61,7 +66,8 @@ def solution_tables(model: FleetModel) -> dict[str, pd.DataFrame]:
     unmet = model.unmet.assign(value=values(model, model.unmet)) if model.elastic else None
     api = api_routing_table(model, model.value(api_shares(model)))
     return {"replicas": replicas, "nodes": nodes, "routes": routes, "unmet": unmet,
-            "api_routing": api, "api_costs": api_costs_by_period(api, p.periods)}
+            "api_routing": api, "api_costs": api_costs_by_period(api, p.periods),
+            "fixed_costs": fixed_cost_table(model)}
 
 
 def fleet_tables(model: FleetModel, solution: dict) -> dict[str, pd.DataFrame]:
@@ -115,7 +121,8 @@ def cost_tables(model: FleetModel, solution: dict) -> dict[str, pd.DataFrame]:
     p = model.problem
     nodes, replicas = solution["nodes"], solution["replicas"]
     api_usd = float(solution["api_costs"]["usd"].sum())
-    total = float(nodes["usd"].sum()) + api_usd or 1.0
+    fixed_usd = float(solution["fixed_costs"]["usd"].sum())
+    total = float(nodes["usd"].sum()) + api_usd + fixed_usd or 1.0
     gpu_usd = nodes.groupby("gpu")["usd"].sum()
     busy_usd = replicas.groupby("gpu")["usd"].sum().reindex(gpu_usd.index, fill_value=0.0)
     peak = nodes.groupby(["gpu", "period"])["gpus"].sum().groupby("gpu").max()
@@ -135,27 +142,36 @@ def cost_tables(model: FleetModel, solution: dict) -> dict[str, pd.DataFrame]:
         by_pricing = pd.concat([by_pricing, pd.DataFrame({
             "pricing_type": ["api"], "gpus_peak": [0.0], "usd_per_month": [api_usd / p.horizon_months],
             "usd_total": [api_usd], "share": [api_usd / total]})], ignore_index=True)
+    if fixed_usd > 0:  # the overhead of each configuration in the months it runs
+        by_pricing = pd.concat([by_pricing, pd.DataFrame({
+            "pricing_type": ["config_fixed"], "gpus_peak": [0.0],
+            "usd_per_month": [fixed_usd / p.horizon_months], "usd_total": [fixed_usd],
+            "share": [fixed_usd / total]})], ignore_index=True)
     return {"costs_by_gpu": by_gpu[by_gpu["usd_total"] > 0].reset_index(drop=True),
             "costs_by_pricing": by_pricing[by_pricing["usd_total"] > 0].reset_index(drop=True),
-            "costs_by_month": _monthly_costs(model, nodes, solution["api_costs"])}
+            "costs_by_month": _monthly_costs(model, nodes, solution["api_costs"],
+                                             solution["fixed_costs"])}
 
 
-def _monthly_costs(model: FleetModel, nodes: pd.DataFrame,
-                   api_costs: pd.DataFrame) -> pd.DataFrame:
-    """USD per month of the horizon, split by pricing type (hosted APIs as ``api_usd`` when
-    the problem has any)."""
+def _monthly_costs(model: FleetModel, nodes: pd.DataFrame, api_costs: pd.DataFrame,
+                   fixed_costs: pd.DataFrame) -> pd.DataFrame:
+    """USD per month of the horizon, split by pricing type (hosted APIs as ``api_usd`` and
+    the fixed cost per configuration as ``config_fixed_usd`` when the problem has them)."""
     p = model.problem
-    with_api = not p.api_candidates.empty
+    with_api, with_fixed = not p.api_candidates.empty, wants_fixed_cost(p)
     if with_api:
         nodes = pd.concat([nodes[["period", "pricing_type", "usd"]],
                            api_costs[["period", "usd"]].assign(pricing_type="api")],
                           ignore_index=True)
     nodes = nodes.merge(p.periods[["period", "month", "month_weight"]], on="period")
+    if with_fixed:
+        nodes = pd.concat([nodes, fixed_costs[["month", "month_weight", "usd"]].assign(
+            pricing_type="config_fixed")], ignore_index=True)
     nodes["usd_month"] = nodes["usd"] / nodes["month_weight"]
     table = nodes.pivot_table(index="month", columns="pricing_type", values="usd_month",
                               aggfunc="sum", fill_value=0.0)
     table = table.rename(columns=lambda c: f"{c}_usd")
-    for column in (f"{pricing}_usd" for pricing in (*PRICING_TYPES, "api")):
+    for column in (f"{pricing}_usd" for pricing in (*PRICING_TYPES, "api", "config_fixed")):
         if column not in table:
             table[column] = 0.0
     table["reserved_usd"] = sum(table.pop(f"{pricing}_usd") for pricing in RESERVED_PRICING)
@@ -165,7 +181,8 @@ def _monthly_costs(model: FleetModel, nodes: pd.DataFrame,
         table = table.loc[np.zeros(len(months), dtype=int)].set_axis(months)
     table.index.name = "month"
     columns = ["month", "usd", "reserved_usd", "on_demand_usd", "spot_usd"]
-    return table.reset_index()[[*columns, "api_usd"] if with_api else columns]
+    columns += ["api_usd"] * with_api + ["config_fixed_usd"] * with_fixed
+    return table.reset_index()[columns]
 
 
 def routing_table(model: FleetModel, solution: dict) -> pd.DataFrame:
@@ -201,10 +218,13 @@ def workload_tables(model: FleetModel, solution: dict) -> dict[str, pd.DataFrame
     api_usd = solution["api_costs"].groupby("workload")["usd"].sum()
     by_workload = by_workload.reindex(by_workload.index.union(api_usd.index)).fillna(
         {"usd_total": 0.0, "replica_hours": 0.0})
+    fixed_usd = fixed_cost_by_workload(p, routes, solution["fixed_costs"])
     by_workload["usd_total"] += api_usd.reindex(by_workload.index).fillna(0.0)
+    by_workload["usd_total"] += fixed_usd.reindex(by_workload.index).fillna(0.0)
     load_hours = (routes["full_load"] * routes["hours"]).groupby(routes["workload"]).sum()
     by_workload["utilization"] = load_hours / by_workload["replica_hours"].replace(0, np.nan)
-    spare = float(replicas["usd"].sum() + api_usd.sum() - by_workload["usd_total"].sum())
+    spare = float(replicas["usd"].sum() + api_usd.sum() + solution["fixed_costs"]["usd"].sum()
+                  - by_workload["usd_total"].sum())
     idle = float(solution["nodes"]["usd"].sum() - replicas["usd"].sum())
     costs = by_workload["usd_total"].rename_axis("workload").reset_index()
     extra = pd.DataFrame({"workload": ["(spare)", "(idle node GPUs)"], "usd_total": [spare, idle]})
@@ -279,7 +299,8 @@ def assemble_plan(model: FleetModel, outcome: SolveOutcome, status: str, **metad
                          solve_seconds=outcome.seconds, periods=p.periods,
                          candidates=p.candidates, **metadata)
     solution = solution_tables(model)
-    objective = float(solution["nodes"]["usd"].sum()) + float(solution["api_costs"]["usd"].sum())
+    objective = (float(solution["nodes"]["usd"].sum()) + float(solution["api_costs"]["usd"].sum())
+                 + float(solution["fixed_costs"]["usd"].sum()))
     if wants_changes(p):
         metadata["changes"] = changes_table(p, held_from_solution(p, solution))
     return FleetPlan(
@@ -289,7 +310,8 @@ def assemble_plan(model: FleetModel, outcome: SolveOutcome, status: str, **metad
         routing=routing_table(model, solution),
         unmet_demand=unmet_table(model, solution), periods=p.periods, candidates=p.candidates,
         **fleet_tables(model, solution), **cost_tables(model, solution),
-        **workload_tables(model, solution), **supply_tables(model, solution), **metadata)
+        **workload_tables(model, solution), **supply_tables(model, solution),
+        config_fixed_costs=solution["fixed_costs"], **metadata)
 
 
 def supply_tables(model: FleetModel, solution: dict) -> dict[str, pd.DataFrame]:

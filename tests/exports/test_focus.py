@@ -114,10 +114,19 @@ def reserved_plan():
     return plan
 
 
+def fixed_cost_plan():
+    """Three months of one configuration with a fixed cost of $250 per configuration-month."""
+    problem = shared_problem(hours=(2190.0,), horizon_months=3.0, month_weight=3.0)
+    plan = solved(problem.with_changes(config_fixed_usd_per_month=250.0))
+    plan.scenario["name"] = "fixed"
+    return plan
+
+
 @pytest.fixture(scope="module")
 def focus_files(tmp_path_factory, example_plan, stress_plan):
     folder = tmp_path_factory.mktemp("focus")
-    plans = {"example": example_plan, "stress": stress_plan, "reserved": reserved_plan()}
+    plans = {"example": example_plan, "stress": stress_plan, "reserved": reserved_plan(),
+             "fixed": fixed_cost_plan()}
     return {name: (plan, write_focus_csv(plan, folder / f"{name}.csv", START))
             for name, plan in plans.items()}
 
@@ -128,7 +137,7 @@ def raw_rows(path) -> tuple[list[str], list[dict[str, str]]]:
         return list(reader.fieldnames or []), list(reader)
 
 
-@pytest.mark.parametrize("name", ["example", "stress", "reserved"])
+@pytest.mark.parametrize("name", ["example", "stress", "reserved", "fixed"])
 def test_columns_and_types_match_the_specification(focus_files, name):
     header, rows = raw_rows(focus_files[name][1])
     assert header == list(SPEC["column"])
@@ -148,7 +157,7 @@ def test_columns_and_types_match_the_specification(focus_files, name):
             assert set(present) <= ALLOWED[spec.column], spec.column
 
 
-@pytest.mark.parametrize("name", ["example", "stress", "reserved"])
+@pytest.mark.parametrize("name", ["example", "stress", "reserved", "fixed"])
 def test_billed_and_effective_cost_sum_to_the_plan_to_the_cent(focus_files, name):
     plan, path = focus_files[name]
     table = pd.read_csv(path)
@@ -158,7 +167,7 @@ def test_billed_and_effective_cost_sum_to_the_plan_to_the_cent(focus_files, name
     assert np.allclose(table["BilledCost"] * 100, np.rint(table["BilledCost"] * 100))
 
 
-@pytest.mark.parametrize("name", ["example", "stress", "reserved"])
+@pytest.mark.parametrize("name", ["example", "stress", "reserved", "fixed"])
 def test_months_agree_with_the_chargeback(focus_files, name):
     plan, path = focus_files[name]
     table = pd.read_csv(path)

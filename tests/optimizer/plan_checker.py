@@ -47,7 +47,18 @@ def plan_cost_usd(plan: FleetPlan, problem: Problem) -> float:
     reserved_usd = (peak["bought"] * problem.horizon_hours * charged
                     * prices.reindex(pd.MultiIndex.from_frame(peak[["gpu", "pricing_type"]]))
                     .to_numpy()).sum()
-    return float(flexible_usd + reserved_usd)
+    return float(flexible_usd + reserved_usd + _fixed_usd(plan, problem))
+
+
+def _fixed_usd(plan: FleetPlan, problem: Problem) -> float:
+    """The fixed cost of every configuration in every month it has a replica."""
+    if not problem.config_fixed_usd_per_month:
+        return 0.0
+    replicas = _replicas(plan, problem)
+    held = replicas[replicas["replicas"] > 0.5].merge(
+        problem.periods[["period", "month", "month_weight"]], on="period")
+    months = held.drop_duplicates(["config", "month"])
+    return problem.config_fixed_usd_per_month * float(months["month_weight"].sum())
 
 
 def fewest_nodes(sizes: tuple[int, ...], node_gpus: int) -> int:

@@ -168,6 +168,7 @@ def small_plans(draw):
         sizes=draw(st.sampled_from([((100, 100), (300, 100)), ((1, 7), (5000, 3))])),
         gpus_per_node=draw(st.sampled_from([1, 2, 8])), redundancy=(draw(st.integers(0, 1)), 0),
         horizon_months=months, month_weight=months)
+    problem = problem.with_changes(config_fixed_usd_per_month=draw(st.sampled_from([None, 5.55])))
     return solved(problem, draw(st.sampled_from(RULES)), teams=draw(st.sampled_from([("a", "b"), ("b", "b")])))
 
 
@@ -176,6 +177,8 @@ def small_plans(draw):
 @given(small_plans())
 @example(solved(shared_problem(demand=((13.3, 0.7),), gpus_per_node=8), "even"))
 @example(solved(shared_problem(demand=((0.0, 0.0),)), "usage"))  # no demand, nothing bought
+@example(solved(shared_problem(demand=((6.0, 2.0), (0.0, 0.0)), hours=(7.3, 30.0)).with_changes(
+    config_fixed_usd_per_month=5.55), "usage"))  # a fixed cost per configuration and month
 def test_chargeback_sums_to_the_plan_to_the_cent(plan):
     charges = workload_charges(plan)
     cents = np.rint(charges["usd"].to_numpy() * 100).astype(int)

@@ -33,7 +33,8 @@ def every_family_problem():
                             ("g1", "on_demand"): 0.7, ("g1", "reserved_1y"): 0.5},
                            gpus_per_node={"g1": 2}, max_gpus={"g0": 6}, redundancy_k=1,
                            spot_max_share=0.5, budget_usd_per_month=100.0,
-                           max_configs_per_workload=2, one_quant_per_model=True)
+                           max_configs_per_workload=2, one_quant_per_model=True,
+                           config_fixed_usd_per_month=5.0)
     problem = problem.with_changes(configs=problem.configs.assign(model="m", quant="bf16"))
     return sited(problem, 10.0, pricing="reserved_1y")
 
@@ -58,7 +59,7 @@ def test_every_family_built_has_one_entry_and_every_entry_builds():
 def test_priced_families_have_a_step_and_lifted_families_a_diagnosis():
     assert priced_families() == ("availability", "offer_cap", "spot_share", "redundancy",
                                   "simplicity", "budget", "power", "api_rate", "existing",
-                                  "lead_time", "churn", "min_committed")
+                                  "lead_time", "churn", "min_committed", "config_fixed")
     for family in FAMILIES:
         assert (family.relax is None) == (family.binding_step is None), family.name
         assert (family.lift is None) == (family.diagnose is None), family.name

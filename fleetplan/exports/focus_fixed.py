@@ -1,0 +1,93 @@
+"""A plan's fixed cost per configuration as FOCUS v1.2 rows, next to the GPU rows of
+``focus.py``.
+
+One ``Usage`` row per calendar month and configuration deployed in it
+(``fleet.config_fixed_usd_per_month``, ``fleetplan.optimizer.config_fixed_cost``): the
+operating overhead of running the configuration (its images, capacity tests, on-call),
+``ChargeFrequency`` ``Recurring``, ``PricingQuantity`` in configuration-months at the fixed
+cost per configuration and month. Billed and effective cost are the whole cents
+``focus.focus_table`` gives each row, so every row together sums to the plan's total to the
+cent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.exports.plan_quantities import month_start
+from fleetplan.optimizer.config_fixed_cost import fixed_costs_by_period
+from fleetplan.optimizer.cost_pools import to_calendar_months
+
+#: Unit of the pricing quantity (FOCUS UnitFormat).
+CONFIGURATION_MONTHS = "Configuration-Months"
+
+
+def fixed_costs_by_month(plan) -> pd.DataFrame:
+    """month (calendar, from 0), config, gpu, config_months, usd."""
+    columns = ["month", "config", "gpu", "config_months", "usd"]
+    costs = fixed_costs_by_period(plan)
+    if costs.empty:
+        return pd.DataFrame(columns=columns)
+    months = to_calendar_months(costs.drop(columns="month"), plan.periods, ["usd"])
+    table = months.groupby(["month", "config"], as_index=False)["usd"].sum()
+    table["config_months"] = table["usd"] / float(plan.assumptions.get(
+        "config_fixed_usd_per_month") or _fixed_price(plan))
+    gpu = plan.fleet.drop_duplicates("config").set_index("config")["gpu"] if len(plan.fleet) \
+        else pd.Series(dtype=object)
+    table["gpu"] = table["config"].map(gpu).fillna("")
+    return table[columns]
+
+
+def _fixed_price(plan) -> float:
+    """USD per configuration-month from the plan's own table (usd over weighted months)."""
+    fixed = plan.config_fixed_costs
+    return float(fixed["usd"].sum() / fixed["month_weight"].astype(float).sum())
+
+
+def fixed_focus_rows(table: pd.DataFrame, billed_cents: np.ndarray, plan, start: dt.date,
+                     instant) -> pd.DataFrame:
+    """FOCUS rows of :func:`fixed_costs_by_month` with their billed cents; ``instant`` formats
+    a date as FOCUS date/time."""
+    if table.empty:
+        return pd.DataFrame()
+    name = str(plan.scenario.get("name") or "scenario")
+    first = [month_start(start, m) for m in table["month"]]
+    after = [month_start(start, m + 1) for m in table["month"]]
+    quantity = table["config_months"].to_numpy(float)
+    cost = billed_cents / 100.0
+    unit = np.full(len(table), _fixed_price(plan))
+    rows = pd.DataFrame({
+        "month": table["month"].to_numpy(), "gpu": table["gpu"].to_numpy(),
+        "pricing_type": "config_fixed",
+        "BillingPeriodStart": [instant(d) for d in first], "BillingPeriodEnd": [instant(d) for d in after],
+        "BilledCost": cost, "EffectiveCost": cost, "PricingCurrencyEffectiveCost": cost,
+        "ChargeCategory": "Usage", "ChargeFrequency": "Recurring", "PricingCategory": "Standard",
+        "PricingQuantity": quantity, "PricingUnit": CONFIGURATION_MONTHS,
+        "ContractedUnitPrice": unit, "ListUnitPrice": unit, "ContractedCost": unit * quantity,
+        "ListCost": unit * quantity, "PricingCurrencyContractedUnitPrice": unit,
+        "PricingCurrencyListUnitPrice": unit,
+        "ProviderName": "Own operations", "PublisherName": "Own operations",
+        "InvoiceIssuerName": "Own operations",
+        "ResourceId": (f"fleetplan/{name}/config/" + table["config"]).to_numpy(),
+        "ResourceName": (table["config"] + " deployment configuration").to_numpy(),
+        "ResourceType": "Deployment configuration", "ServiceCategory": "Management and Governance",
+        "ServiceSubcategory": "Other (Management and Governance)",
+        "ServiceName": "Configuration operations",
+        "SkuId": table["config"].to_numpy(), "SkuPriceId": (table["config"] + "/fixed").to_numpy(),
+        "SkuMeter": "Configuration-months",
+        "SkuPriceDetails": [json.dumps({"Config": c}) for c in table["config"]],
+        "ChargeDescription": [f"Planned fixed operating cost of configuration {c} (images, "
+                              f"capacity tests, on-call), {d.strftime('%b %Y')}"
+                              for c, d in zip(table["config"], first, strict=True)],
+        "Tags": [json.dumps({"fleetplan/scenario": name, "fleetplan/config": c})
+                 for c in table["config"]],
+    })
+    rows["ChargePeriodStart"], rows["ChargePeriodEnd"] = rows["BillingPeriodStart"], rows["BillingPeriodEnd"]
+    rows["BillingAccountId"] = rows["BillingAccountName"] = f"fleetplan plan: {name}"
+    rows["BillingAccountType"] = "Fleet plan"
+    rows["BillingCurrency"] = rows["PricingCurrency"] = "USD"
+    return rows
