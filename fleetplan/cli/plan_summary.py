@@ -11,6 +11,7 @@ from fleetplan.cli.plan_supply import print_supply
 from fleetplan.cli.tables import number_text, print_table
 from fleetplan.optimizer.chargeback import chargeback_table
 from fleetplan.optimizer.fleet_changes import monthly_diff
+from fleetplan.optimizer.plan_summary import fixed_cost_line
 
 MAX_ROWS = 12
 
@@ -22,6 +23,9 @@ def print_plan(plan) -> None:
     typer.echo(f"status: {plan.status}{gap} ({plan.solver}, {plan.solve_seconds:.1f} s)")
     typer.echo(f"cost: ${number_text(plan.usd_per_month)} per month, ${number_text(plan.objective_usd)} over "
                f"{months:g} months")
+    fixed = fixed_cost_line(plan)
+    if fixed:
+        typer.echo(fixed)
     _fleet(plan)
     _workloads(plan)
     _chargeback(plan)

@@ -20,8 +20,9 @@ month) in every period they hold, :math:`\mu_m` is the number of horizon months 
 scenarios), and :math:`U_c` is the most replicas of :math:`c` a cheapest plan holds: its peak
 load over the periods with every bucket it can serve sent to it, rounded up, plus the largest
 N+k spare count of the workloads it serves. A replica beyond :math:`U_c` carries no load and
-no spare, so it only adds cost (a spot share cap is the one family an idle replica could
-help, by raising the base of the share; the bound leaves such plans out).
+no spare, so it only adds cost. (A spot share cap is the one family an idle replica could
+help, by raising the base of the share; such plans are left out, and they are never the
+cheapest: an idle on-demand GPU costs more than the spot share it frees saves.)
 
 The rule never makes a problem infeasible: any plan pays its overhead, so it has no
 diagnosis, and lifting it is :math:`F = 0`. Dominance pruning needs no guard: swapping every
@@ -76,8 +77,8 @@ def config_fixed_usd(usd_per_config_month, config_months):
 
     References
     ----------
-    .. [1] fleetplan issue tracker, "Fleet simplicity": a fixed monthly cost per distinct
-       deployed configuration (its operating overhead).
+    .. [1] fleetplan README, "Fleet simplicity": a fixed monthly cost per distinct deployed
+       configuration (its operating overhead).
 
     Examples
     --------

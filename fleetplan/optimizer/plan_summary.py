@@ -52,6 +52,21 @@ def _supply_lines(plan: FleetPlan) -> list[str]:
     return ["", *lines] if lines else []
 
 
+def fixed_cost_line(plan: FleetPlan) -> str:
+    """The fixed cost per deployed configuration, when the plan pays one: configuration-months
+    (each month weighted by the horizon months it stands for), the price and the total; ``""``
+    otherwise."""
+    fixed = getattr(plan, "config_fixed_costs", pd.DataFrame())
+    if fixed.empty:
+        return ""
+    config_months = float(fixed["month_weight"].sum())
+    price = plan.assumptions.get("config_fixed_usd_per_month")
+    at = f" at {usd(price)}" if isinstance(price, (int, float)) else ""
+    count = fixed["config"].nunique()
+    return (f"fixed cost per configuration: {config_months:g} configuration-months{at} = "
+            f"{usd(fixed['usd'].sum())} over the horizon ({count} configuration{'s' if count != 1 else ''})")
+
+
 def summary_text(plan: FleetPlan, max_rows: int = 12) -> str:
     """Status, cost, fleet, costs by pricing, binding constraints, unmet demand."""
     months = plan.assumptions.get("horizon_months", float("nan"))
@@ -60,10 +75,9 @@ def summary_text(plan: FleetPlan, max_rows: int = 12) -> str:
         f"cost: {usd(plan.usd_per_month)} per month, {usd(plan.objective_usd)} over "
         f"{months:g} months",
     ]
-    fixed = getattr(plan, "config_fixed_costs", pd.DataFrame())
-    if not fixed.empty:  # config-months: each month weighted by the horizon months it stands for
-        lines.append(f"fixed cost per configuration: {fixed['month_weight'].sum():g} configs x "
-                     f"months = {usd(fixed['usd'].sum())}")
+    fixed = fixed_cost_line(plan)
+    if fixed:
+        lines.append(fixed)
     lines += _table("fleet (peak replicas):", plan.fleet,
                     ["config", "pricing_type", "replicas_peak", "replicas_mean", "gpus_peak",
                      "usd_per_gpu_hour", "usd_per_month", "calibration", "error_p10_pct", "error_p90_pct"],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import json
 import math
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from fleetplan.cli import main
 from fleetplan.errors import ScenarioError
 from fleetplan.exports.focus import focus_table
 from fleetplan.exports.plan_workbook import write_plan_xlsx
@@ -114,7 +116,8 @@ def test_a_large_fixed_cost_consolidates_the_fleet():
     assert line["usd_total"] == pytest.approx(1.0)
     assert plan.costs_by_month["config_fixed_usd"].sum() == pytest.approx(1.0)
     assert plan.costs_by_workload["usd_total"].sum() == pytest.approx(plan.objective_usd)
-    assert "fixed cost per configuration: 1 configs x months = $1.00" in plan.summary_text()
+    text = "fixed cost per configuration: 1 configuration-months at $1.00 = $1.00 over the horizon (1 configuration)"
+    assert text in plan.summary_text()
 
 
 def test_a_configuration_pays_in_every_month_it_runs_and_only_then():
@@ -201,3 +204,15 @@ def test_a_lower_fixed_cost_is_priced_by_a_re_solve():
     assert plan.binding_constraints["description"].tolist() == [
         "config_fixed configurations: a fixed cost of $0.36 instead of $0.40 per configuration "
         "and month would save $0.08 per month"]
+
+
+def test_the_printed_plan_names_the_fixed_cost(tmp_path, capsys):
+    scenario = {"workloads": [{"name": "chat", "model": "llama-3.1-8b", "requests_per_s": 30, "input_tokens": 1000,
+                               "output_tokens": 200, "tpot_slo_ms": 50}],
+                "fleet": {"gpus": ["h100-sxm", "l40s"], "tp": [1], "config_fixed_usd_per_month": 2000},
+                "what_if": {"enabled": False}}
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(scenario), encoding="utf-8")
+    assert main(["plan", str(path), "-o", str(tmp_path / "plan.xlsx")]) == 0
+    printed = capsys.readouterr().out
+    assert "fixed cost per configuration: 12 configuration-months at $2,000 = $24,000 over the horizon" in printed
