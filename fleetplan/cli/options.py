@@ -45,7 +45,8 @@ MixOption = Annotated[bool, typer.Option(
 ReserveOption = Annotated[float | None, typer.Option(help="Share of GPU memory kept back [0-0.95]; default 0.10")]
 MaxSeqsOption = Annotated[int | None, typer.Option(help="Serving engine's cap on concurrent sequences; default 2048")]
 EngineOption = Annotated[str | None, typer.Option(
-    help="Use this engine's efficiency rows (e.g. from `fleetplan calibrate`); default: the * rows")]
+    help="Serving engine whose profile and efficiency rows to use (tensorrt-llm, vllm, sglang, ...; "
+         "NAME@MAJOR.MINOR for an older measured release, e.g. tensorrt-llm@0.14); default: vllm")]
 
 LEVER_HELP = {
     "pp": "Pipeline-parallel stages across nodes (1 = off)",
