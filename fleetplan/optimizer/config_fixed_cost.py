@@ -112,17 +112,33 @@ def month_weights(problem) -> pd.DataFrame:
     return periods[keys].assign(weight=weight).drop_duplicates(keys).reset_index(drop=True)
 
 
-def define_config_fixed_cost(model: FleetModel) -> None:
-    """The link rows and objective terms of the module docstring, when F > 0."""
+def _replicas_by_month(model: FleetModel) -> pd.DataFrame:
+    """Replica columns in every period they hold, with the period's month keys."""
+    problem = model.problem
+    return per_period(model.replicas, problem.periods).merge(
+        problem.periods[["period", *month_keys(problem.periods)]], on="period")
+
+
+def define_deployed(model: FleetModel) -> None:
+    """The binaries :math:`d_{cm}` (``model.extras["config_fixed"]``: config, month keys,
+    weight, col), when F > 0. A variable step, so every family (the budget too) sees them."""
     problem = model.problem
     if not wants_fixed_cost(problem) or model.routes.empty:
         return
     keys = month_keys(problem.periods)
-    replicas = per_period(model.replicas, problem.periods).merge(
-        problem.periods[["period", *keys]], on="period")
-    months = month_weights(problem)
-    deployed = model.new_columns(replicas[["config", *keys]].drop_duplicates().merge(
-        months, on=keys), upper=1.0, integer=True)
+    model.extras["config_fixed"] = model.new_columns(
+        _replicas_by_month(model)[["config", *keys]].drop_duplicates().merge(month_weights(problem), on=keys),
+        upper=1.0, integer=True)
+
+
+def define_config_fixed_cost(model: FleetModel) -> None:
+    """The link rows and objective terms of the module docstring, when F > 0."""
+    problem = model.problem
+    deployed = model.extras.get("config_fixed")
+    if deployed is None:
+        return
+    keys = month_keys(problem.periods)
+    replicas = _replicas_by_month(model)
     bound = replica_bounds(model)
     link = replicas[["config", "period", *keys, "col"]].assign(coef=1.0)
     flags = replicas[["config", "period", *keys]].drop_duplicates().merge(
@@ -135,7 +151,6 @@ def define_config_fixed_cost(model: FleetModel) -> None:
         coef=config_fixed_usd(problem.config_fixed_usd_per_month, deployed["weight"]))
     model.extras["objective"] = pd.concat([model.extras.get("objective"), cost],
                                           ignore_index=True)
-    model.extras["config_fixed"] = deployed
     model.extras["config_fixed_rows"] = rows.merge(
         problem.periods[["period", *keys]], on="period").merge(
         deployed[["config", *keys, "col"]], on=["config", *keys])[["row", "col"]]
@@ -219,6 +234,17 @@ def fixed_cost_by_workload(problem, routes: pd.DataFrame, fixed: pd.DataFrame) -
     by_workload = by_workload[total > 0].assign(share=by_workload["load_hours"] / total)
     by_workload = by_workload.merge(fixed[["config", *keys, "usd"]], on=["config", *keys])
     return (by_workload["share"] * by_workload["usd"]).groupby(by_workload["workload"]).sum()
+
+
+def fixed_usd_by_month(problem, fixed: pd.DataFrame) -> pd.Series:
+    """The fixed cost of an average month of each month index, indexed by month [USD]: each
+    configuration-month's cost over the horizon months its month stands for (with demand
+    scenarios the table's costs are already weighted by probability, so they add up to the
+    expected month)."""
+    if fixed.empty:
+        return pd.Series(dtype=float)
+    month_weight = problem.periods.drop_duplicates("month").set_index("month")["month_weight"]
+    return (fixed["usd"] / fixed["month"].map(month_weight)).groupby(fixed["month"]).sum()
 
 
 def fixed_costs_by_period(plan) -> pd.DataFrame:

@@ -226,9 +226,12 @@ def _lift_budget(problem: Problem) -> Problem | None:
 
 
 def _diagnose_budget(problem: Problem, solution: dict) -> list[str]:
-    nodes = solution["nodes"]
-    monthly = nodes.merge(problem.periods[["period", "month", "month_weight"]], on="period")
+    periods = problem.periods[["period", "month", "month_weight"]]
+    charges = [solution["nodes"], solution.get("api_costs", pd.DataFrame(columns=["period", "usd"]))]
+    monthly = pd.concat([c[["period", "usd"]] for c in charges], ignore_index=True).merge(periods, on="period")
     per_month = (monthly["usd"] / monthly["month_weight"]).groupby(monthly["month"]).sum()
+    per_month = per_month.add(fixed.fixed_usd_by_month(problem, solution.get("fixed_costs", pd.DataFrame())),
+                              fill_value=0.0)  # each configuration-month's overhead
     needed, budget = usd(per_month.max()), usd(problem.budget_usd_per_month)
     return [f"needs {needed} per month but the budget is {budget}"]
 

@@ -81,6 +81,7 @@ import pandas as pd
 
 from fleetplan.catalogs.conventions import LINKING_PRICING
 from fleetplan.optimizer.api_supply import api_pools, api_shares, define_api_shares
+from fleetplan.optimizer.config_fixed_cost import define_deployed
 from fleetplan.optimizer.constraint_families import FAMILIES
 from fleetplan.optimizer.cost_cover import (
     cover_limits,
@@ -215,7 +216,8 @@ def define_unmet(model: FleetModel) -> None:
 
 
 #: Steps that define the variables, in order; the constraint families follow (FAMILIES).
-VARIABLE_STEPS = (define_routes, define_replicas, define_nodes, define_unmet, define_api_shares)
+VARIABLE_STEPS = (define_routes, define_replicas, define_nodes, define_unmet, define_api_shares,
+                  define_deployed)
 
 
 def define_objective(model: FleetModel) -> None:

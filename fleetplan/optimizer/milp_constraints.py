@@ -229,7 +229,8 @@ def define_pool_cover(model: FleetModel) -> None:
 
 def monthly_cost_terms(model: FleetModel) -> pd.DataFrame:
     """Cost of each node column in each month: (month, col, coef [USD per node]); with demand
-    scenarios per (scenario, month), each scenario's hours at their own weight."""
+    scenarios per (scenario, month), each scenario's hours at their own weight. Hosted-API shares
+    and the fixed cost per deployed configuration count too."""
     p = model.problem
     months = month_keys(p.periods)
     nodes = model.nodes.assign(
@@ -245,8 +246,12 @@ def monthly_cost_terms(model: FleetModel) -> pd.DataFrame:
     shares = api_shares(model).merge(p.periods[["period", *months, "month_weight"]],
                                      on="period")
     shares["coef"] = shares["usd"] / (shares["month_weight"] * shares["period"].map(probability))
-    return pd.concat([reserved[[*months, "col", "coef"]], flexible[[*months, "col", "coef"]],
-                      shares[[*months, "col", "coef"]]], ignore_index=True)
+    terms = [reserved[[*months, "col", "coef"]], flexible[[*months, "col", "coef"]],
+             shares[[*months, "col", "coef"]]]
+    fixed = model.extras.get("config_fixed")  # deployed binaries (config_fixed_cost.py), built first
+    if fixed is not None and not fixed.empty:
+        terms.append(fixed[[*months, "col"]].assign(coef=float(p.config_fixed_usd_per_month)))
+    return pd.concat(terms, ignore_index=True)
 
 
 def define_budget(model: FleetModel) -> None:

@@ -227,7 +227,8 @@ def check_budget(view: PlanView) -> list[str]:
 def scenario_month_usd(view: PlanView) -> pd.Series:
     """What the plan costs in each month of each demand scenario [USD], from its replicas on
     whole nodes (reserved capacity in every month at its monthly charge, flexible capacity and
-    hosted APIs for the hours of that scenario's periods), indexed by (scenario, month)."""
+    hosted APIs for the hours of that scenario's periods) and its configurations' fixed monthly
+    costs, indexed by (scenario, month)."""
     p = view.problem
     periods = p.periods.set_index("period")
     gpus = view.replicas.groupby(["gpu", "pricing_type", "period"], as_index=False)["gpus"].sum()
@@ -244,15 +245,19 @@ def scenario_month_usd(view: PlanView) -> pd.Series:
     weight = periods["hours"] / (periods["month_weight"] * periods["probability"])
     charges = [pd.DataFrame({"period": gpus.loc[flexible, "period"],
                              "usd": usd_per_hour[flexible] * gpus.loc[flexible, "period"].map(weight)})]
-    if not view.api_routing.empty:
-        priced = view.api_routing
-        charges.append(pd.DataFrame({"period": priced["period"], "usd": api_usd(
-            priced["req_s"], priced["period"].map(weight), priced["usd_per_request"])}))
-    charged = pd.concat(charges, ignore_index=True)
-    charged = charged.join(periods[["scenario", "month"]], on="period")
+    routed = view.api_routing
+    if not routed.empty:
+        charges.append(pd.DataFrame({"period": routed["period"], "usd": api_usd(
+            routed["req_s"], routed["period"].map(weight), routed["usd_per_request"])}))
+    charged = pd.concat(charges, ignore_index=True).join(periods[["scenario", "month"]], on="period")
     usd = charged.groupby(["scenario", "month"])["usd"].sum()
     index = pd.MultiIndex.from_frame(keys)
-    return usd.reindex(index, fill_value=0.0) + reserved
+    usd = usd.reindex(index, fill_value=0.0) + reserved
+    fixed = view.config_fixed_costs
+    if not fixed.empty:  # each deployed configuration-month's overhead
+        deployed = fixed.groupby(["scenario", "month"])["deployed"].sum()
+        usd = usd + deployed.reindex(index, fill_value=0.0) * float(p.config_fixed_usd_per_month)
+    return usd
 
 
 def check_reserved_baseline(view: PlanView) -> list[str]:

@@ -17,6 +17,7 @@ from fleetplan.optimizer.api_supply import (
 from fleetplan.optimizer.config_fixed_cost import (
     fixed_cost_by_workload,
     fixed_cost_table,
+    fixed_usd_by_month,
     wants_fixed_cost,
 )
 from fleetplan.optimizer.fleet_changes import changes_table, held_from_solution, wants_changes
@@ -164,10 +165,11 @@ def _monthly_costs(model: FleetModel, nodes: pd.DataFrame, api_costs: pd.DataFra
                            api_costs[["period", "usd"]].assign(pricing_type="api")],
                           ignore_index=True)
     nodes = nodes.merge(p.periods[["period", "month", "month_weight"]], on="period")
-    if with_fixed:
-        nodes = pd.concat([nodes, fixed_costs[["month", "month_weight", "usd"]].assign(
-            pricing_type="config_fixed")], ignore_index=True)
     nodes["usd_month"] = nodes["usd"] / nodes["month_weight"]
+    if with_fixed:
+        fixed = fixed_usd_by_month(p, fixed_costs)
+        nodes = pd.concat([nodes, pd.DataFrame({"month": fixed.index, "usd_month": fixed.to_numpy(),
+                                                "pricing_type": "config_fixed"})], ignore_index=True)
     table = nodes.pivot_table(index="month", columns="pricing_type", values="usd_month",
                               aggfunc="sum", fill_value=0.0)
     table = table.rename(columns=lambda c: f"{c}_usd")

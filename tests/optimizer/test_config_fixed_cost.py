@@ -216,3 +216,16 @@ def test_the_printed_plan_names_the_fixed_cost(tmp_path, capsys):
     assert main(["plan", str(path), "-o", str(tmp_path / "plan.xlsx")]) == 0
     printed = capsys.readouterr().out
     assert "fixed cost per configuration: 12 configuration-months at $2,000 = $24,000 over the horizon" in printed
+
+
+def test_a_budget_counts_the_fixed_cost_of_each_month():
+    capacity, offers = SPLIT_OR_ONE
+    problem = with_months(capacity, [[1.0, 1.0]], offers, [0], 1.0)
+    plan = optimize_problem(problem, EXACT)
+    monthly = float(plan.costs_by_month["usd"].iloc[0])
+    assert monthly == pytest.approx(3.5)  # the dear configuration $2.50 + its $1.00 overhead
+    within = optimize_problem(problem.with_changes(budget_usd_per_month=monthly), EXACT)
+    assert within.status == "optimal" and within.assumptions["recheck"] == "passed"
+    short = optimize_problem(problem.with_changes(budget_usd_per_month=3.0), EXACT)
+    assert short.status == "infeasible"
+    assert any("needs $3.50 per month but the budget is $3.00" in m for m in short.messages)

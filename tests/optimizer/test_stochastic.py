@@ -252,3 +252,14 @@ def test_scenario_months_count_hosted_api_spend():
     probability = problem.periods.groupby("scenario")["probability"].first()
     assert float((costs.droplevel("month") * probability).sum()) == pytest.approx(
         float(plan.costs_by_month["usd"].iloc[0]), rel=1e-6)
+
+
+def test_scenario_months_count_the_fixed_cost_per_configuration():
+    problem = tiny(2.0, 4.0, 1.0, 0.5, 1.6, [1.0, 5.0, 12.0], [0.3, 0.4, 0.3]).with_changes(
+        config_fixed_usd_per_month=500.0)
+    plan = optimize_problem(problem, EXACT)
+    assert not plan.config_fixed_costs.empty
+    costs = scenario_month_usd(PlanView.of(plan, problem))
+    probability = problem.periods.groupby("scenario")["probability"].first()
+    assert float((costs.droplevel("month") * probability).sum()) == pytest.approx(
+        float(plan.costs_by_month["usd"].iloc[0]), rel=1e-6)
