@@ -106,10 +106,11 @@ def sweep_command(
     chosen = catalogs.chosen_prices(gpus, ["on_demand"])
     if "usd_per_gpu_hour" not in overrides:
         echo_price_warnings(chosen)
+    on_dask = bool(scheduler or workers is not None or os.environ.get("FLEETPLAN_SCHEDULER"))
     chosen_columns = ids(columns) if columns is not None else None
     if chosen_columns is not None:
-        _check_columns(grid, chosen_columns, output, scheduler or workers is not None or os.environ.get("FLEETPLAN_SCHEDULER"))
-    if scheduler or workers is not None or os.environ.get("FLEETPLAN_SCHEDULER"):
+        _check_columns(grid, chosen_columns, output, on_dask)
+    if on_dask:
         _sweep_on_dask(grid, output, scheduler, workers, chunk_rows, drop_invalid, catalogs,
                        {**locals(), "price_rule": catalogs.price_rule.describe()})
         return

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import Catalogs
-from fleetplan.catalogs.conventions import RELEASE_MARK, engine_base
+from fleetplan.catalogs.conventions import engine_base
 from fleetplan.errors import InvalidValueError, did_you_mean
 
 WILDCARD = "*"
@@ -104,7 +104,8 @@ def engine_ids(catalogs: Catalogs, engine) -> np.ndarray:
 
 def base_engine_ids(engines) -> np.ndarray:
     """The engine of each engine id, without its release (``tensorrt-llm@0.14`` -> ``tensorrt-llm``)."""
-    return pd.Series(np.asarray(engines, dtype=object)).astype(str).str.partition(RELEASE_MARK)[0].to_numpy(dtype=object)
+    ids = pd.Series(np.asarray(engines, dtype=object)).astype(str)
+    return ids.map({name: engine_base(name) for name in ids.unique()}).to_numpy(dtype=object)
 
 
 def engine_profiles(catalogs: Catalogs, engines: np.ndarray, memory_gib) -> pd.DataFrame:

@@ -117,11 +117,6 @@ def _gpu_rows(fit: Fit, priors: Catalogs, sources: list[str], gpu: str, counts, 
     engines = sorted({e for (e, g, _) in counts.index if g == gpu}) if counts is not None else []
     rows = []
     for engine in [WILDCARD, *engines]:
-        def rows_behind(precision, engine=engine):
-            if counts is None:
-                return 0
-            return int(sum(v for (e, g, p), v in counts.items() if g == gpu and precision in (p, WILDCARD)
-                           and (e == engine or (engine == WILDCARD and RELEASE_MARK not in e))))
         for operator in ROW_FIELDS:
             if operator == "iteration" and engine == WILDCARD:
                 continue
@@ -132,5 +127,15 @@ def _gpu_rows(fit: Fit, priors: Catalogs, sources: list[str], gpu: str, counts, 
                 cells = _values(priors.efficiency, fit, operator, sources, precision,
                                 engine if engine != WILDCARD else "")
                 rows.append({"engine": engine, "gpu": gpu, "operator": operator, "precision": precision, **cells,
-                             "n_points": rows_behind(precision), "source": source, "notes": note})
+                             "n_points": _rows_behind(counts, gpu, engine, precision), "source": source,
+                             "notes": note})
     return rows
+
+
+def _rows_behind(counts, gpu: str, engine: str, precision: str) -> int:
+    """Measurement rows of ``gpu`` behind a catalog row: of its engine (``*``: of every engine,
+    each counted once, not again for its releases) and precision (``*``: any)."""
+    if counts is None:
+        return 0
+    return int(sum(v for (e, g, p), v in counts.items() if g == gpu and precision in (p, WILDCARD)
+                   and (e == engine or (engine == WILDCARD and RELEASE_MARK not in e))))

@@ -249,8 +249,8 @@ def sweep(gpus: Sequence[str], models: Sequence[str], quants: Sequence[str] = ("
         # ``metrics`` stays bound until the next block: freeing the block's arrays before the table is
         # assembled makes the allocator return and re-fault their pages (a quarter slower at 1M rows).
         metrics = grid.evaluate(constants, rows)
-        _, categories = column_arrays(grid.configs, rows, metrics, out=out, offset=offset, names=computed)
-        offset += int(np.prod(np.broadcast_shapes(*(np.shape(v) for v in rows))))
+        block, categories = column_arrays(grid.configs, rows, metrics, out=out, offset=offset, names=computed)
+        offset += len(block[computed[0]])
     table = _finished(as_frame(out, categories, computed), names, drop_invalid)
     table.attrs["engine"] = grid.engine
     return table
