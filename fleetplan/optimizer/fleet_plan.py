@@ -137,8 +137,9 @@ class FleetPlan:
             to today's fleet (``fleet_changes.py``); empty when the plan starts from nothing
             and sets no change limits. ``assumptions["stay_the_course"]`` compares it with
             keeping today's fleet and renting on demand (``stay_the_course.py``).
-        config_fixed_costs: (config, month): month_weight [horizon months the month stands
-            for], deployed (1), usd [USD over the horizon]: the fixed monthly cost of every
+        config_fixed_costs: (config, month; scenario too with demand scenarios): month_weight
+            [horizon months the month stands for, times the scenario's probability], deployed
+            (1), usd [USD over the horizon]: the fixed monthly cost of every
             configuration in the months it runs (``config_fixed_cost.py``); empty without
             ``fleet.config_fixed_usd_per_month``. Part of objective_usd, costs_by_workload,
             costs_by_month (``config_fixed_usd``) and costs_by_pricing (``config_fixed``).
