@@ -223,14 +223,19 @@ def test_the_cost_cover_cut_bounds_replica_cost_not_the_cvar_term():
                         weight=0.5).values()), rel=1e-9)
 
 
+def expected_scenario_month(plan, problem) -> tuple[pd.Series, float]:
+    """Each scenario-month's cost as the budget check reads it, and their probability-weighted
+    month [USD]."""
+    costs = scenario_month_usd(PlanView.of(plan, problem))
+    probability = problem.periods.groupby("scenario")["probability"].first()
+    return costs, float((costs.droplevel("month") * probability).sum())
+
+
 def test_the_plan_check_reads_the_budget_in_every_scenario_not_on_average():
     problem = tiny(2.0, 4.0, 1.0, 0.5, 1.6, [1.0, 5.0, 12.0], [0.3, 0.4, 0.3])
     plan = optimize_problem(problem, EXACT)
-    view = PlanView.of(plan, problem)
-    costs = scenario_month_usd(view)
     # the expected month is the probability-weighted scenario months, as the plan reports it
-    probability = problem.periods.groupby("scenario")["probability"].first()
-    expected = float((costs.droplevel("month") * probability).sum())
+    costs, expected = expected_scenario_month(plan, problem)
     assert expected == pytest.approx(float(plan.costs_by_month["usd"].iloc[0]), rel=1e-6)
     # a budget between the average month and the dearest scenario's is broken only per scenario
     budget = (expected + costs.max()) / 2
@@ -248,9 +253,7 @@ def test_scenario_months_count_hosted_api_spend():
     problem = with_api(tiny(2.0, 4.0, 3.0, 1.0, 1.6, [1.0, 5.0], [0.5, 0.5]), usd_per_request=0.0002)
     plan = optimize_problem(problem, EXACT)
     assert not plan.api_routing.empty
-    costs = scenario_month_usd(PlanView.of(plan, problem))
-    probability = problem.periods.groupby("scenario")["probability"].first()
-    assert float((costs.droplevel("month") * probability).sum()) == pytest.approx(
+    assert expected_scenario_month(plan, problem)[1] == pytest.approx(
         float(plan.costs_by_month["usd"].iloc[0]), rel=1e-6)
 
 
@@ -259,7 +262,5 @@ def test_scenario_months_count_the_fixed_cost_per_configuration():
         config_fixed_usd_per_month=500.0)
     plan = optimize_problem(problem, EXACT)
     assert not plan.config_fixed_costs.empty
-    costs = scenario_month_usd(PlanView.of(plan, problem))
-    probability = problem.periods.groupby("scenario")["probability"].first()
-    assert float((costs.droplevel("month") * probability).sum()) == pytest.approx(
+    assert expected_scenario_month(plan, problem)[1] == pytest.approx(
         float(plan.costs_by_month["usd"].iloc[0]), rel=1e-6)
