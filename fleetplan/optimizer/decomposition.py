@@ -5,7 +5,9 @@ When no constraint family links two periods (``links_periods`` in
 small MILP per period, solved side by side, and the sums of their objectives and bounds are the
 whole problem's (exact, and far faster than one big branch-and-bound). Every period starts from
 the rounded-up LP plan, so a period cut short by the deadline keeps that plan, never a worse
-first incumbent.
+first incumbent; each is first split by pool at the LP's duals (``pool_split.py``), which
+bounds it and plans it quickly, and only periods still far from their bound get their whole
+MILP.
 
 Otherwise reserved replicas (paid for the whole horizon) link the periods: they are decided
 first, then every period is solved on its own (``reserved_first.py``), with a Lagrangian lower
@@ -123,7 +125,8 @@ def solve_separable(model: FleetModel, options: SolveOptions, deadline: Deadline
     lp_optimal = lp.values is not None and lp.outcome.status == "optimal"
     start = rounded_up(model, lp.values) if lp_optimal else None
     programs = PeriodPrograms.of(model)
-    run = solve_periods(programs, PeriodTask(model.cost), options, deadline, start=start)
+    task = PeriodTask(model.cost, duals=lp.duals if lp_optimal else None)
+    run = solve_periods(programs, task, options, deadline, start=start)
     if not run.complete():
         model.values = None
         return run.outcome(math.nan)
@@ -135,6 +138,8 @@ def solve_separable(model: FleetModel, options: SolveOptions, deadline: Deadline
     if lp_optimal and lp.outcome.bound > outcome.bound:
         outcome = dataclasses.replace(outcome, bound=lp.outcome.bound,
                                       gap=gap_between(outcome.objective, lp.outcome.bound))
+    if outcome.status == "time_limit" and outcome.gap <= options.mip_gap:  # proven in sum
+        outcome = dataclasses.replace(outcome, status="optimal")
     return outcome
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from fleetplan.optimizer.constraint_families import FAMILY
 from fleetplan.optimizer.linear_program import Restriction, restricted
 from fleetplan.optimizer.milp import FleetModel
+from fleetplan.optimizer.pool_split import ColumnGroups, combined, split_solve
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, gap_between, open_solver
 
 logger = logging.getLogger(__name__)
@@ -76,13 +77,15 @@ class PeriodPrograms:
     model: FleetModel
     parts: dict[int, Restriction]
     reserved: np.ndarray
+    groups: ColumnGroups
 
     @classmethod
     def of(cls, model: FleetModel) -> PeriodPrograms:
         reserved = reserved_columns(model)
         parts = {t: restricted(model.program, rows, extra_cols=reserved)
                  for t, rows in period_rows(model).items()}
-        return cls(model, parts, reserved)
+        groups = ColumnGroups.of(model.program.n_cols, model.routes, model.replicas)
+        return cls(model, parts, reserved, groups)
 
     def periods(self) -> list[int]:
         return list(self.parts)
@@ -104,7 +107,9 @@ class PeriodTask:
     own (one entry per column of its part); fixed: ``{'cols', 'values'}`` columns fixed for all
     periods; closed: per period, columns held at 0 (configurations left out of a quick solve;
     a period that cannot be served without them is solved again with them); abs_gaps: each
-    period's accepted absolute gap [USD]; root_only: stop after the root node (for bounds).
+    period's accepted absolute gap [USD]; root_only: stop after the root node (for bounds);
+    duals: the whole model's LP row duals, which price the rows that couple pools when a period
+    is first split by pool (``pool_split.py``; None: no split).
     """
 
     cost: object
@@ -112,23 +117,43 @@ class PeriodTask:
     closed: dict[int, np.ndarray] | None = None
     abs_gaps: dict[int, float] | None = None
     root_only: bool = False
+    duals: np.ndarray | None = None
 
 
 def solve_period(part: Restriction, task: PeriodTask, period: int, options: SolveOptions,
-                 seconds: float, *, start: np.ndarray | None = None,
-                 closed: bool = True) -> Result:
-    """One period's program as ``task`` says."""
+                 seconds: float, *, start: np.ndarray | None = None, closed: bool = True,
+                 groups: ColumnGroups | None = None, split_only: bool = False) -> Result:
+    """One period's program as ``task`` says: first split by pool when the task has duals
+    and ``groups`` are given (a bound and a quick plan, ``pool_split.py``), then, unless that
+    is within the gap or ``split_only``, the whole period's MILP from the better start with the
+    time left."""
+    started = time.perf_counter()
     cost = task.cost(period) if callable(task.cost) else task.cost[part.cols]
-    solver = open_solver(part.program, cost, options)
+    lower, upper = part.program.col_lower.copy(), part.program.col_upper.copy()
     if task.fixed is not None:
         where, which = _local(part, task.fixed["cols"])
-        solver.set_col_bounds(where, task.fixed["values"][which], task.fixed["values"][which])
+        lower[where] = upper[where] = task.fixed["values"][which]
     if closed and task.closed is not None and len(task.closed.get(period, ())):
         where, _ = _local(part, np.sort(task.closed[period]))
-        solver.set_col_bounds(where, 0.0, 0.0)
+        lower[where] = upper[where] = 0.0
     local_start = None if start is None else start[part.cols]
-    return solver.solve(time_limit_s=seconds, mip_gap=options.mip_gap, start=local_start,
-                        abs_gap=(task.abs_gaps or {}).get(period), root_only=task.root_only)
+    abs_gap = (task.abs_gaps or {}).get(period)
+    split = None
+    if task.duals is not None and groups is not None:
+        split = split_solve(part.program, cost, lower, upper, task.duals[part.rows], groups,
+                            local_start, options, seconds, abs_gap=abs_gap)
+        if split is not None and (split.outcome.status == "optimal" or split_only):
+            return split
+        if split is not None and split.values is not None:
+            local_start = split.values
+    solver = open_solver(part.program, cost, options)
+    changed = np.flatnonzero((lower != part.program.col_lower) | (upper != part.program.col_upper))
+    if len(changed):
+        solver.set_col_bounds(changed, lower[changed], upper[changed])
+    left = max(seconds - (time.perf_counter() - started), MIN_PERIOD_SECONDS / 4)
+    whole = solver.solve(time_limit_s=left, mip_gap=options.mip_gap, start=local_start,
+                         abs_gap=abs_gap, root_only=task.root_only)
+    return whole if split is None else combined(split, whole, options.mip_gap, abs_gap)
 
 
 @dataclass
@@ -160,9 +185,13 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
                   deadline: Deadline, *, start: np.ndarray | None = None,
                   budget_s: float | None = None) -> PeriodRun:
     """Solve every period's program on two threads within ``budget_s`` (default: the time
-    left), each given an even share of what is left when it starts; a second pass reopens the
-    closed columns of periods that found no plan and gives periods stopped short of their gap
-    the time others did not need."""
+    left), each given an even share of what is left when it starts.
+
+    With duals in the task, a first pass splits every period by pool (a bound and a quick plan
+    each, ``pool_split.py``); then the periods furthest from their bound get their whole MILP,
+    largest gap first, until the periods' summed gap is within the accepted one. A last pass
+    reopens the closed columns of periods that found no plan and gives periods stopped short of
+    their gap the time others did not need."""
     started = time.perf_counter()
     budget_s = deadline.remaining() if budget_s is None else min(budget_s, deadline.remaining())
     finish = started + budget_s
@@ -174,21 +203,51 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
     single = dataclasses.replace(options, threads=1 if options.threads is None else options.threads)
     results: dict[int, Result] = {}
 
-    def run(period: int, position: int, count: int) -> tuple[int, Result]:
+    def enough() -> bool:
+        """True when every period has a plan and their summed gap is within the accepted."""
+        if len(results) < len(periods) or any(
+                r.values is None or not math.isfinite(r.outcome.bound) for r in results.values()):
+            return False
+        slack = sum(r.outcome.objective - r.outcome.bound for r in results.values())
+        if task.abs_gaps is not None:
+            return slack <= sum(task.abs_gaps.values())
+        return slack <= options.mip_gap * sum(r.outcome.objective for r in results.values())
+
+    def run(period: int, position: int, count: int, *, split_only: bool = False,
+            skip_when_enough: bool = False, task: PeriodTask = task) -> tuple[int, Result]:
+        if skip_when_enough and period in results and enough():
+            return period, results[period]
         left = max(finish - time.perf_counter(), 0.0)
         share = max(left * threads / max(count - position, 1), MIN_PERIOD_SECONDS)
         seconds = min(share, max(left, MIN_PERIOD_SECONDS))
         reopened = period in results and results[period].values is None
         warm = values if start is not None or period in results else None
-        return period, solve_period(programs.parts[period], task, period, single, seconds,
-                                    start=warm, closed=not reopened)
+        part = programs.parts[period]
+        return period, solve_period(part, task, period, single, seconds, start=warm,
+                                    closed=not reopened, groups=programs.groups.local(part.cols),
+                                    split_only=split_only)
 
-    _run_all(run, periods, threads, results, programs, values)
+    if task.duals is not None:
+        _run_all(lambda *job: run(*job, split_only=True), periods, threads, results, programs,
+                 values)
+        if enough():
+            return PeriodRun(results, values, time.perf_counter() - started)
+    else:
+        _run_all(run, periods, threads, results, programs, values)
     again = [t for t, r in results.items() if r.values is None
              or (r.outcome.status == "time_limit" and not task.root_only)]
+    again.sort(key=lambda t: -_slack(results[t]))
     if again and finish - time.perf_counter() > MIN_PERIOD_SECONDS:
-        _run_all(run, again, threads, results, programs, values, keep_better=True)
+        whole = dataclasses.replace(task, duals=None)  # the split's bound is kept from pass 1
+        _run_all(lambda *job: run(*job, skip_when_enough=True, task=whole), again, threads,
+                 results, programs, values, keep_better=True)
     return PeriodRun(results, values, time.perf_counter() - started)
+
+
+def _slack(result: Result) -> float:
+    """How far a period's plan is from its bound [USD] (infinite without either)."""
+    gap = result.outcome.objective - result.outcome.bound
+    return gap if result.values is not None and math.isfinite(gap) else math.inf
 
 
 def _run_all(run, periods, threads, results, programs, values, *, keep_better=False) -> None:
@@ -196,10 +255,13 @@ def _run_all(run, periods, threads, results, programs, values, *, keep_better=Fa
     ``values``."""
     def accept(period: int, result: Result) -> None:
         old = results.get(period)
-        if keep_better and old is not None and old.values is not None and (
-                result.values is None or result.outcome.objective > old.outcome.objective):
-            result = dataclasses.replace(old, outcome=dataclasses.replace(
-                old.outcome, bound=max(old.outcome.bound, result.outcome.bound)))
+        if keep_better and old is not None and old.values is not None:
+            better = result if result.values is not None and \
+                result.outcome.objective <= old.outcome.objective else old
+            bounds = [b for b in (old.outcome.bound, result.outcome.bound) if math.isfinite(b)]
+            bound = min(max(bounds), better.outcome.objective) if bounds else math.nan
+            result = dataclasses.replace(better, outcome=dataclasses.replace(
+                better.outcome, bound=bound, gap=gap_between(better.outcome.objective, bound)))
         results[period] = result
         if result.values is not None:
             programs.parts[period].lift(result.values, values)
