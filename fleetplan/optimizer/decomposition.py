@@ -125,7 +125,7 @@ def solve_separable(model: FleetModel, options: SolveOptions, deadline: Deadline
     lp_optimal = lp.values is not None and lp.outcome.status == "optimal"
     start = rounded_up(model, lp.values) if lp_optimal else None
     programs = PeriodPrograms.of(model)
-    task = PeriodTask(model.cost, duals=lp.duals if lp_optimal else None)
+    task = PeriodTask(model.cost, split_by_pool=True)
     run = solve_periods(programs, task, options, deadline, start=start)
     if not run.complete():
         model.values = None

@@ -34,6 +34,10 @@ PERIOD_THREADS = 2
 #: Smallest time a period is given [s]; the first run of a small period takes far less.
 MIN_PERIOD_SECONDS = 0.2
 
+#: Share of a period's time its LP relaxation may take when it is split by pool (its duals
+#: price the rows that couple pools; it takes milliseconds).
+LP_SHARE = 0.2
+
 
 class Deadline:
     """Wall-clock budget of one whole optimization call."""
@@ -108,8 +112,8 @@ class PeriodTask:
     periods; closed: per period, columns held at 0 (configurations left out of a quick solve;
     a period that cannot be served without them is solved again with them); abs_gaps: each
     period's accepted absolute gap [USD]; root_only: stop after the root node (for bounds);
-    duals: the whole model's LP row duals, which price the rows that couple pools when a period
-    is first split by pool (``pool_split.py``; None: no split).
+    split_by_pool: first split each period by pool (``pool_split.py``), its coupling rows
+    priced at the duals of the period's own LP relaxation.
     """
 
     cost: object
@@ -117,15 +121,15 @@ class PeriodTask:
     closed: dict[int, np.ndarray] | None = None
     abs_gaps: dict[int, float] | None = None
     root_only: bool = False
-    duals: np.ndarray | None = None
+    split_by_pool: bool = False
 
 
 def solve_period(part: Restriction, task: PeriodTask, period: int, options: SolveOptions,
                  seconds: float, *, start: np.ndarray | None = None, closed: bool = True,
                  groups: ColumnGroups | None = None, split_only: bool = False) -> Result:
-    """One period's program as ``task`` says: first split by pool when the task has duals
-    and ``groups`` are given (a bound and a quick plan, ``pool_split.py``), then, unless that
-    is within the gap or ``split_only``, the whole period's MILP from the better start with the
+    """One period's program as ``task`` says: first split by pool when the task asks and
+    ``groups`` are given (a bound and a quick plan, ``pool_split.py``), then, unless that is
+    within the gap or ``split_only``, the whole period's MILP from the better start with the
     time left."""
     started = time.perf_counter()
     cost = task.cost(period) if callable(task.cost) else task.cost[part.cols]
@@ -138,18 +142,21 @@ def solve_period(part: Restriction, task: PeriodTask, period: int, options: Solv
         lower[where] = upper[where] = 0.0
     local_start = None if start is None else start[part.cols]
     abs_gap = (task.abs_gaps or {}).get(period)
-    split = None
-    if task.duals is not None and groups is not None:
-        split = split_solve(part.program, cost, lower, upper, task.duals[part.rows], groups,
-                            local_start, options, seconds, abs_gap=abs_gap)
-        if split is not None and (split.outcome.status == "optimal" or split_only):
-            return split
-        if split is not None and split.values is not None:
-            local_start = split.values
     solver = open_solver(part.program, cost, options)
     changed = np.flatnonzero((lower != part.program.col_lower) | (upper != part.program.col_upper))
     if len(changed):
         solver.set_col_bounds(changed, lower[changed], upper[changed])
+    split = None
+    if task.split_by_pool and groups is not None:
+        lp = solver.solve(time_limit_s=seconds * LP_SHARE, mip_gap=options.mip_gap, relax=True)
+        if lp.duals is not None and lp.outcome.status == "optimal":
+            left = seconds - (time.perf_counter() - started)
+            split = split_solve(part.program, cost, lower, upper, lp.duals, groups, local_start,
+                                options, left, abs_gap=abs_gap)
+        if split is not None and (split.outcome.status == "optimal" or split_only):
+            return split
+        if split is not None and split.values is not None:
+            local_start = split.values
     left = max(seconds - (time.perf_counter() - started), MIN_PERIOD_SECONDS / 4)
     whole = solver.solve(time_limit_s=left, mip_gap=options.mip_gap, start=local_start,
                          abs_gap=abs_gap, root_only=task.root_only)
@@ -187,7 +194,7 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
     """Solve every period's program on two threads within ``budget_s`` (default: the time
     left), each given an even share of what is left when it starts.
 
-    With duals in the task, a first pass splits every period by pool (a bound and a quick plan
+    With ``split_by_pool``, a first pass splits every period by pool (a bound and a quick plan
     each, ``pool_split.py``); then the periods furthest from their bound get their whole MILP,
     largest gap first, until the periods' summed gap is within the accepted one. A last pass
     reopens the closed columns of periods that found no plan and gives periods stopped short of
@@ -227,7 +234,7 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
                                     closed=not reopened, groups=programs.groups.local(part.cols),
                                     split_only=split_only)
 
-    if task.duals is not None:
+    if task.split_by_pool:
         _run_all(lambda *job: run(*job, split_only=True), periods, threads, results, programs,
                  values)
         if enough():
@@ -238,7 +245,7 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
              or (r.outcome.status == "time_limit" and not task.root_only)]
     again.sort(key=lambda t: -_slack(results[t]))
     if again and finish - time.perf_counter() > MIN_PERIOD_SECONDS:
-        whole = dataclasses.replace(task, duals=None)  # the split's bound is kept from pass 1
+        whole = dataclasses.replace(task, split_by_pool=False)  # pass 1's bounds are kept
         _run_all(lambda *job: run(*job, skip_when_enough=True, task=whole), again, threads,
                  results, programs, values, keep_better=True)
     return PeriodRun(results, values, time.perf_counter() - started)

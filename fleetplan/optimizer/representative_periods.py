@@ -12,7 +12,10 @@ all periods), so:
    so the representative plan is feasible hour by hour by construction (never optimistic);
 3. the small representative problem's LP relaxation is solved, and its reserved counts,
    rounded up, are one of the candidates the reserved-first decomposition prices on the full hourly model, where every hour
-   is solved on its own with those reserved replicas fixed.
+   is solved on its own with those reserved replicas fixed;
+4. the same clusters at their members' element-wise *minimum* demand give a lower bound
+   (:func:`floor_bound_problem`) within a second, so a call cut short before the full model's
+   LP finishes still reports a proven bound.
 
 The plan reported is therefore always a full-resolution plan, re-checked in every hour; the
 representative problem only proposes its reserved capacity. Its LP value against the full
@@ -93,12 +96,26 @@ def cluster_periods(problem: Problem, per_month: int = REPRESENTATIVES_PER_MONTH
     return first.rename("representative")
 
 
-def representative_problem(problem: Problem, representative: pd.Series) -> Problem:
-    """One period per cluster, standing for its members' hours, at their peak demand."""
+def representative_problem(problem: Problem, representative: pd.Series, *,
+                           floor: bool = False) -> Problem:
+    """One period per cluster, standing for its members' hours, at their peak demand (or, with
+    ``floor``, their element-wise minimum: see :func:`floor_bound_problem`)."""
     merged = merged_periods(problem.periods, representative)
     demand = problem.demand.assign(period=problem.demand["period"].map(representative))
-    peak = demand.groupby(["workload", "bucket", "period"], as_index=False)["req_s"].max()
-    return problem.with_changes(periods=merged, demand=peak)
+    grouped = demand.groupby(["workload", "bucket", "period"], as_index=False)["req_s"]
+    return problem.with_changes(periods=merged, demand=grouped.min() if floor else grouped.max())
+
+
+def floor_bound_problem(problem: Problem) -> Problem:
+    r"""The representative problem at each cluster's element-wise **minimum** demand: a lower
+    bound, fast to compute when the full model's LP is not.
+
+    Lowering demand keeps every plan feasible (loads and spares only shrink), so the full model
+    at the members' minimum costs no more than the full model. In it the members of a cluster
+    are identical periods, and averaging a solution over them keeps it feasible and its cost
+    (every row is linear and the reserved columns are shared), so one merged period standing for
+    their hours has the same LP value. Hence LP(floor) <= LP(full) <= the optimum."""
+    return representative_problem(problem, cluster_periods(problem), floor=True)
 
 
 def wants_representatives(problem: Problem) -> bool:

@@ -46,6 +46,7 @@ from fleetplan.optimizer.period_solves import (
 )
 from fleetplan.optimizer.representative_periods import (
     cluster_periods,
+    floor_bound_problem,
     representative_problem,
     wants_representatives,
 )
@@ -59,6 +60,9 @@ FIRST_PLAN_SHARE = 0.6
 
 #: Share of the time left the representative-period problem may take.
 REPRESENTATIVE_SHARE = 0.25
+
+#: Share of the time left the floor bound's LP may take (it takes well under a second).
+FLOOR_SHARE = 0.2
 
 
 def reserved_rows(model: FleetModel) -> pd.DataFrame:
@@ -167,7 +171,7 @@ class ReservedFirst:
             own[where] = prices[period][which]
             return own
 
-        task = PeriodTask(cost, abs_gaps=self.abs_gaps(), root_only=True)
+        task = PeriodTask(cost, abs_gaps=self.abs_gaps(), root_only=True, split_by_pool=True)
         run = solve_periods(self.programs, task, self.options, self.deadline, start=self.best,
                             budget_s=budget_s)
         bounds = [r.outcome.bound for r in run.results.values()]
@@ -177,6 +181,7 @@ class ReservedFirst:
         return run
 
     def solve(self) -> SolveOutcome:
+        self.floor_bound()
         lp = self.relaxation()
         if lp.values is None:  # no LP in time: the greedy plan, honestly labelled
             if lp.outcome.status == "infeasible":
@@ -207,6 +212,20 @@ class ReservedFirst:
         if not self.done():
             self.whole()
         return self.outcome()
+
+    def floor_bound(self) -> None:
+        """A bound from the representative periods at their minimum demand
+        (``representative_periods.floor_bound_problem``), when the horizon is long enough to
+        have them: the full model's LP may not finish in a short time limit."""
+        if not wants_representatives(self.model.problem):
+            return
+        small = build_model(floor_bound_problem(self.model.problem), cost_cover=False)
+        result = open_solver(small.program, small.cost, self.options).solve(
+            time_limit_s=max(self.deadline.share(FLOOR_SHARE), 0.05),
+            mip_gap=self.options.mip_gap, relax=True)
+        if result.outcome.status == "optimal" and math.isfinite(result.outcome.bound):
+            self.bound = max(self.bound, result.outcome.bound)
+        logger.debug("floor bound at %.1f s: %.2f", self.deadline.elapsed(), self.bound)
 
     def representative_reserved(self) -> np.ndarray | None:
         """Reserved counts of the representative periods' LP relaxation, rounded up

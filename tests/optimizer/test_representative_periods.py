@@ -11,15 +11,17 @@ from hypothesis import strategies as st
 
 import fleetplan.optimizer.decomposition as decomposition
 import fleetplan.optimizer.reserved_first as reserved_first
+from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.representative_periods import (
     cluster_periods,
     demand_matrix,
+    floor_bound_problem,
     kmeans_labels,
     representative_problem,
     wants_representatives,
 )
-from fleetplan.optimizer.solver import SolveOptions
+from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, open_solver
 from tests.optimizer.instances import portfolio_problem
 from tests.optimizer.plan_checker import check_plan
 
@@ -82,3 +84,44 @@ def test_a_week_of_hours_is_planned_from_representatives_and_checked_in_every_ho
     assert check_plan(plan, problem) == []
     assert plan.fleet_by_period["period"].nunique() == 168
     assert isinstance(plan.fleet_by_period, pd.DataFrame)
+
+
+def _lp_value(problem) -> float:
+    model = build_model(problem, cost_cover=False)
+    result = open_solver(model.program, model.cost, SolveOptions()).solve(
+        time_limit_s=60, mip_gap=1e-9, relax=True)
+    assert result.outcome.status == "optimal"
+    return result.outcome.objective
+
+
+def test_the_floor_problem_carries_the_minimum_of_its_members_and_bounds_the_lp():
+    problem = portfolio_problem(n_models=2, n_gpus=2, n_periods=60, seed=5)
+    assert wants_representatives(problem)
+    floor = floor_bound_problem(problem)
+    first = cluster_periods(problem)
+    assert floor.periods["hours"].sum() == pytest.approx(problem.periods["hours"].sum())
+    least = demand_matrix(floor).reindex(first.to_numpy()).to_numpy()
+    full = demand_matrix(problem).to_numpy()
+    assert (least <= full + 1e-12).all()
+    members = pd.DataFrame(full).groupby(first.to_numpy()).min()
+    np.testing.assert_allclose(demand_matrix(floor).to_numpy(), members.to_numpy())
+    assert _lp_value(floor) <= _lp_value(problem) * (1 + 1e-9)
+
+
+@pytest.mark.slow
+def test_a_long_horizon_whose_lp_runs_out_of_time_still_reports_a_proven_bound():
+    problem = portfolio_problem(n_models=2, n_gpus=2, n_periods=60, seed=5)
+    floor_lp = _lp_value(floor_bound_problem(problem))
+
+    def no_lp(self):  # what a time limit shorter than the full model's LP leaves
+        return Result(SolveOutcome("no_solution", float("nan"), float("nan"), "HiGHS", 0.0), None)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(decomposition, "WHOLE_MODEL_COLUMNS", 0)
+        patch.setattr(reserved_first.ReservedFirst, "relaxation", no_lp)
+        plan = optimize_problem(problem, SolveOptions(time_limit_s=20, mip_gap=0.005))
+    assert plan.status == "time_limit"
+    assert plan.bound_usd == pytest.approx(floor_lp, rel=1e-6)
+    assert plan.bound_usd <= plan.objective_usd
+    assert check_plan(plan, problem) == []
+    assert any("gap of" in message for message in plan.messages)
