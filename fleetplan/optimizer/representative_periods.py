@@ -118,6 +118,27 @@ def floor_bound_problem(problem: Problem) -> Problem:
     return representative_problem(problem, cluster_periods(problem), floor=True)
 
 
+def spread_to_hours(tables: list[tuple[pd.DataFrame, pd.DataFrame, list[str]]],
+                    small_values: np.ndarray, representative: pd.Series,
+                    n_cols: int) -> np.ndarray:
+    """Column values of the full model that repeat in every period its representative's values.
+
+    ``tables``: (full table, representative table, key columns) pairs of variable tables with
+    ``period`` and ``col`` columns (reserved rows, period -1, map to themselves). Columns of no
+    pair stay 0. Because a representative carries its members' peak demand, its routing serves
+    every member hour; ``rounding.rounded_up`` turns the spread values into a whole plan."""
+    values = np.zeros(n_cols)
+    for full, small, keys in tables:
+        if full.empty or small.empty:
+            continue
+        period = full["period"].map(representative).fillna(full["period"]).astype(int)
+        wanted = full[keys].assign(period=period.to_numpy(), target=full["col"].to_numpy())
+        source = small[[*keys, "period"]].assign(value=small_values[small["col"].to_numpy()])
+        matched = wanted.merge(source, on=[*keys, "period"], how="inner")
+        values[matched["target"].to_numpy(dtype=np.int64)] = matched["value"].to_numpy()
+    return values
+
+
 def wants_representatives(problem: Problem) -> bool:
     """True when some month has more than :data:`REPRESENTATIVE_THRESHOLD` periods."""
     counts = problem.periods.groupby(month_keys(problem.periods)).size()

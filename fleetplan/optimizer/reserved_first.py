@@ -3,18 +3,23 @@ r"""Linked problems solved reserved capacity first, then every period on its own
 Reserved replicas (and their nodes) are the only columns shared by all periods. With them
 fixed, the periods separate: each period's MILP is small and all run side by side. So:
 
+0. with many hours, representative periods at their members' minimum demand give a first
+   lower bound within a second (``representative_periods.floor_bound_problem``);
 1. the LP relaxation of the whole model gives a lower bound, the row duals, and reserved counts;
-2. the rounded-up LP (``rounding.py``) is a whole-replica plan at once: the fallback;
+2. the rounded-up LP (``rounding.py``) is a whole-replica plan at once: the fallback. When the
+   LP is not solved in time, the representative periods' LP routing, spread to every hour they
+   stand for and rounded up, is the fallback instead (the greedy plan when there is none);
 3. candidate reserved counts (those of a plan on representative periods when the horizon has
    many hours (``representative_periods.py``), the LP's rounded up, to nearest and down, and
    the load-duration choice below) are each priced by solving every period's MILP with them fixed; the cheapest
    plan wins;
-4. a Lagrangian bound (root nodes): each period's MILP with its own copy of the reserved columns, priced at
-   that period's share of their cost as the LP's duals value it,
-   :math:`\lambda_{tj} = \sum_{r \in t} a_{rj} \pi_r` (shared rows split by hours, clipped at 0
-   and scaled so that :math:`\sum_t \lambda_{tj} \le c_j`). For any such prices the sum of the
-   period MILPs' bounds is a lower bound of the whole MILP [1]; at the LP's duals it is at least
-   the LP bound, and closes the part of the gap that integrality makes.
+4. a Lagrangian bound: each period's MILP (split by pool, ``pool_split.py``) with its own copy
+   of the reserved columns, priced at that period's share of their cost as the LP's duals value
+   it, :math:`\lambda_{tj} = \sum_{r \in t} a_{rj} \pi_r` (shared rows split by hours, clipped
+   at 0 and scaled so that :math:`\sum_t \lambda_{tj} \le c_j`). For any such prices the sum of
+   the period MILPs' bounds is a lower bound of the whole MILP [1]. The clipping and scaling
+   weaken it: on ``bench_portfolio``'s day case the priced periods sum to $911.6k against the
+   LP's $934.2k, so there the LP bound stands (the larger of the two is kept).
 
 5. with time left and the gap still open, the whole MILP from the best plan.
 
@@ -48,6 +53,7 @@ from fleetplan.optimizer.representative_periods import (
     cluster_periods,
     floor_bound_problem,
     representative_problem,
+    spread_to_hours,
     wants_representatives,
 )
 from fleetplan.optimizer.rounding import greedy_plan, rounded_up
@@ -113,6 +119,7 @@ class ReservedFirst:
         self.best_cost = math.inf
         self.bound = -math.inf
         self.proven_infeasible = False
+        self._representative: tuple | None = None  # representative_lp's answer, once solved
 
     def offer(self, values: np.ndarray | None) -> None:
         """Keep ``values`` if it is the cheapest whole plan so far."""
@@ -183,10 +190,12 @@ class ReservedFirst:
     def solve(self) -> SolveOutcome:
         self.floor_bound()
         lp = self.relaxation()
-        if lp.values is None:  # no LP in time: the greedy plan, honestly labelled
+        if lp.values is None:  # no LP in time: the representatives' plan or the greedy one
             if lp.outcome.status == "infeasible":
                 return lp.outcome
-            self.offer(greedy_plan(self.model))
+            self.offer(self.representative_plan())
+            if self.best is None:
+                self.offer(greedy_plan(self.model))
             return self.outcome()
         self.offer(rounded_up(self.model, lp.values))
         rows = reserved_rows(self.model)
@@ -227,14 +236,18 @@ class ReservedFirst:
             self.bound = max(self.bound, result.outcome.bound)
         logger.debug("floor bound at %.1f s: %.2f", self.deadline.elapsed(), self.bound)
 
-    def representative_reserved(self) -> np.ndarray | None:
-        """Reserved counts of the representative periods' LP relaxation, rounded up
-        (``representative_periods``); None when the problem is short enough to need none or
-        the LP is not solved in time."""
+    def representative_lp(self) -> tuple[FleetModel, np.ndarray, pd.Series] | None:
+        """The representative problem's model, its LP solution and the period mapping
+        (``representative_periods``), solved once; None when the problem is short enough to
+        need none or the LP is not solved in time."""
+        if self._representative is not None:
+            return self._representative or None
+        self._representative = ()
         problem = self.model.problem
         if not wants_representatives(problem):
             return None
-        small = build_model(representative_problem(problem, cluster_periods(problem)))
+        first = cluster_periods(problem)
+        small = build_model(representative_problem(problem, first))
         # the LP only: HiGHS's root cut rounds on these models can run far past a time limit
         # (100 s against a 2 s limit on 12 representatives of bench_portfolio's day case)
         result = open_solver(small.program, small.cost, self.options).solve(
@@ -242,15 +255,39 @@ class ReservedFirst:
             mip_gap=self.options.mip_gap, relax=True)
         if result.values is None:
             return None
-        keys = ["config", "pricing_type"]
-        chosen = reserved_rows(small)
-        chosen = chosen.assign(value=result.values[chosen["col"]])
-        counts = reserved_rows(self.model)[keys].merge(chosen[[*keys, "value"]], on=keys,
-                                                       how="left")["value"]
         logger.debug("representative periods: %d for %d, LP %.2f (full-model bound %.2f)",
                      len(small.problem.periods), len(problem.periods), result.outcome.objective,
                      self.bound)
+        self._representative = (small, result.values, first)
+        return self._representative
+
+    def representative_reserved(self) -> np.ndarray | None:
+        """Reserved counts of the representative periods' LP relaxation, rounded up."""
+        solved = self.representative_lp()
+        if solved is None:
+            return None
+        small, values, _ = solved
+        keys = ["config", "pricing_type"]
+        chosen = reserved_rows(small)
+        chosen = chosen.assign(value=values[chosen["col"]])
+        counts = reserved_rows(self.model)[keys].merge(chosen[[*keys, "value"]], on=keys,
+                                                       how="left")["value"]
         return np.ceil(counts.fillna(0.0).to_numpy() - 1e-6) + 0.0
+
+    def representative_plan(self) -> np.ndarray | None:
+        """A whole plan without the full model's LP: every hour routed as its representative's
+        LP routes (it carries the peak of its members), rounded up, with the representatives'
+        reserved counts rounded up; None without representatives or when rounding breaks a
+        limit."""
+        solved = self.representative_lp()
+        if solved is None:
+            return None
+        small, values, first = solved
+        spread = spread_to_hours(
+            [(self.model.routes, small.routes, ["workload", "bucket", "route", "config"]),
+             (self.model.replicas, small.replicas, ["config", "pricing_type"])],
+            values, first, self.model.program.n_cols)
+        return rounded_up(self.model, spread, reserved=self.representative_reserved())
 
     def whole(self) -> None:
         """The whole MILP from the best plan, with the time left: it can still move reserved

@@ -109,17 +109,29 @@ def test_the_floor_problem_carries_the_minimum_of_its_members_and_bounds_the_lp(
 
 
 @pytest.mark.slow
-def test_a_long_horizon_whose_lp_runs_out_of_time_still_reports_a_proven_bound():
+def test_a_long_horizon_whose_lp_runs_out_of_time_gets_the_representatives_plan_and_a_bound():
     problem = portfolio_problem(n_models=2, n_gpus=2, n_periods=60, seed=5)
     floor_lp = _lp_value(floor_bound_problem(problem))
 
     def no_lp(self):  # what a time limit shorter than the full model's LP leaves
         return Result(SolveOutcome("no_solution", float("nan"), float("nan"), "HiGHS", 0.0), None)
 
+    plans = []
+    original = reserved_first.ReservedFirst.representative_plan
+
+    def spy(self):
+        values = original(self)
+        plans.append(None if values is None else float(self.model.cost @ values))
+        return values
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(decomposition, "WHOLE_MODEL_COLUMNS", 0)
         patch.setattr(reserved_first.ReservedFirst, "relaxation", no_lp)
+        patch.setattr(reserved_first.ReservedFirst, "representative_plan", spy)
         plan = optimize_problem(problem, SolveOptions(time_limit_s=20, mip_gap=0.005))
+    # the plan is the representatives' routing spread to every hour and rounded up
+    assert plans and plans[0] is not None
+    assert plan.objective_usd == pytest.approx(plans[0], rel=1e-9)
     assert plan.status == "time_limit"
     assert plan.bound_usd == pytest.approx(floor_lp, rel=1e-6)
     assert plan.bound_usd <= plan.objective_usd
