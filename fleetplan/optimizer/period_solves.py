@@ -190,7 +190,7 @@ class PeriodRun:
 
 def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOptions,
                   deadline: Deadline, *, start: np.ndarray | None = None,
-                  budget_s: float | None = None) -> PeriodRun:
+                  budget_s: float | None = None, optional: bool = False) -> PeriodRun:
     """Solve every period's program on two threads within ``budget_s`` (default: the time
     left), each given an even share of what is left when it starts.
 
@@ -198,7 +198,11 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
     each, ``pool_split.py``); then the periods furthest from their bound get their whole MILP,
     largest gap first, until the periods' summed gap is within the accepted one. A last pass
     reopens the closed columns of periods that found no plan and gives periods stopped short of
-    their gap the time others did not need."""
+    their gap the time others did not need.
+
+    An ``optional`` run (one whose caller has a plan already) never runs past its budget:
+    periods reached after it are not solved, and the run is incomplete. Otherwise every period
+    gets at least :data:`MIN_PERIOD_SECONDS`, so that each has a plan."""
     started = time.perf_counter()
     budget_s = deadline.remaining() if budget_s is None else min(budget_s, deadline.remaining())
     finish = started + budget_s
@@ -225,8 +229,11 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
         if skip_when_enough and period in results and enough():
             return period, results[period]
         left = max(finish - time.perf_counter(), 0.0)
+        if optional and left <= 0.0:
+            return period, results.get(period) or Result(
+                SolveOutcome("no_solution", math.nan, math.nan, "HiGHS", 0.0), None)
         share = max(left * threads / max(count - position, 1), MIN_PERIOD_SECONDS)
-        seconds = min(share, max(left, MIN_PERIOD_SECONDS))
+        seconds = min(share, left if optional else max(left, MIN_PERIOD_SECONDS))
         reopened = period in results and results[period].values is None
         warm = values if start is not None or period in results else None
         part = programs.parts[period]

@@ -37,8 +37,18 @@ logger = logging.getLogger(__name__)
 
 SOLVERS: tuple[str, ...] = ("auto", "highs", "cbc")
 
+#: Relative difference between a reported objective and its values' cost taken as round-off.
+CONSISTENT = 1e-7
+
+#: Least time left worth a second run when the first returned an inconsistent answer [s].
+LAST_RUN_S = 0.05
+
 #: Guards the first HiGHS instance of the process (see :func:`new_highs`).
 _FIRST_HIGHS = {"lock": threading.Lock(), "done": False}
+
+#: The ``threads`` value HiGHS's scheduler was started with, per OS thread (see
+#: :func:`match_thread_scheduler`).
+_SCHEDULER = threading.local()
 
 
 def new_highs():
@@ -58,6 +68,20 @@ def new_highs():
             os.close(saved)
             os.close(null)
             _FIRST_HIGHS["done"] = True
+
+
+def match_thread_scheduler(threads: int | None) -> None:
+    """Restart this OS thread's HiGHS scheduler when a solve asks for another thread count.
+
+    HiGHS starts one task scheduler per calling thread, with the ``threads`` option of its first
+    run, and refuses a later run that asks for a different count (it ends with an error and no
+    solution): a plan with ``solver.threads: 1`` whose cost-cover cut had first solved with the
+    default found no plan at all."""
+    wanted = 0 if threads is None else int(threads)
+    started = getattr(_SCHEDULER, "threads", None)
+    if started is not None and started != wanted:
+        highspy.Highs.resetThreadScheduler(True)
+    _SCHEDULER.threads = wanted
 
 
 @dataclass(frozen=True)
@@ -161,6 +185,7 @@ class HighsSolver:
 
     def set_cost(self, cost: np.ndarray) -> None:
         self.changed = True
+        self.cost = np.asarray(cost, dtype=float)
         index = np.arange(self.n_cols, dtype=np.int32)
         self.highs.changeColsCost(self.n_cols, index, np.asarray(cost, dtype=float))
 
@@ -198,8 +223,23 @@ class HighsSolver:
         if start is not None and mip:
             index = np.arange(self.n_cols, dtype=np.int32)
             highs.setSolution(self.n_cols, index, np.asarray(start, dtype=float))
+        match_thread_scheduler(self.options.threads)
         highs.run()
         result = self._result(mip, time.perf_counter() - started)
+        if start is not None and mip and not self._consistent(result):
+            # HiGHS 1.16 may return the start it was given while reporting another objective
+            # (measured: "optimal" at $3.12M, below the LP bound of $3.16M, with the start's
+            # $3.32M plan): solve again without the start, with the time left
+            logger.info("HiGHS reported an objective of %.6g for a plan that costs %.6g; "
+                        "solving again without the start", result.outcome.objective,
+                        float(self.cost @ result.values))
+            highs.clearSolver()
+            left = float(time_limit_s) - (time.perf_counter() - started)
+            if left > LAST_RUN_S:
+                highs.setOptionValue("time_limit", left)
+                highs.run()
+                result = self._result(mip, time.perf_counter() - started)
+        result = self._honest(result)
         if relax and self.integer.any():  # changing the model clears its status: read it first
             self._integrality(self.integer)
         return result
@@ -215,6 +255,22 @@ class HighsSolver:
         status = "time_limit" if values is not None else "no_solution"
         return Result(SolveOutcome(status, math.nan, objective, self.name, time.perf_counter() - started),
                       values)
+
+    def _consistent(self, result: Result) -> bool:
+        """True when the reported objective is the cost of the returned values."""
+        if result.values is None:
+            return True
+        cost = float(self.cost @ result.values)
+        return abs(cost - result.outcome.objective) <= CONSISTENT * max(1.0, abs(cost))
+
+    def _honest(self, result: Result) -> Result:
+        """``result``, or, when its objective is not its values' cost, the values with their
+        own cost, labelled ``time_limit`` with no bound (neither figure can be trusted)."""
+        if self._consistent(result):
+            return result
+        cost = float(self.cost @ result.values)
+        outcome = SolveOutcome("time_limit", math.nan, cost, self.name, result.outcome.seconds)
+        return Result(outcome, result.values, result.duals)
 
     def _integrality(self, integer: np.ndarray) -> None:
         index = np.arange(self.n_cols, dtype=np.int32)
