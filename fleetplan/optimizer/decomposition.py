@@ -27,8 +27,8 @@ from fleetplan.optimizer.constraint_families import FAMILIES, FAMILY
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, PeriodTask, solve_periods
-from fleetplan.optimizer.reserved_first import ReservedFirst
-from fleetplan.optimizer.rounding import rounded_up
+from fleetplan.optimizer.reserved_first import FLOOR_SHARE, ReservedFirst, floor_bound
+from fleetplan.optimizer.rounding import greedy_plan, rounded_up
 from fleetplan.optimizer.solver import SolveOptions, SolveOutcome, gap_between, open_solver
 
 logger = logging.getLogger(__name__)
@@ -119,14 +119,17 @@ def solve_separable(model: FleetModel, options: SolveOptions, deadline: Deadline
     """Every period on its own, each started from the rounded-up LP plan and never reported
     worse than it: a period whose share of the time runs out keeps the LP's plan rather than
     the first incumbent branch and bound found. The LP's value bounds the whole from below."""
+    floor = floor_bound(model, options, deadline.share(FLOOR_SHARE))
     lp = open_solver(model.program, model.cost, options).solve(
         time_limit_s=max(deadline.share(LP_TIME_SHARE), LAST_CHANCE_S), mip_gap=options.mip_gap,
         relax=True)
     lp_optimal = lp.values is not None and lp.outcome.status == "optimal"
-    start = rounded_up(model, lp.values) if lp_optimal else None
+    # without the LP in time, the greedy plan: periods the deadline leaves unsolved keep it
+    start = rounded_up(model, lp.values) if lp_optimal else \
+        greedy_plan(model) if lp.outcome.status != "infeasible" else None
     programs = PeriodPrograms.of(model)
     task = PeriodTask(model.cost, split_by_pool=True)
-    run = solve_periods(programs, task, options, deadline, start=start)
+    run = solve_periods(programs, task, options, deadline, start=start, keep_start=True)
     if not run.complete():
         model.values = None
         return run.outcome(math.nan)
@@ -135,9 +138,12 @@ def solve_separable(model: FleetModel, options: SolveOptions, deadline: Deadline
         values = cheaper_by_period(programs, model.cost, values, start)
     model.values = values
     outcome = run.outcome(float(model.cost @ values))
-    if lp_optimal and lp.outcome.bound > outcome.bound:
+    if lp_optimal and not lp.outcome.bound <= outcome.bound:  # also when periods have none
         outcome = dataclasses.replace(outcome, bound=lp.outcome.bound,
                                       gap=gap_between(outcome.objective, lp.outcome.bound))
+    if math.isfinite(floor) and not floor <= outcome.bound:  # the LP was not solved in time
+        outcome = dataclasses.replace(outcome, bound=floor,
+                                      gap=gap_between(outcome.objective, floor))
     if outcome.status == "time_limit" and outcome.gap <= options.mip_gap:  # proven in sum
         outcome = dataclasses.replace(outcome, status="optimal")
     return outcome

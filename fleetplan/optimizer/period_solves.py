@@ -190,7 +190,8 @@ class PeriodRun:
 
 def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOptions,
                   deadline: Deadline, *, start: np.ndarray | None = None,
-                  budget_s: float | None = None, optional: bool = False) -> PeriodRun:
+                  budget_s: float | None = None, optional: bool = False,
+                  keep_start: bool = False) -> PeriodRun:
     """Solve every period's program on two threads within ``budget_s`` (default: the time
     left), each given an even share of what is left when it starts.
 
@@ -201,8 +202,10 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
     their gap the time others did not need.
 
     An ``optional`` run (one whose caller has a plan already) never runs past its budget:
-    periods reached after it are not solved, and the run is incomplete. Otherwise every period
-    gets at least :data:`MIN_PERIOD_SECONDS`, so that each has a plan."""
+    periods reached after it are not solved, and the run is incomplete. With ``keep_start`` (a
+    separable model, whose ``start`` is a plan for every period), periods reached after the
+    budget keep their part of ``start``, with no bound. Otherwise every period gets at least
+    :data:`MIN_PERIOD_SECONDS`, so that each has a plan."""
     started = time.perf_counter()
     budget_s = deadline.remaining() if budget_s is None else min(budget_s, deadline.remaining())
     finish = started + budget_s
@@ -229,11 +232,12 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
         if skip_when_enough and period in results and enough():
             return period, results[period]
         left = max(finish - time.perf_counter(), 0.0)
-        if optional and left <= 0.0:
-            return period, results.get(period) or Result(
-                SolveOutcome("no_solution", math.nan, math.nan, "HiGHS", 0.0), None)
+        bounded = optional or (keep_start and start is not None)
+        if bounded and left < MIN_PERIOD_SECONDS / 2:
+            return period, results.get(period) or _unsolved(programs.parts[period], task,
+                                                            period, start if keep_start else None)
         share = max(left * threads / max(count - position, 1), MIN_PERIOD_SECONDS)
-        seconds = min(share, left if optional else max(left, MIN_PERIOD_SECONDS))
+        seconds = min(share, left if bounded else max(left, MIN_PERIOD_SECONDS))
         reopened = period in results and results[period].values is None
         warm = values if start is not None or period in results else None
         part = programs.parts[period]
@@ -256,6 +260,17 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
         _run_all(lambda *job: run(*job, skip_when_enough=True, task=whole), again, threads,
                  results, programs, values, keep_better=True)
     return PeriodRun(results, values, time.perf_counter() - started)
+
+
+def _unsolved(part: Restriction, task: PeriodTask, period: int,
+              start: np.ndarray | None) -> Result:
+    """A period left unsolved: its part of ``start`` (no bound), or no plan."""
+    if start is None:
+        return Result(SolveOutcome("no_solution", math.nan, math.nan, "HiGHS", 0.0), None)
+    cost = task.cost(period) if callable(task.cost) else task.cost[part.cols]
+    values = start[part.cols]
+    return Result(SolveOutcome("time_limit", math.nan, float(cost @ values), "HiGHS", 0.0),
+                  values)
 
 
 def _slack(result: Result) -> float:

@@ -234,17 +234,10 @@ class ReservedFirst:
             self.periods_with(reserved, closed, self.deadline.remaining())
 
     def floor_bound(self) -> None:
-        """A bound from the representative periods at their minimum demand
-        (``representative_periods.floor_bound_problem``), when the horizon is long enough to
-        have them: the full model's LP may not finish in a short time limit."""
-        if not wants_representatives(self.model.problem):
-            return
-        small = build_model(floor_bound_problem(self.model.problem), cost_cover=False)
-        result = open_solver(small.program, small.cost, self.options).solve(
-            time_limit_s=max(self.deadline.share(FLOOR_SHARE), 0.05),
-            mip_gap=self.options.mip_gap, relax=True)
-        if result.outcome.status == "optimal" and math.isfinite(result.outcome.bound):
-            self.bound = max(self.bound, result.outcome.bound)
+        """A first bound from the representative periods at their minimum demand (see
+        :func:`floor_bound`): the full model's LP may not finish in a short time limit."""
+        self.bound = max(self.bound, floor_bound(self.model, self.options,
+                                                 self.deadline.share(FLOOR_SHARE)))
         logger.debug("floor bound at %.1f s: %.2f", self.deadline.elapsed(), self.bound)
 
     def representative_lp(self) -> tuple[FleetModel, np.ndarray, pd.Series] | None:
@@ -322,6 +315,20 @@ class ReservedFirst:
         status = "optimal" if gap <= self.options.mip_gap + 1e-12 else "time_limit"
         bound = self.bound if math.isfinite(self.bound) else math.nan
         return SolveOutcome(status, gap, self.best_cost, "HiGHS", seconds, bound)
+
+
+def floor_bound(model: FleetModel, options: SolveOptions, seconds: float) -> float:
+    """The LP bound of the representative periods at their members' minimum demand
+    (``representative_periods.floor_bound_problem``) when the horizon is long enough to have
+    them; -inf otherwise or when that LP is not solved in ``seconds``."""
+    if not wants_representatives(model.problem):
+        return -math.inf
+    small = build_model(floor_bound_problem(model.problem), cost_cover=False)
+    result = open_solver(small.program, small.cost, options).solve(
+        time_limit_s=max(seconds, 0.05), mip_gap=options.mip_gap, relax=True)
+    if result.outcome.status == "optimal" and math.isfinite(result.outcome.bound):
+        return result.outcome.bound
+    return -math.inf
 
 
 def period_prices(model: FleetModel, programs: PeriodPrograms,

@@ -117,6 +117,8 @@ def cheapest_routes(model: FleetModel) -> np.ndarray:
     """Column values that send every bucket, in every period, wholly to its cheapest route
     (load x GPUs per replica x the GPU's lowest flexible price, summed over the route's
     stages), with nothing else bought: the start of the greedy fallback."""
+    if model.routes.empty:  # nothing can be routed (no usable configuration)
+        return np.zeros(model.program.n_cols)
     offers = model.problem.offers
     flexible = offers[~offers["pricing_type"].isin(RESERVED_PRICING)]
     price = flexible.groupby("gpu")["usd_per_gpu_hour"].min()

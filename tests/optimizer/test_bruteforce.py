@@ -82,6 +82,7 @@ def test_every_plan_satisfies_every_constraint(problem):
 @pytest.mark.slow
 @SETTINGS
 @given(instances(), st.sampled_from([1.1, 1.5, 2.0]))
+@example(make_problem([[0.0]], [[0.0], [1.0]], {("g0", "on_demand"): 1.0}), 1.1)  # nothing usable
 def test_more_demand_never_costs_less(problem, factor):
     base = optimize_problem(problem, EXACT)
     demand = problem.demand

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 import fleetplan.cli.plan
+import fleetplan.optimizer.period_solves as period_solves
 from fleetplan.cli import main
 from fleetplan.optimizer.fleet_plan import FleetPlan
+from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
+from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, PeriodTask, solve_periods
+from fleetplan.optimizer.rounding import greedy_plan
 from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.instances import portfolio_problem
 from tests.optimizer.plan_checker import check_plan
@@ -46,3 +51,43 @@ def test_plan_exits_3_on_a_gap_above_the_accepted_one(monkeypatch, tmp_path, arg
 
     monkeypatch.setattr(fleetplan.cli.plan, "plan_scenario", stopped)
     assert main(["plan", "-o", str(tmp_path / "plan.json"), "-q", *arguments]) == code
+
+
+def _flexible(n_periods: int):
+    problem = portfolio_problem(n_models=2, n_gpus=2, n_periods=n_periods, seed=8)
+    offers = problem.offers[problem.offers["pricing_type"] != "reserved_1y"]
+    return problem.with_changes(offers=offers.reset_index(drop=True))
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_periods_past_the_budget_keep_their_start_and_claim_no_bound(split):
+    model = build_model(_flexible(6), cost_cover=False)
+    start = greedy_plan(model)
+    programs = PeriodPrograms.of(model)
+    run = solve_periods(programs, PeriodTask(model.cost, split_by_pool=split), SolveOptions(),
+                        Deadline(60.0), start=start, budget_s=0.0, keep_start=True)
+    assert run.complete()
+    np.testing.assert_array_equal(run.values, start)
+    assert all(r.outcome.status == "time_limit" for r in run.results.values())
+    assert all(math.isnan(r.outcome.bound) for r in run.results.values())
+
+
+@pytest.mark.slow
+def test_a_long_separable_horizon_leaves_periods_unsolved_rather_than_overrun():
+    # every period given its old minimum of 0.2 s would take 168 x 0.2 s / 2 threads = 17 s
+    # against a limit of 1 s; counted by the solves made, not by a stopwatch
+    problem = _flexible(168)
+    solved = []
+    original = period_solves.solve_period
+
+    def counting(*arguments, **keywords):
+        solved.append(arguments[2])
+        return original(*arguments, **keywords)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(period_solves, "solve_period", counting)
+        plan = optimize_problem(problem, SolveOptions(time_limit_s=1.0, mip_gap=1e-3))
+    assert len(solved) < len(problem.periods)
+    assert plan.status == "time_limit"
+    assert check_plan(plan, problem) == []
+    assert math.isfinite(plan.bound_usd) and plan.bound_usd <= plan.objective_usd + 1e-6
