@@ -46,8 +46,7 @@ LAST_RUN_S = 0.05
 #: Guards the first HiGHS instance of the process (see :func:`new_highs`).
 _FIRST_HIGHS = {"lock": threading.Lock(), "done": False}
 
-#: The ``threads`` value HiGHS's scheduler was started with, per OS thread (see
-#: :func:`match_thread_scheduler`).
+#: Per OS thread, the ``threads`` its HiGHS scheduler was started with (match_thread_scheduler).
 _SCHEDULER = threading.local()
 
 
@@ -73,14 +72,14 @@ def new_highs():
 def match_thread_scheduler(threads: int | None) -> None:
     """Restart this OS thread's HiGHS scheduler when a solve asks for another thread count.
 
-    HiGHS starts one task scheduler per calling thread, with the ``threads`` option of its first
-    run, and refuses a later run that asks for a different count (it ends with an error and no
-    solution): a plan with ``solver.threads: 1`` whose cost-cover cut had first solved with the
-    default found no plan at all."""
+    HiGHS starts one scheduler per calling thread with its first run's ``threads`` and ends a
+    later run asking for another count with an error and no solution: a plan with
+    ``solver.threads: 1`` whose cost-cover cut had solved first with the default found none."""
     wanted = 0 if threads is None else int(threads)
     started = getattr(_SCHEDULER, "threads", None)
-    if started is not None and started != wanted:
-        highspy.Highs.resetThreadScheduler(True)
+    reset = getattr(highspy.Highs, "resetThreadScheduler", None)  # not in every highspy>=1.7
+    if started is not None and started != wanted and reset is not None:
+        reset(True)
     _SCHEDULER.threads = wanted
 
 
