@@ -18,14 +18,15 @@ optimizer does with it:
 
 Adding a family: write its builder in ``milp_constraints.py`` and its check in
 ``plan_checks.py`` (or both in a module of its own, as ``power_envelope.py`` and
-``api_supply.py``), then add one entry to :data:`FAMILIES`. Entries are built in table order.
+``api_supply.py``), its relax/lift/diagnose/swap helpers in ``family_rules.py`` (or its own
+module), then add one entry to :data:`FAMILIES`. Entries are built in table order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -34,6 +35,7 @@ from fleetplan.catalogs.conventions import LINKING_PRICING
 from fleetplan.optimizer import api_supply as api
 from fleetplan.optimizer import config_fixed_cost as fixed
 from fleetplan.optimizer import current_fleet as current
+from fleetplan.optimizer import family_rules as rules
 from fleetplan.optimizer import fleet_changes as changes
 from fleetplan.optimizer import fleet_simplicity as simplicity
 from fleetplan.optimizer import lead_times as lead
@@ -41,21 +43,12 @@ from fleetplan.optimizer import milp_constraints as build
 from fleetplan.optimizer import plan_checks as checks
 from fleetplan.optimizer import power_envelope as power
 from fleetplan.optimizer import stochastic_model as stochastic
+from fleetplan.optimizer.family_rules import Relaxation
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
-from fleetplan.optimizer.plan_summary import usd
 
 if TYPE_CHECKING:
     from fleetplan.optimizer.scenario import Scenario
-
-
-class Relaxation(NamedTuple):
-    """A problem with one limit relaxed by one step, the step as text, and a description
-    template with a ``{saving}`` field."""
-
-    problem: Problem
-    change: str
-    template: str
 
 
 @dataclass(frozen=True)
@@ -79,167 +72,6 @@ class ConstraintFamily:
     binding_filter: Callable[[object, pd.DataFrame], np.ndarray] | None = None
 
 
-def _node_size(problem: Problem, gpu: str) -> int:
-    return int(problem.gpus.set_index("gpu").loc[gpu, "gpus_per_node"])
-
-
-def _node_step(problem: Problem, subjects: pd.Series) -> np.ndarray:
-    """One node of the subject's GPU type (subjects ``gpu`` or ``gpu/pricing``)."""
-    node = problem.gpus.set_index("gpu")["gpus_per_node"]
-    return subjects.str.split("/").str[0].map(node).fillna(1.0).to_numpy(dtype=float)
-
-
-def _same_or_smaller(configs: pd.DataFrame) -> np.ndarray:
-    """[c', c]: c' is on c's GPU type with no more GPUs per replica."""
-    gpu, tp = configs["gpu"].to_numpy(), configs["tp"].to_numpy()
-    return (gpu[:, None] == gpu[None, :]) & (tp[:, None] <= tp[None, :])
-
-
-def _onto_gpus(configs: pd.DataFrame, free: set[str]) -> np.ndarray:
-    """[c', c]: c' is on c's GPU type with no more GPUs, or on another GPU type in ``free``."""
-    gpu = configs["gpu"].to_numpy()
-    other = (gpu[:, None] != gpu[None, :]) & np.isin(gpu, list(free))[:, None]
-    return _same_or_smaller(configs) | other
-
-
-# -- availability: GPUs of one type in use at any time ------------------------------------
-
-def _relax_availability(problem: Problem, gpu: str) -> Relaxation:
-    gpus = problem.gpus.copy()
-    step = _node_size(problem, gpu)
-    gpus.loc[gpus["gpu"] == gpu, "max_gpus"] += step
-    amount = f"{step} more {gpu}" if step > 1 else f"one more {gpu}"
-    return Relaxation(problem.with_changes(gpus=gpus), f"+{step} GPUs",
-                      f"{amount} available would save {{saving}} per month")
-
-
-def _lift_availability(problem: Problem) -> Problem | None:
-    """Every availability cap lifted, per GPU type and per offer."""
-    if not (problem.gpus["max_gpus"].notna().any() or problem.offers["max_gpus"].notna().any()):
-        return None
-    return problem.with_changes(gpus=problem.gpus.assign(max_gpus=np.nan),
-                                offers=problem.offers.assign(max_gpus=np.nan))
-
-
-def _diagnose_availability(problem: Problem, solution: dict) -> list[str]:
-    nodes = solution["nodes"]
-    reasons = []
-    peak = nodes.groupby(["gpu", "period"])["gpus"].sum().groupby("gpu").max()
-    caps = problem.gpus.dropna(subset=["max_gpus"])
-    for gpu, cap in zip(caps["gpu"], caps["max_gpus"]):
-        if peak.get(gpu, 0.0) > cap + 1e-6:
-            reasons.append(f"needs {peak[gpu]:.0f} {gpu} but availability is {cap:.0f}")
-    offer_peak = nodes.groupby(["gpu", "pricing_type", "period"])["gpus"].sum().groupby(
-        ["gpu", "pricing_type"]).max()
-    offers = problem.offers.dropna(subset=["max_gpus"])
-    for gpu, pricing, cap in zip(offers["gpu"], offers["pricing_type"], offers["max_gpus"]):
-        if offer_peak.get((gpu, pricing), 0.0) > cap + 1e-6:
-            reasons.append(f"needs {offer_peak[(gpu, pricing)]:.0f} {gpu} {pricing} "
-                           f"but availability is {cap:.0f}")
-    return reasons
-
-
-def _uncapped_swaps(problem: Problem, configs: pd.DataFrame) -> np.ndarray:
-    return _onto_gpus(configs, set(problem.gpus.loc[problem.gpus["max_gpus"].isna(), "gpu"]))
-
-
-# -- offer caps: GPUs of one type at one pricing type --------------------------------------
-
-def _relax_offer_cap(problem: Problem, subject: str) -> Relaxation:
-    gpu, pricing = subject.split("/")
-    offers = problem.offers.copy()
-    row = (offers["gpu"] == gpu) & (offers["pricing_type"] == pricing)
-    step = _node_size(problem, gpu)
-    offers.loc[row, "max_gpus"] += step
-    return Relaxation(problem.with_changes(offers=offers), f"+{step} GPUs",
-                      f"{step} more {gpu} at {pricing} would save {{saving}} per month")
-
-
-def _offer_swaps(problem: Problem, configs: pd.DataFrame) -> np.ndarray:
-    capped = set(problem.offers.loc[problem.offers["max_gpus"].notna(), "gpu"])
-    return _onto_gpus(configs, set(configs["gpu"]) - capped)
-
-
-# -- node cover: GPUs bought in whole nodes -------------------------------------------------
-
-def _node_swaps(problem: Problem, configs: pd.DataFrame) -> np.ndarray:
-    return _onto_gpus(configs, set(problem.gpus.loc[problem.gpus["gpus_per_node"] == 1, "gpu"]))
-
-
-# -- spot share: spot GPUs as a share of all replicas' GPUs ---------------------------------
-
-def _relax_spot_share(problem: Problem, subject: str) -> Relaxation:
-    share = min(1.0, problem.spot_max_share + 0.1)
-    return Relaxation(problem.with_changes(spot_max_share=share), "+10 points",
-                      f"allowing {share:.0%} spot instead of {problem.spot_max_share:.0%} would "
-                      "save {saving} per month")
-
-
-def _lift_spot_share(problem: Problem) -> Problem | None:
-    return None if problem.spot_max_share is None else problem.with_changes(spot_max_share=None)
-
-
-def _diagnose_spot_share(problem: Problem, solution: dict) -> list[str]:
-    replicas = solution["replicas"]  # the cap counts the GPUs of replicas
-    spot = replicas[replicas["pricing_type"] == "spot"].groupby("period")["gpus"].sum()
-    share = (spot / replicas.groupby("period")["gpus"].sum()).max()
-    return [f"needs {share:.0%} spot GPUs but the spot share cap is {problem.spot_max_share:.0%}"]
-
-
-def _spot_swaps(problem: Problem, configs: pd.DataFrame) -> np.ndarray:
-    """With a cap, a replica of another size would change the spot share."""
-    tp = configs["tp"].to_numpy()
-    capped = problem.spot_max_share is not None and problem.spot_max_share < 1
-    return tp[:, None] == tp[None, :] if capped else np.ones((len(tp), len(tp)), dtype=bool)
-
-
-# -- redundancy: N+k spare replicas ----------------------------------------------------------
-
-def _used_spares(model, table: pd.DataFrame) -> np.ndarray:
-    """Spare rows of configurations the workload uses (unused ones hold nothing back)."""
-    rows = model.extras["redundancy"]
-    used = pd.Series(model.value(rows) > 0.5, index=rows["row"].to_numpy())
-    return used.reindex(table["row"].to_numpy(), fill_value=False).to_numpy()
-
-
-def _relax_redundancy(problem: Problem, workload: str) -> Relaxation:
-    workloads = problem.workloads.copy()
-    row = workloads["workload"] == workload
-    k = int(workloads.loc[row, "redundancy_k"].iloc[0])
-    workloads.loc[row, "redundancy_k"] = k - 1
-    return Relaxation(problem.with_changes(workloads=workloads), "-1 replica",
-                      f"N+{k - 1} instead of N+{k} for {workload} would save {{saving}} per month")
-
-
-# -- budget: the fleet's monthly cost ----------------------------------------------------------
-
-def _relax_budget(problem: Problem, subject: str) -> Relaxation:
-    budget = problem.budget_usd_per_month * 1.1
-    return Relaxation(problem.with_changes(budget_usd_per_month=budget), "+10 %",
-                      f"a budget of {usd(budget)} per month would save {{saving}} per month")
-
-
-def _lift_budget(problem: Problem) -> Problem | None:
-    if problem.budget_usd_per_month is None:
-        return None
-    return problem.with_changes(budget_usd_per_month=None)
-
-
-def _diagnose_budget(problem: Problem, solution: dict) -> list[str]:
-    periods = problem.periods[["period", "month", "month_weight"]]
-    charges = [solution["nodes"], solution.get("api_costs", pd.DataFrame(columns=["period", "usd"]))]
-    monthly = pd.concat([c[["period", "usd"]] for c in charges], ignore_index=True).merge(periods, on="period")
-    per_month = (monthly["usd"] / monthly["month_weight"]).groupby(monthly["month"]).sum()
-    per_month = per_month.add(fixed.fixed_usd_by_month(problem, solution.get("fixed_costs", pd.DataFrame())),
-                              fill_value=0.0)  # each configuration-month's overhead
-    needed, budget = usd(per_month.max()), usd(problem.budget_usd_per_month)
-    return [f"needs {needed} per month but the budget is {budget}"]
-
-
-def _step(value: float) -> Callable[[Problem, pd.Series], np.ndarray]:
-    return lambda problem, subjects: np.full(len(subjects), value)
-
-
 #: Every constraint family, in the order the MILP is built.
 FAMILIES: tuple[ConstraintFamily, ...] = (
     ConstraintFamily(
@@ -253,26 +85,26 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
     ConstraintFamily(
         "nodes", "GPUs", ("gpus.gpus_per_node",), ("fleet.whole_nodes",
                                                     "fleet.gpus[].gpus_per_node"),
-        build=build.define_node_cover, check=checks.check_node_cover, swap_guard=_node_swaps),
+        build=build.define_node_cover, check=checks.check_node_cover, swap_guard=rules.node_swaps),
     ConstraintFamily(
         "availability", "GPUs", ("gpus.max_gpus",), ("fleet.gpus[].max_gpus",),
         build=build.define_availability, check=checks.check_availability,
-        relax=_relax_availability, binding_step=_node_step, lift=_lift_availability,
-        diagnose=_diagnose_availability, swap_guard=_uncapped_swaps),
+        relax=rules.relax_availability, binding_step=rules.node_step, lift=rules.lift_availability,
+        diagnose=rules.diagnose_availability, swap_guard=rules.uncapped_swaps),
     ConstraintFamily(  # lifted and diagnosed together with availability
         "offer_cap", "GPUs", ("offers.max_gpus",), ("fleet.gpus[].max_gpus_by_pricing",),
         build=build.define_offer_caps, check=checks.check_offer_caps,
-        relax=_relax_offer_cap, binding_step=_node_step, swap_guard=_offer_swaps),
+        relax=rules.relax_offer_cap, binding_step=rules.node_step, swap_guard=rules.offer_swaps),
     ConstraintFamily(
         "spot_share", "GPUs", ("spot_max_share",), ("fleet.spot_max_share",),
         build=build.define_spot_share, check=checks.check_spot_share,
         settings=lambda s: {"spot_max_share": s.fleet.spot_max_share},
-        relax=_relax_spot_share, binding_step=_step(1.0), lift=_lift_spot_share,
-        diagnose=_diagnose_spot_share, swap_guard=_spot_swaps),
+        relax=rules.relax_spot_share, binding_step=rules.step(1.0), lift=rules.lift_spot_share,
+        diagnose=rules.diagnose_spot_share, swap_guard=rules.spot_swaps),
     ConstraintFamily(
         "redundancy", "replicas", ("workloads.redundancy_k",), ("workloads[].redundancy_k",),
         build=build.define_redundancy, check=checks.check_redundancy,
-        relax=_relax_redundancy, binding_step=_step(1.0), binding_filter=_used_spares),
+        relax=rules.relax_redundancy, binding_step=rules.step(1.0), binding_filter=rules.used_spares),
     ConstraintFamily(  # a valid cut: implied by demand and capacity, so nothing to check
         "pool_cover", "replicas", ("candidates.req_s_per_replica",), (),
         build=build.define_pool_cover, check=lambda view: []),
@@ -288,15 +120,15 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         links_periods=lambda p: p.max_configs_per_workload is not None or p.one_quant_per_model,
         in_period_subproblems=False,
         relax=lambda p, s: Relaxation(*simplicity.relax_simplicity(p, s)),
-        binding_step=_step(1.0), lift=simplicity.lift_simplicity,
+        binding_step=rules.step(1.0), lift=simplicity.lift_simplicity,
         diagnose=simplicity.diagnose_simplicity, swap_guard=simplicity.quant_swaps),
     ConstraintFamily(
         "budget", "USD/month", ("budget_usd_per_month",), ("fleet.budget_usd_per_month",),
         build=build.define_budget, check=checks.check_budget,
         settings=lambda s: {"budget_usd_per_month": s.fleet.budget_usd_per_month},
         links_periods=lambda p: p.budget_usd_per_month is not None, in_period_subproblems=False,
-        relax=_relax_budget, binding_step=_step(0.0), lift=_lift_budget,
-        diagnose=_diagnose_budget),
+        relax=rules.relax_budget, binding_step=rules.step(0.0), lift=rules.lift_budget,
+        diagnose=rules.diagnose_budget),
     ConstraintFamily(  # kept by the variables: one reserved count for the whole horizon
         "reserved_baseline", "replicas", ("offers.pricing_type", "horizon_months"),
         ("fleet.pricing", "fleet.reserved_beyond_horizon"),
@@ -315,12 +147,12 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         "api_rate", "per_min", ("apis.max_requests_per_min", "apis.max_tokens_per_min"),
         ("fleet.apis[].max_requests_per_min", "fleet.apis[].max_tokens_per_min"),
         build=api.define_api_rate, check=api.check_api_rate,
-        relax=lambda p, s: Relaxation(*api.relax_api_rate(p, s)), binding_step=_step(0.0),
+        relax=lambda p, s: Relaxation(*api.relax_api_rate(p, s)), binding_step=rules.step(0.0),
         lift=api.lift_api_rate, diagnose=api.diagnose_api_rate),
     ConstraintFamily(
         "existing", "GPUs", ("existing",), ("fleet.current",),
         build=current.define_existing_caps, check=current.check_existing,
-        relax=lambda p, s: Relaxation(*current.relax_existing(p, s)), binding_step=_node_step,
+        relax=lambda p, s: Relaxation(*current.relax_existing(p, s)), binding_step=rules.node_step,
         lift=current.lift_existing, diagnose=current.diagnose_existing,
         swap_guard=current.existing_swaps),
     ConstraintFamily(
@@ -329,7 +161,7 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         build=lead.define_lead_times, check=lead.check_lead_times,
         links_periods=lambda p: not p.lead_times.empty, in_period_subproblems=False,
         relax=lambda p, s: Relaxation(*lead.relax_lead_time(p, s)),
-        binding_step=lambda p, s: _node_step(p, s.str.removesuffix(lead.PER_MONTH)),
+        binding_step=lambda p, s: rules.node_step(p, s.str.removesuffix(lead.PER_MONTH)),
         lift=lead.lift_lead_times, diagnose=lead.diagnose_lead_times,
         swap_guard=lead.lead_swaps, binding_filter=lead.wanted_lead_rows),
     ConstraintFamily(
