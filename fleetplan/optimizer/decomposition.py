@@ -138,12 +138,12 @@ def solve_separable(model: FleetModel, options: SolveOptions, deadline: Deadline
         values = cheaper_by_period(programs, model.cost, values, start)
     model.values = values
     outcome = run.outcome(float(model.cost @ values))
-    if lp_optimal and not lp.outcome.bound <= outcome.bound:  # also when periods have none
-        outcome = dataclasses.replace(outcome, bound=lp.outcome.bound,
-                                      gap=gap_between(outcome.objective, lp.outcome.bound))
-    if math.isfinite(floor) and not floor <= outcome.bound:  # the LP was not solved in time
-        outcome = dataclasses.replace(outcome, bound=floor,
-                                      gap=gap_between(outcome.objective, floor))
+    # the best of the periods' summed bounds (NaN when one kept its start), the LP's, the floor's
+    bound = max((b for b in (outcome.bound, lp.outcome.bound if lp_optimal else math.nan, floor)
+                 if math.isfinite(b)), default=math.nan)
+    if math.isfinite(bound) and not bound <= outcome.bound:
+        outcome = dataclasses.replace(outcome, bound=bound,
+                                      gap=gap_between(outcome.objective, bound))
     if outcome.status == "time_limit" and outcome.gap <= options.mip_gap:  # proven in sum
         outcome = dataclasses.replace(outcome, status="optimal")
     return outcome

@@ -23,7 +23,7 @@ import numpy as np
 from fleetplan.optimizer.constraint_families import FAMILY
 from fleetplan.optimizer.linear_program import Restriction, restricted
 from fleetplan.optimizer.milp import FleetModel
-from fleetplan.optimizer.pool_split import ColumnGroups, combined, split_solve
+from fleetplan.optimizer.pool_split import ColumnGroups, better_of, combined, split_solve
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, gap_between, open_solver
 
 logger = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ def solve_period(part: Restriction, task: PeriodTask, period: int, options: Solv
     within the gap or ``split_only``, the whole period's MILP from the better start with the
     time left."""
     started = time.perf_counter()
-    cost = task.cost(period) if callable(task.cost) else task.cost[part.cols]
+    cost = _period_cost(task, period, part)
     lower, upper = part.program.col_lower.copy(), part.program.col_upper.copy()
     if task.fixed is not None:
         where, which = _local(part, task.fixed["cols"])
@@ -262,12 +262,17 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
     return PeriodRun(results, values, time.perf_counter() - started)
 
 
+def _period_cost(task: PeriodTask, period: int, part: Restriction) -> np.ndarray:
+    """The period's objective, one entry per column of its part."""
+    return task.cost(period) if callable(task.cost) else task.cost[part.cols]
+
+
 def _unsolved(part: Restriction, task: PeriodTask, period: int,
               start: np.ndarray | None) -> Result:
     """A period left unsolved: its part of ``start`` (no bound), or no plan."""
     if start is None:
         return Result(SolveOutcome("no_solution", math.nan, math.nan, "HiGHS", 0.0), None)
-    cost = task.cost(period) if callable(task.cost) else task.cost[part.cols]
+    cost = _period_cost(task, period, part)
     values = start[part.cols]
     return Result(SolveOutcome("time_limit", math.nan, float(cost @ values), "HiGHS", 0.0),
                   values)
@@ -285,12 +290,7 @@ def _run_all(run, periods, threads, results, programs, values, *, keep_better=Fa
     def accept(period: int, result: Result) -> None:
         old = results.get(period)
         if keep_better and old is not None and old.values is not None:
-            better = result if result.values is not None and \
-                result.outcome.objective <= old.outcome.objective else old
-            bounds = [b for b in (old.outcome.bound, result.outcome.bound) if math.isfinite(b)]
-            bound = min(max(bounds), better.outcome.objective) if bounds else math.nan
-            result = dataclasses.replace(better, outcome=dataclasses.replace(
-                better.outcome, bound=bound, gap=gap_between(better.outcome.objective, bound)))
+            result = better_of(result, old)  # the new plan on a tie
         results[period] = result
         if result.values is not None:
             programs.parts[period].lift(result.values, values)

@@ -75,25 +75,20 @@ class ColumnGroups:
 
     @classmethod
     def of(cls, n_cols: int, routes: pd.DataFrame, replicas: pd.DataFrame) -> ColumnGroups:
-        pool, config = np.full(n_cols, -1), np.full(n_cols, -1)
-        for table in (routes, replicas):
-            if table.empty:
+        tables = [t for t in (routes, replicas) if not t.empty]
+        codes = {}
+        for key in ("pool", "config"):
+            codes[key] = np.full(n_cols, -1)
+            if not tables:
                 continue
-            cols = table["col"].to_numpy(dtype=np.int64)
-            pool[cols] = pd.Categorical(table["pool"], categories=_codes(routes, replicas,
-                                                                         "pool")).codes
-            config[cols] = pd.Categorical(table["config"], categories=_codes(routes, replicas,
-                                                                             "config")).codes
-        return cls(pool, config)
+            columns = pd.concat([t[["col", key]] for t in tables], ignore_index=True)
+            codes[key][columns["col"].to_numpy(dtype=np.int64)] = \
+                pd.factorize(columns[key].astype(str), sort=True)[0]
+        return cls(codes["pool"], codes["config"])
 
     def local(self, cols: np.ndarray) -> ColumnGroups:
         """The groups of some columns (a period program's)."""
         return ColumnGroups(self.pool[cols], self.config[cols])
-
-
-def _codes(routes: pd.DataFrame, replicas: pd.DataFrame, key: str) -> list:
-    values = [t[key] for t in (routes, replicas) if not t.empty]
-    return sorted(set(pd.concat(values).astype(str))) if values else []
 
 
 def coupling_rows(matrix: sp.csr_matrix, pool: np.ndarray) -> np.ndarray:
@@ -238,20 +233,31 @@ def split_solve(program: LinearProgram, cost: np.ndarray, lower: np.ndarray,
     return Result(SolveOutcome(status, gap, objective, "HiGHS", seconds_taken, bound), best)
 
 
-def combined(split: Result, whole: Result, mip_gap: float, abs_gap: float | None = None) -> Result:
-    """The better plan of two solves of one period, with the higher of their bounds."""
-    plans = [r for r in (split, whole) if r.values is not None]
-    bounds = [r.outcome.bound for r in (split, whole) if math.isfinite(r.outcome.bound)]
+def better_of(first: Result, second: Result) -> Result:
+    """The cheaper plan of two solves of one period (``first`` on a tie), with the higher of
+    their bounds (never above that plan's cost); ``second`` when neither has a plan."""
+    plans = [r for r in (first, second) if r.values is not None]
     if not plans:
-        return whole
+        return second
     best = min(plans, key=lambda r: r.outcome.objective)
+    bounds = [r.outcome.bound for r in (first, second) if math.isfinite(r.outcome.bound)]
     bound = min(max(bounds), best.outcome.objective) if bounds else math.nan
-    gap = gap_between(best.outcome.objective, bound)
-    status = "optimal" if _within(best.outcome.objective, bound, mip_gap, abs_gap) \
+    return dataclasses.replace(best, outcome=dataclasses.replace(
+        best.outcome, bound=bound, gap=gap_between(best.outcome.objective, bound)))
+
+
+def combined(split: Result, whole: Result, mip_gap: float, abs_gap: float | None = None) -> Result:
+    """:func:`better_of` the split and the whole solve of one period, its status from its gap
+    and the two solves' time."""
+    best = better_of(split, whole)
+    if best.values is None:
+        return best
+    outcome = best.outcome
+    status = "optimal" if _within(outcome.objective, outcome.bound, mip_gap, abs_gap) \
         else "time_limit"
     seconds = split.outcome.seconds + whole.outcome.seconds
-    return dataclasses.replace(best, outcome=dataclasses.replace(
-        best.outcome, status=status, gap=gap, bound=bound, seconds=seconds))
+    return dataclasses.replace(best, outcome=dataclasses.replace(outcome, status=status,
+                                                                 seconds=seconds))
 
 
 def _within(objective: float, bound: float, mip_gap: float, abs_gap: float | None) -> bool:
