@@ -38,44 +38,60 @@ def api_costs_by_month(plan) -> pd.DataFrame:
     return table[columns]
 
 
+def monthly_charge_rows(table: pd.DataFrame, billed_cents: np.ndarray, plan, start: dt.date,
+                        instant, quantity: np.ndarray, unit: np.ndarray, own: dict) -> pd.DataFrame:
+    """FOCUS rows, one per month of ``table`` (a ``month`` column), billed ``billed_cents``
+    for ``quantity`` at ``unit`` USD: the columns every monthly charge of a plan shares, then
+    ``own`` (column -> values; a callable gets the scenario's name and the months' first
+    days). ``instant`` formats a date as FOCUS date/time."""
+    name = str(plan.scenario.get("name") or "scenario")
+    first = [month_start(start, m) for m in table["month"]]
+    after = [month_start(start, m + 1) for m in table["month"]]
+    cost = billed_cents / 100.0
+    rows = pd.DataFrame({
+        "month": table["month"].to_numpy(),
+        "BillingPeriodStart": [instant(d) for d in first],
+        "BillingPeriodEnd": [instant(d) for d in after],
+        "BilledCost": cost, "EffectiveCost": cost, "PricingCurrencyEffectiveCost": cost,
+        "PricingCategory": "Standard", "PricingQuantity": quantity,
+        "ContractedUnitPrice": unit, "ListUnitPrice": unit, "ContractedCost": unit * quantity,
+        "ListCost": unit * quantity, "PricingCurrencyContractedUnitPrice": unit,
+        "PricingCurrencyListUnitPrice": unit,
+        **{column: values(name, first) if callable(values) else values
+           for column, values in own.items()},
+    })
+    rows["ChargePeriodStart"] = rows["BillingPeriodStart"]
+    rows["ChargePeriodEnd"] = rows["BillingPeriodEnd"]
+    rows["BillingAccountId"] = rows["BillingAccountName"] = f"fleetplan plan: {name}"
+    rows["BillingAccountType"] = "Fleet plan"
+    rows["BillingCurrency"] = rows["PricingCurrency"] = "USD"
+    return rows
+
+
 def api_focus_rows(table: pd.DataFrame, billed_cents: np.ndarray, plan, start: dt.date,
                    instant) -> pd.DataFrame:
     """FOCUS rows of :func:`api_costs_by_month` with their billed cents; ``instant`` formats a
     date as FOCUS date/time."""
     if table.empty:
         return pd.DataFrame()
-    name = str(plan.scenario.get("name") or "scenario")
-    first = [month_start(start, m) for m in table["month"]]
-    after = [month_start(start, m + 1) for m in table["month"]]
     millions = table["tokens"].to_numpy(float) / 1e6
-    cost = billed_cents / 100.0
     with np.errstate(divide="ignore", invalid="ignore"):
         unit = np.where(millions > 0, table["usd"].to_numpy(float) / millions, 0.0)
-    rows = pd.DataFrame({
-        "month": table["month"].to_numpy(), "gpu": table["api"].to_numpy(), "pricing_type": "api",
-        "BillingPeriodStart": [instant(d) for d in first], "BillingPeriodEnd": [instant(d) for d in after],
-        "BilledCost": cost, "EffectiveCost": cost, "PricingCurrencyEffectiveCost": cost,
-        "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based", "PricingCategory": "Standard",
-        "PricingQuantity": millions, "PricingUnit": MILLION_TOKENS,
+    api, provider = table["api"], table["provider"].to_numpy()
+    return monthly_charge_rows(table, billed_cents, plan, start, instant, millions, unit, {
+        "gpu": api.to_numpy(), "pricing_type": "api",
+        "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based", "PricingUnit": MILLION_TOKENS,
         "ConsumedQuantity": table["tokens"].to_numpy(float), "ConsumedUnit": "Tokens",
-        "ContractedUnitPrice": unit, "ListUnitPrice": unit, "ContractedCost": unit * millions,
-        "ListCost": unit * millions, "PricingCurrencyContractedUnitPrice": unit,
-        "PricingCurrencyListUnitPrice": unit,
-        "ProviderName": table["provider"].to_numpy(), "PublisherName": table["provider"].to_numpy(),
-        "InvoiceIssuerName": table["provider"].to_numpy(),
-        "ResourceId": (f"fleetplan/{name}/api/" + table["api"]).to_numpy(),
-        "ResourceName": (table["api"] + " hosted model API").to_numpy(),
+        "ProviderName": provider, "PublisherName": provider, "InvoiceIssuerName": provider,
+        "ResourceId": lambda name, first: (f"fleetplan/{name}/api/" + api).to_numpy(),
+        "ResourceName": (api + " hosted model API").to_numpy(),
         "ResourceType": "Hosted model API", "ServiceCategory": "AI and Machine Learning",
         "ServiceSubcategory": "Generative AI", "ServiceName": "Hosted model API",
-        "SkuId": table["api"].to_numpy(), "SkuPriceId": (table["api"] + "/tokens").to_numpy(),
-        "SkuMeter": "Tokens",
-        "SkuPriceDetails": [json.dumps({"Api": a}) for a in table["api"]],
-        "ChargeDescription": [f"Planned {a} hosted model API tokens, {d.strftime('%b %Y')}"
-                              for a, d in zip(table["api"], first, strict=True)],
-        "Tags": [json.dumps({"fleetplan/scenario": name, "fleetplan/api": a}) for a in table["api"]],
+        "SkuId": api.to_numpy(), "SkuPriceId": (api + "/tokens").to_numpy(), "SkuMeter": "Tokens",
+        "SkuPriceDetails": [json.dumps({"Api": a}) for a in api],
+        "ChargeDescription": lambda name, first: [
+            f"Planned {a} hosted model API tokens, {d.strftime('%b %Y')}"
+            for a, d in zip(api, first, strict=True)],
+        "Tags": lambda name, first: [json.dumps({"fleetplan/scenario": name, "fleetplan/api": a})
+                                     for a in api],
     })
-    rows["ChargePeriodStart"], rows["ChargePeriodEnd"] = rows["BillingPeriodStart"], rows["BillingPeriodEnd"]
-    rows["BillingAccountId"] = rows["BillingAccountName"] = f"fleetplan plan: {name}"
-    rows["BillingAccountType"] = "Fleet plan"
-    rows["BillingCurrency"] = rows["PricingCurrency"] = "USD"
-    return rows

@@ -18,7 +18,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from fleetplan.exports.plan_quantities import month_start
+from fleetplan.exports.focus_api import monthly_charge_rows
 from fleetplan.optimizer.config_fixed_cost import fixed_costs_by_period
 from fleetplan.optimizer.cost_pools import to_calendar_months
 
@@ -54,40 +54,27 @@ def fixed_focus_rows(table: pd.DataFrame, billed_cents: np.ndarray, plan, start:
     a date as FOCUS date/time."""
     if table.empty:
         return pd.DataFrame()
-    name = str(plan.scenario.get("name") or "scenario")
-    first = [month_start(start, m) for m in table["month"]]
-    after = [month_start(start, m + 1) for m in table["month"]]
-    quantity = table["config_months"].to_numpy(float)
-    cost = billed_cents / 100.0
+    config = table["config"]
     unit = np.full(len(table), _fixed_price(plan))
-    rows = pd.DataFrame({
-        "month": table["month"].to_numpy(), "gpu": table["gpu"].to_numpy(),
-        "pricing_type": "config_fixed",
-        "BillingPeriodStart": [instant(d) for d in first], "BillingPeriodEnd": [instant(d) for d in after],
-        "BilledCost": cost, "EffectiveCost": cost, "PricingCurrencyEffectiveCost": cost,
-        "ChargeCategory": "Usage", "ChargeFrequency": "Recurring", "PricingCategory": "Standard",
-        "PricingQuantity": quantity, "PricingUnit": CONFIGURATION_MONTHS,
-        "ContractedUnitPrice": unit, "ListUnitPrice": unit, "ContractedCost": unit * quantity,
-        "ListCost": unit * quantity, "PricingCurrencyContractedUnitPrice": unit,
-        "PricingCurrencyListUnitPrice": unit,
-        "ProviderName": "Own operations", "PublisherName": "Own operations",
-        "InvoiceIssuerName": "Own operations",
-        "ResourceId": (f"fleetplan/{name}/config/" + table["config"]).to_numpy(),
-        "ResourceName": (table["config"] + " deployment configuration").to_numpy(),
-        "ResourceType": "Deployment configuration", "ServiceCategory": "Management and Governance",
-        "ServiceSubcategory": "Other (Management and Governance)",
-        "ServiceName": "Configuration operations",
-        "SkuId": table["config"].to_numpy(), "SkuPriceId": (table["config"] + "/fixed").to_numpy(),
-        "SkuMeter": "Configuration-months",
-        "SkuPriceDetails": [json.dumps({"Config": c}) for c in table["config"]],
-        "ChargeDescription": [f"Planned fixed operating cost of configuration {c} (images, "
-                              f"capacity tests, on-call), {d.strftime('%b %Y')}"
-                              for c, d in zip(table["config"], first, strict=True)],
-        "Tags": [json.dumps({"fleetplan/scenario": name, "fleetplan/config": c})
-                 for c in table["config"]],
-    })
-    rows["ChargePeriodStart"], rows["ChargePeriodEnd"] = rows["BillingPeriodStart"], rows["BillingPeriodEnd"]
-    rows["BillingAccountId"] = rows["BillingAccountName"] = f"fleetplan plan: {name}"
-    rows["BillingAccountType"] = "Fleet plan"
-    rows["BillingCurrency"] = rows["PricingCurrency"] = "USD"
-    return rows
+    own = "Own operations"
+    return monthly_charge_rows(
+        table, billed_cents, plan, start, instant, table["config_months"].to_numpy(float), unit, {
+            "gpu": table["gpu"].to_numpy(), "pricing_type": "config_fixed",
+            "ChargeCategory": "Usage", "ChargeFrequency": "Recurring",
+            "PricingUnit": CONFIGURATION_MONTHS,
+            "ProviderName": own, "PublisherName": own, "InvoiceIssuerName": own,
+            "ResourceId": lambda name, first: (f"fleetplan/{name}/config/" + config).to_numpy(),
+            "ResourceName": (config + " deployment configuration").to_numpy(),
+            "ResourceType": "Deployment configuration",
+            "ServiceCategory": "Management and Governance",
+            "ServiceSubcategory": "Other (Management and Governance)",
+            "ServiceName": "Configuration operations",
+            "SkuId": config.to_numpy(), "SkuPriceId": (config + "/fixed").to_numpy(),
+            "SkuMeter": "Configuration-months",
+            "SkuPriceDetails": [json.dumps({"Config": c}) for c in config],
+            "ChargeDescription": lambda name, first: [
+                f"Planned fixed operating cost of configuration {c} (images, capacity tests, "
+                f"on-call), {d.strftime('%b %Y')}" for c, d in zip(config, first, strict=True)],
+            "Tags": lambda name, first: [json.dumps({"fleetplan/scenario": name,
+                                                     "fleetplan/config": c}) for c in config],
+        })

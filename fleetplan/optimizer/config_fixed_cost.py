@@ -250,7 +250,7 @@ def fixed_usd_by_month(problem, fixed: pd.DataFrame) -> pd.Series:
 def fixed_costs_by_period(plan) -> pd.DataFrame:
     """A finished plan's fixed cost of each configuration-month spread over the month's periods
     by their hours: (period, config, month keys, usd [USD])."""
-    fixed = getattr(plan, "config_fixed_costs", pd.DataFrame())
+    fixed = plan.config_fixed_costs
     if fixed.empty:
         return pd.DataFrame(columns=["period", "config", "month", "usd"])
     keys = month_keys(plan.periods)

@@ -56,7 +56,7 @@ def fixed_cost_line(plan: FleetPlan) -> str:
     """The fixed cost per deployed configuration, when the plan pays one: configuration-months
     (each month weighted by the horizon months it stands for), the price and the total; ``""``
     otherwise."""
-    fixed = getattr(plan, "config_fixed_costs", pd.DataFrame())
+    fixed = plan.config_fixed_costs
     if fixed.empty:
         return ""
     config_months = float(fixed["month_weight"].sum())

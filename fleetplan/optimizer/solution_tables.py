@@ -139,15 +139,14 @@ def cost_tables(model: FleetModel, solution: dict) -> dict[str, pd.DataFrame]:
         "gpus_peak": pricing_peak.reindex(pricing_usd.index).values,
         "usd_per_month": pricing_usd.values / p.horizon_months, "usd_total": pricing_usd.values,
         "share": pricing_usd.values / total})
-    if api_usd > 0:  # hosted APIs: no GPUs, paid per request
-        by_pricing = pd.concat([by_pricing, pd.DataFrame({
-            "pricing_type": ["api"], "gpus_peak": [0.0], "usd_per_month": [api_usd / p.horizon_months],
-            "usd_total": [api_usd], "share": [api_usd / total]})], ignore_index=True)
-    if fixed_usd > 0:  # the overhead of each configuration in the months it runs
-        by_pricing = pd.concat([by_pricing, pd.DataFrame({
-            "pricing_type": ["config_fixed"], "gpus_peak": [0.0],
-            "usd_per_month": [fixed_usd / p.horizon_months], "usd_total": [fixed_usd],
-            "share": [fixed_usd / total]})], ignore_index=True)
+    # costs with no GPUs: hosted APIs (paid per request) and each configuration's overhead in
+    # the months it runs
+    for name, extra_usd in (("api", api_usd), ("config_fixed", fixed_usd)):
+        if extra_usd > 0:
+            by_pricing = pd.concat([by_pricing, pd.DataFrame({
+                "pricing_type": [name], "gpus_peak": [0.0],
+                "usd_per_month": [extra_usd / p.horizon_months], "usd_total": [extra_usd],
+                "share": [extra_usd / total]})], ignore_index=True)
     return {"costs_by_gpu": by_gpu[by_gpu["usd_total"] > 0].reset_index(drop=True),
             "costs_by_pricing": by_pricing[by_pricing["usd_total"] > 0].reset_index(drop=True),
             "costs_by_month": _monthly_costs(model, nodes, solution["api_costs"],
