@@ -18,8 +18,8 @@ fixed, the periods separate: each period's MILP is small and all run side by sid
    it, :math:`\lambda_{tj} = \sum_{r \in t} a_{rj} \pi_r` (shared rows split by hours, clipped
    at 0 and scaled so that :math:`\sum_t \lambda_{tj} \le c_j`). For any such prices the sum of
    the period MILPs' bounds is a lower bound of the whole MILP [1]. The clipping and scaling
-   weaken it: on ``bench_portfolio``'s day case the priced periods sum to $911.6k against the
-   LP's $934.2k, so there the LP bound stands (the larger of the two is kept).
+   weaken it: on ``bench_portfolio``'s day case the priced periods sum below the LP bound,
+   which then stands (the larger of the two is kept).
 
 5. with time left and the gap still open, the whole MILP from the best plan.
 
@@ -68,8 +68,8 @@ FIRST_PLAN_SHARE = 0.6
 REPRESENTATIVE_SHARE = 0.25
 
 #: Least time left for which the whole MILP is run at the end [s]. HiGHS checks its time limit
-#: only between root cut rounds: given 1.6 s, the 7,465-column MILP of bench_optimizer.py's
-#: case (b) ran 3.1 s, past the call's deadline.
+#: only between root cut rounds: given under 2 s, the 7,465-column MILP of bench_optimizer.py's
+#: case (b) ran past the call's deadline.
 WHOLE_MIN_S = 2.0
 
 #: Share of the time left the floor bound's LP may take (it takes well under a second).
