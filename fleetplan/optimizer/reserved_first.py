@@ -15,11 +15,9 @@ fixed, the periods separate: each period's MILP is small and all run side by sid
    plan wins;
 4. a Lagrangian bound: each period's MILP (split by pool, ``pool_split.py``) with its own copy
    of the reserved columns, priced at that period's share of their cost as the LP's duals value
-   it, :math:`\lambda_{tj} = \sum_{r \in t} a_{rj} \pi_r` (shared rows split by hours, clipped
-   at 0 and scaled so that :math:`\sum_t \lambda_{tj} \le c_j`). For any such prices the sum of
-   the period MILPs' bounds is a lower bound of the whole MILP [1]. The clipping and scaling
-   weaken it: on ``bench_portfolio``'s day case the priced periods sum below the LP bound,
-   which then stands (the larger of the two is kept).
+   it (:func:`period_prices`; the prices of each column sum to its cost). For any such prices
+   the sum of the period MILPs' bounds is a lower bound of the whole MILP [1]; at the LP's
+   duals the period LPs alone sum to the LP bound, so the periods' integrality raises it.
 
 5. with time left and the gap still open, the whole MILP from the best plan.
 
@@ -183,7 +181,7 @@ class ReservedFirst:
             own[where] = prices[period][which]
             return own
 
-        task = PeriodTask(cost, abs_gaps=self.abs_gaps(), root_only=True, split_by_pool=True)
+        task = PeriodTask(cost, abs_gaps=self.abs_gaps(), split_by_pool=True)
         run = solve_periods(self.programs, task, self.options, self.deadline, start=self.best,
                             budget_s=budget_s, optional=True)
         bounds = [r.outcome.bound for r in run.results.values()]
@@ -214,8 +212,8 @@ class ReservedFirst:
             candidates.insert(0, typical)
         self.periods_with(candidates[0], closed, self.deadline.share(FIRST_PLAN_SHARE))
         tried = {candidates[0].tobytes()}
-        self.price_candidates(candidates[1:], closed, tried)
         run = self.lagrangian(lp, self.deadline.share(0.5)) if not self.done() else None
+        self.price_candidates(candidates[1:], closed, tried)
         duration = load_duration_reserved(self.model, self.programs, run)
         if duration is not None:
             self.price_candidates([duration], closed, tried)
@@ -333,30 +331,41 @@ def floor_bound(model: FleetModel, options: SolveOptions, seconds: float) -> flo
 
 def period_prices(model: FleetModel, programs: PeriodPrograms,
                   lp: Result) -> dict[int, np.ndarray] | None:
-    """Each period's price of each reserved column, from the LP's row duals (see module)."""
+    r"""Each period's price of each reserved column, from the LP's row duals :math:`\pi`.
+
+    A reserved column :math:`j` of cost :math:`c_j` appears in rows of single periods and in
+    horizon-wide rows, which every period program holds a copy of. Period :math:`t` of weight
+    :math:`w_t` (its share of the hours) pays
+
+    .. math:: \lambda_{tj} = \sum_{r \in t} a_{rj} \pi_r
+              + w_t \Big(\sum_{r \in \text{shared}} a_{rj} \pi_r + d_j\Big),
+        \qquad d_j = c_j - \sum_r a_{rj} \pi_r,
+
+    so :math:`\sum_t \lambda_{tj} = c_j` exactly, and the LP duals (a shared row's scaled by
+    :math:`w_t`) stay feasible for every period's LP, whose optimal values therefore sum to
+    at least the LP bound. Prices may be negative (a reserved replica's share of a node row in
+    a period that does not use it): clipping them breaks the sum and, on ``bench_portfolio``'s
+    day case, took the bound 3 % below the LP's."""
     if lp.duals is None:
         return None
     reserved = programs.reserved
-    cost = model.cost[reserved]
     table = model.constraint_table()
     row_period = np.full(model.program.n_rows, -1)
     row_period[table["row"].to_numpy()] = table["period"].to_numpy()
     block = model.program.matrix[:, reserved].tocoo()
     value = block.data * lp.duals[block.row]
     periods = model.problem.periods
-    index = {t: i for i, t in enumerate(periods["period"])}
-    per_period = np.zeros((len(periods), len(reserved)))
+    position = pd.Series(np.arange(len(periods)), index=periods["period"].to_numpy())
     mine = row_period[block.row] >= 0
-    np.add.at(per_period, (np.array([index.get(t, 0) for t in row_period[block.row][mine]],
-                                    dtype=np.int64), block.col[mine]), value[mine])
+    per_period = np.zeros((len(periods), len(reserved)))
+    np.add.at(per_period, (position.reindex(row_period[block.row][mine]).to_numpy(np.int64),
+                           block.col[mine]), value[mine])
     shared = np.zeros(len(reserved))
     np.add.at(shared, block.col[~mine], value[~mine])
+    reduced = model.cost[reserved] - per_period.sum(axis=0) - shared
     weight = (periods["hours"] / periods["hours"].sum()).to_numpy()
-    prices = np.clip(per_period + weight[:, None] * shared[None, :], 0.0, None)
-    total = prices.sum(axis=0)
-    scale = np.where(total > cost, cost / np.where(total > 0, total, 1.0), 1.0)
-    prices = prices * scale[None, :]
-    return {t: prices[i] for t, i in index.items()}
+    prices = per_period + weight[:, None] * (shared + reduced)[None, :]
+    return dict(zip(periods["period"].to_numpy().tolist(), prices))
 
 
 def load_duration_reserved(model: FleetModel, programs: PeriodPrograms,
