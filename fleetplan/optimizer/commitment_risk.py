@@ -45,7 +45,7 @@ from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp import FleetModel, build_model
 from fleetplan.optimizer.period_solves import Deadline
-from fleetplan.optimizer.reserved_first import reserved_plan, reserved_rows
+from fleetplan.optimizer.reserved_candidates import reserved_plan, reserved_rows
 from fleetplan.optimizer.rounding import rounded_up
 from fleetplan.optimizer.solver import SolveOptions, open_solver
 from fleetplan.optimizer.stochastic_model import (

@@ -9,21 +9,20 @@ fixed, the periods separate: each period's MILP is small and all run side by sid
 2. the rounded-up LP (``rounding.py``) is a whole-replica plan at once: the fallback. When the
    LP is not solved in time, the representative periods' LP routing, spread to every hour they
    stand for and rounded up, is the fallback instead (the greedy plan when there is none);
-3. candidate reserved counts (those of a plan on representative periods when the horizon has
-   many hours (``representative_periods.py``), the LP's rounded up, to nearest and down, and
-   the load-duration choice below) are each priced by solving every period's MILP with them fixed; the cheapest
-   plan wins;
+3. the first candidate reserved counts (those of a plan on representative periods when the
+   horizon has many hours, ``representative_periods.py``, and the LP's rounded up) are each
+   priced by solving every period's MILP with them fixed;
 4. a Lagrangian bound: each period's MILP (split by pool, ``pool_split.py``) with its own copy
    of the reserved columns, priced at that period's share of their cost as the LP's duals value
-   it (:func:`period_prices`; the prices of each column sum to its cost). For any such prices
+   it (``lagrangian_prices.py``; the prices of each column sum to its cost). For any such prices
    the sum of the period MILPs' bounds is a lower bound of the whole MILP [1]; at the LP's
-   duals the period LPs alone sum to the LP bound, so the periods' integrality raises it.
-
-5. with time left and the gap still open, the whole MILP from the best plan.
-
-The load-duration choice: the r-th reserved replica of a configuration is worth buying when
-the periods that use at least r replicas of it (in the Lagrangian periods' plans) make up at
-least the reserved-to-on-demand price ratio of the hours.
+   duals the period LPs alone sum to the LP bound, so the periods' integrality raises it;
+5. the polish: the best plan's periods solved again with its reserved counts, each to its
+   share of the slack that would prove the plan (:meth:`ReservedFirst.polish`);
+6. the other candidates (the LP's reserved counts rounded to nearest and down, then the
+   load-duration choice of ``reserved_candidates.py``), priced the same way; the cheapest
+   plan wins;
+7. with time left and the gap still open, the whole MILP from the best plan.
 
 References:
     [1] A. M. Geoffrion, "Lagrangean relaxation for integer programming", Mathematical
@@ -38,6 +37,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from fleetplan.optimizer.lagrangian_prices import lp_shares, period_prices
 from fleetplan.optimizer.milp import FleetModel, build_model
 from fleetplan.optimizer.period_solves import (
     Deadline,
@@ -53,6 +53,12 @@ from fleetplan.optimizer.representative_periods import (
     representative_problem,
     spread_to_hours,
     wants_representatives,
+)
+from fleetplan.optimizer.reserved_candidates import (
+    load_duration_reserved,
+    reserved_plan,
+    reserved_rows,
+    support_closure,
 )
 from fleetplan.optimizer.rounding import greedy_plan, rounded_up
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, gap_between, open_solver
@@ -73,42 +79,13 @@ WHOLE_MIN_S = 2.0
 #: Share of the time left the floor bound's LP may take (it takes well under a second).
 FLOOR_SHARE = 0.2
 
+#: Share of the accepted gap (of the plan's cost) the periods may leave open, split by hours:
+#: the rest is left for the reserved choice.
+GAP_SHARE = 0.5
 
-def reserved_rows(model: FleetModel) -> pd.DataFrame:
-    """The reserved replica rows of the model (one value for the whole horizon)."""
-    return model.replicas[model.replicas["period"] < 0]
-
-
-def reserved_plan(model: FleetModel, replicas: np.ndarray) -> dict[str, np.ndarray]:
-    """Reserved replica counts (one per reserved replica row) with the nodes they need:
-    ``{'cols', 'values'}`` for fixing them."""
-    table = reserved_rows(model).assign(value=replicas)
-    nodes = model.nodes[model.nodes["period"] < 0]
-    gpus = (table["value"] * table["tp"]).groupby([table["gpu"], table["pricing_type"]]).sum()
-    needed = gpus.reindex(nodes.set_index(["gpu", "pricing_type"]).index, fill_value=0.0)
-    per_node = nodes["gpus_per_node"].to_numpy(dtype=float)
-    node_values = needed.to_numpy() / per_node
-    node_values = np.where(per_node > 1, np.ceil(node_values - 1e-9), node_values)
-    return {"cols": np.concatenate([table["col"], nodes["col"]]).astype(np.int64),
-            "values": np.concatenate([replicas, node_values]).astype(float)}
-
-
-def support_closure(model: FleetModel, values: np.ndarray,
-                    keep: set[str] | None = None) -> dict[int, np.ndarray]:
-    """Per period, the routing and flexible replica columns of configurations the LP does not
-    use in that period (nor in ``keep``): closed in quick period solves."""
-    routes = model.routes.assign(share=values[model.routes["col"]])
-    used = routes.loc[routes["share"] > 1e-7, ["config", "period"]].drop_duplicates()
-    used = pd.MultiIndex.from_frame(used)
-    keep = keep or set()
-    closed = []
-    for table in (model.routes, model.replicas[model.replicas["period"] >= 0]):
-        key = pd.MultiIndex.from_frame(table[["config", "period"]])
-        shut = ~key.isin(used) & ~table["config"].isin(keep).to_numpy()
-        closed.append(table.loc[shut, ["period", "col"]])
-    closed = pd.concat(closed, ignore_index=True)
-    return {int(t): group["col"].to_numpy(dtype=np.int64)
-            for t, group in closed.groupby("period")}
+#: The same share when the best plan's periods are polished: its reserved choice is the one
+#: kept, so the gap left is the periods'.
+POLISH_GAP_SHARE = 0.05
 
 
 class ReservedFirst:
@@ -121,6 +98,7 @@ class ReservedFirst:
         self.best: np.ndarray | None = None
         self.best_cost = math.inf
         self.bound = -math.inf
+        self.best_floor = math.nan  # least cost of any plan with the best plan's reserved
         self.proven_infeasible = False
         self._representative: tuple | None = None  # representative_lp's answer, once solved
 
@@ -148,27 +126,69 @@ class ReservedFirst:
             self.bound = max(self.bound, result.outcome.bound)
         return result
 
-    def abs_gaps(self) -> dict[int, float]:
-        """Each period's share (by hours) of half the gap the whole plan may have [USD]."""
+    def abs_gaps(self, share: float) -> dict[int, float]:
+        """Each period's share (by hours) of ``share`` of the gap the whole plan may have
+        [USD]."""
         hours = self.model.problem.periods.set_index("period")["hours"]
         reference = self.best_cost if math.isfinite(self.best_cost) else self.bound
         target = self.options.mip_gap * max(reference, 0.0)
-        return (0.5 * target * hours / hours.sum()).to_dict()
+        return (share * target * hours / hours.sum()).to_dict()
 
     def periods_with(self, reserved: np.ndarray, closed: dict[int, np.ndarray] | None,
                      budget_s: float) -> None:
         """Every period's MILP with these reserved replicas fixed (their cost is constant)."""
+        task = self._fixed_task(reserved, closed, self.abs_gaps(GAP_SHARE))
+        run = solve_periods(self.programs, task, self.options, self.deadline, start=self.best,
+                            budget_s=budget_s, optional=self.best is not None)
+        if not run.complete():
+            return
+        before = self.best_cost
+        self.offer(run.values)
+        if self.best_cost < before:
+            constant = float(self.model.cost[task.fixed["cols"]] @ task.fixed["values"])
+            self.best_floor = constant + sum(r.outcome.bound for r in run.results.values())
+
+    def polish(self) -> None:
+        """The best plan's periods solved again with its reserved replicas, with the time
+        left, each to its share (by hours) of the slack that brings the plan within the
+        accepted gap of the bound; periods the deadline leaves unsolved keep the best plan's.
+
+        With these reserved replicas no plan costs less than their cost plus the periods'
+        bounds (``best_floor``), so periods within their share of
+        ``bound / (1 - mip_gap) - best_floor`` make the whole plan proven. When that slack is
+        not positive, only a different reserved choice or a higher bound can prove it, and
+        the periods are solved to :data:`POLISH_GAP_SHARE` of the accepted gap with half
+        the time left (other reserved choices get the rest); without a plan there is nothing
+        to polish."""
+        if self.best is None:
+            return
+        reserved = self.best[reserved_rows(self.model)["col"].to_numpy()]
+        slack = self.bound / (1.0 - self.options.mip_gap) - self.best_floor
+        if math.isfinite(slack) and slack > 0:
+            hours = self.model.problem.periods.set_index("period")["hours"]
+            abs_gaps = (slack * hours / hours.sum()).to_dict()
+        else:
+            abs_gaps = self.abs_gaps(POLISH_GAP_SHARE)
+        task = self._fixed_task(reserved, None, abs_gaps)
+        logger.debug("polish at %.1f s: slack %.2f over the best reserved's floor %.2f",
+                     self.deadline.elapsed(), slack, self.best_floor)
+        budget = self.deadline.remaining() if slack > 0 else self.deadline.share(0.5)
+        run = solve_periods(self.programs, task, self.options, self.deadline, start=self.best,
+                            budget_s=budget, keep_start=True)
+        self.offer(run.values if run.complete() else None)
+
+    def _fixed_task(self, reserved: np.ndarray, closed: dict[int, np.ndarray] | None,
+                    abs_gaps: dict[int, float]) -> PeriodTask:
         fixed = reserved_plan(self.model, reserved)
         cost = self.model.cost.copy()
         cost[fixed["cols"]] = 0.0
-        task = PeriodTask(cost, fixed=fixed, closed=closed, abs_gaps=self.abs_gaps())
-        run = solve_periods(self.programs, task, self.options, self.deadline, start=self.best,
-                            budget_s=budget_s, optional=self.best is not None)
-        self.offer(run.values if run.complete() else None)
+        return PeriodTask(cost, fixed=fixed, closed=closed, abs_gaps=abs_gaps)
 
     def lagrangian(self, lp: Result, budget_s: float) -> PeriodRun | None:
-        """Lower bound: every period's root node with its own priced copy of the reserved
-        columns (module docstring)."""
+        """Lower bound: every period's MILP with its own priced copy of the reserved columns
+        (module docstring). A period the budget leaves unsolved, or whose solve proves less,
+        counts its share of the LP bound (:func:`lp_shares`), so a run cut short still
+        bounds the whole."""
         prices = period_prices(self.model, self.programs, lp)
         if prices is None:
             return None
@@ -181,13 +201,17 @@ class ReservedFirst:
             own[where] = prices[period][which]
             return own
 
-        task = PeriodTask(cost, abs_gaps=self.abs_gaps(), split_by_pool=True)
+        task = PeriodTask(cost, abs_gaps=self.abs_gaps(GAP_SHARE), split_by_pool=True)
         run = solve_periods(self.programs, task, self.options, self.deadline, start=self.best,
                             budget_s=budget_s, optional=True)
-        bounds = [r.outcome.bound for r in run.results.values()]
-        if len(bounds) == len(self.programs.parts) and all(math.isfinite(b) for b in bounds):
-            self.bound = max(self.bound, float(sum(bounds)))
-        logger.debug("Lagrangian bound at %.1f s: %.2f", self.deadline.elapsed(), self.bound)
+        shares = lp_shares(self.programs, lp, cost)
+        proven = {t: r.outcome.bound for t, r in run.results.items()
+                  if math.isfinite(r.outcome.bound)}
+        bound = sum(max(proven.get(t, -math.inf), share) for t, share in shares.items())
+        if math.isfinite(bound):
+            self.bound = max(self.bound, bound)
+        logger.debug("Lagrangian bound at %.1f s: %.2f (%d of %d periods solved)",
+                     self.deadline.elapsed(), self.bound, len(proven), len(shares))
         return run
 
     def solve(self) -> SolveOutcome:
@@ -212,8 +236,12 @@ class ReservedFirst:
             candidates.insert(0, typical)
         self.periods_with(candidates[0], closed, self.deadline.share(FIRST_PLAN_SHARE))
         tried = {candidates[0].tobytes()}
+        first = 2 if typical is not None else 1  # the LP's rounded up is always priced first
+        self.price_candidates(candidates[1:first], closed, tried)
         run = self.lagrangian(lp, self.deadline.share(0.5)) if not self.done() else None
-        self.price_candidates(candidates[1:], closed, tried)
+        if not self.done():
+            self.polish()
+        self.price_candidates(candidates[first:], closed, tried)
         duration = load_duration_reserved(self.model, self.programs, run)
         if duration is not None:
             self.price_candidates([duration], closed, tried)
@@ -327,70 +355,3 @@ def floor_bound(model: FleetModel, options: SolveOptions, seconds: float) -> flo
     if result.outcome.status == "optimal" and math.isfinite(result.outcome.bound):
         return result.outcome.bound
     return -math.inf
-
-
-def period_prices(model: FleetModel, programs: PeriodPrograms,
-                  lp: Result) -> dict[int, np.ndarray] | None:
-    r"""Each period's price of each reserved column, from the LP's row duals :math:`\pi`.
-
-    A reserved column :math:`j` of cost :math:`c_j` appears in rows of single periods and in
-    horizon-wide rows, which every period program holds a copy of. Period :math:`t` of weight
-    :math:`w_t` (its share of the hours) pays
-
-    .. math:: \lambda_{tj} = \sum_{r \in t} a_{rj} \pi_r
-              + w_t \Big(\sum_{r \in \text{shared}} a_{rj} \pi_r + d_j\Big),
-        \qquad d_j = c_j - \sum_r a_{rj} \pi_r,
-
-    so :math:`\sum_t \lambda_{tj} = c_j` exactly, and the LP duals (a shared row's scaled by
-    :math:`w_t`) stay feasible for every period's LP, whose optimal values therefore sum to
-    at least the LP bound. Prices may be negative (a reserved replica's share of a node row in
-    a period that does not use it): clipping them breaks the sum and, on ``bench_portfolio``'s
-    day case, took the bound 3 % below the LP's."""
-    if lp.duals is None:
-        return None
-    reserved = programs.reserved
-    table = model.constraint_table()
-    row_period = np.full(model.program.n_rows, -1)
-    row_period[table["row"].to_numpy()] = table["period"].to_numpy()
-    block = model.program.matrix[:, reserved].tocoo()
-    value = block.data * lp.duals[block.row]
-    periods = model.problem.periods
-    position = pd.Series(np.arange(len(periods)), index=periods["period"].to_numpy())
-    mine = row_period[block.row] >= 0
-    per_period = np.zeros((len(periods), len(reserved)))
-    np.add.at(per_period, (position.reindex(row_period[block.row][mine]).to_numpy(np.int64),
-                           block.col[mine]), value[mine])
-    shared = np.zeros(len(reserved))
-    np.add.at(shared, block.col[~mine], value[~mine])
-    reduced = model.cost[reserved] - per_period.sum(axis=0) - shared
-    weight = (periods["hours"] / periods["hours"].sum()).to_numpy()
-    prices = per_period + weight[:, None] * (shared + reduced)[None, :]
-    return dict(zip(periods["period"].to_numpy().tolist(), prices))
-
-
-def load_duration_reserved(model: FleetModel, programs: PeriodPrograms,
-                           run: PeriodRun | None) -> np.ndarray | None:
-    """Reserved counts from the periods' own reserved usage: the r-th replica is reserved when
-    the hours of periods using at least r of it reach the price ratio (module docstring)."""
-    if run is None or not run.complete():
-        return None
-    rows = reserved_rows(model)
-    periods = model.problem.periods
-    usage = np.zeros((len(periods), len(rows)))
-    for i, period in enumerate(periods["period"]):
-        result, part = run.results[period], programs.parts[period]
-        if result.values is None:
-            return None
-        where, which = _local(part, rows["col"].to_numpy())
-        usage[i, which] = np.round(result.values[where])
-    hours = periods["hours"].to_numpy()
-    offers = model.problem.offers.set_index(["gpu", "pricing_type"])["usd_per_gpu_hour"]
-    on_demand = offers.reindex(pd.MultiIndex.from_arrays(
-        [rows["gpu"], pd.Series("on_demand", index=rows.index)])).to_numpy(dtype=float)
-    reserved_price = offers.reindex(pd.MultiIndex.from_frame(
-        rows[["gpu", "pricing_type"]])).to_numpy(dtype=float)
-    ratio = np.nan_to_num(reserved_price / on_demand, nan=1.0)
-    levels = np.arange(1, int(usage.max(initial=0)) + 1)
-    # hours of periods using at least each level of each reserved row: [level, row]
-    covered = ((usage[None, :, :] >= levels[:, None, None]) * hours[None, :, None]).sum(axis=1)
-    return ((covered / hours.sum()) >= ratio[None, :]).sum(axis=0).astype(float)

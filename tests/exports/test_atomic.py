@@ -11,7 +11,13 @@ import pytest
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports import write_sweep
-from fleetplan.exports.atomic import OUTPUT_MARKER, atomic_dir, atomic_open, atomic_path, write_text_atomic
+from fleetplan.exports.atomic import (
+    OUTPUT_MARKER,
+    atomic_dir,
+    atomic_open,
+    atomic_path,
+    write_text_atomic,
+)
 from tests.exports.samples import synthetic_sweep
 
 

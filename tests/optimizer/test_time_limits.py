@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import fleetplan.cli.plan
+import fleetplan.optimizer.optimization as optimization
 import fleetplan.optimizer.period_solves as period_solves
 from fleetplan.cli import main
 from fleetplan.optimizer.fleet_plan import FleetPlan
@@ -19,6 +20,21 @@ from fleetplan.optimizer.rounding import greedy_plan
 from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.instances import portfolio_problem
 from tests.optimizer.plan_checker import check_plan
+
+
+def test_the_solve_leaves_a_share_of_the_limit_for_the_work_after_it(monkeypatch):
+    given = []
+    real = optimization.solve_fleet
+
+    def recorded(model, options, deadline=None):
+        given.append(deadline.seconds)
+        return real(model, options, deadline)
+
+    monkeypatch.setattr(optimization, "solve_fleet", recorded)
+    plan = optimize_problem(portfolio_problem(n_models=1, n_gpus=2, n_periods=2),
+                            SolveOptions(time_limit_s=20.0, mip_gap=0.01))
+    assert plan.feasible
+    assert given == [pytest.approx(20.0 * (1 - optimization.AFTER_SOLVE_SHARE))]
 
 
 @pytest.mark.slow

@@ -1,0 +1,81 @@
+"""Reserved counts as candidates: the reserved rows of a model, the columns that fix a count
+(with the nodes it needs), the configurations a quick period solve may close, and the
+load-duration choice.
+
+The load-duration choice: the r-th reserved replica of a configuration is worth buying when
+the periods that use at least r replicas of it (in the Lagrangian periods' plans) make up at
+least the reserved-to-on-demand price ratio of the hours.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.optimizer.milp import FleetModel
+from fleetplan.optimizer.period_solves import PeriodPrograms, PeriodRun, _local
+
+
+def reserved_rows(model: FleetModel) -> pd.DataFrame:
+    """The reserved replica rows of the model (one value for the whole horizon)."""
+    return model.replicas[model.replicas["period"] < 0]
+
+
+def reserved_plan(model: FleetModel, replicas: np.ndarray) -> dict[str, np.ndarray]:
+    """Reserved replica counts (one per reserved replica row) with the nodes they need:
+    ``{'cols', 'values'}`` for fixing them."""
+    table = reserved_rows(model).assign(value=replicas)
+    nodes = model.nodes[model.nodes["period"] < 0]
+    gpus = (table["value"] * table["tp"]).groupby([table["gpu"], table["pricing_type"]]).sum()
+    needed = gpus.reindex(nodes.set_index(["gpu", "pricing_type"]).index, fill_value=0.0)
+    per_node = nodes["gpus_per_node"].to_numpy(dtype=float)
+    node_values = needed.to_numpy() / per_node
+    node_values = np.where(per_node > 1, np.ceil(node_values - 1e-9), node_values)
+    return {"cols": np.concatenate([table["col"], nodes["col"]]).astype(np.int64),
+            "values": np.concatenate([replicas, node_values]).astype(float)}
+
+
+def support_closure(model: FleetModel, values: np.ndarray,
+                    keep: set[str] | None = None) -> dict[int, np.ndarray]:
+    """Per period, the routing and flexible replica columns of configurations the LP does not
+    use in that period (nor in ``keep``): closed in quick period solves."""
+    routes = model.routes.assign(share=values[model.routes["col"]])
+    used = routes.loc[routes["share"] > 1e-7, ["config", "period"]].drop_duplicates()
+    used = pd.MultiIndex.from_frame(used)
+    keep = keep or set()
+    closed = []
+    for table in (model.routes, model.replicas[model.replicas["period"] >= 0]):
+        key = pd.MultiIndex.from_frame(table[["config", "period"]])
+        shut = ~key.isin(used) & ~table["config"].isin(keep).to_numpy()
+        closed.append(table.loc[shut, ["period", "col"]])
+    closed = pd.concat(closed, ignore_index=True)
+    return {int(t): group["col"].to_numpy(dtype=np.int64)
+            for t, group in closed.groupby("period")}
+
+
+def load_duration_reserved(model: FleetModel, programs: PeriodPrograms,
+                           run: PeriodRun | None) -> np.ndarray | None:
+    """Reserved counts from the periods' own reserved usage: the r-th replica is reserved when
+    the hours of periods using at least r of it reach the price ratio (module docstring)."""
+    if run is None or not run.complete():
+        return None
+    rows = reserved_rows(model)
+    periods = model.problem.periods
+    usage = np.zeros((len(periods), len(rows)))
+    for i, period in enumerate(periods["period"]):
+        result, part = run.results[period], programs.parts[period]
+        if result.values is None:
+            return None
+        where, which = _local(part, rows["col"].to_numpy())
+        usage[i, which] = np.round(result.values[where])
+    hours = periods["hours"].to_numpy()
+    offers = model.problem.offers.set_index(["gpu", "pricing_type"])["usd_per_gpu_hour"]
+    on_demand = offers.reindex(pd.MultiIndex.from_arrays(
+        [rows["gpu"], pd.Series("on_demand", index=rows.index)])).to_numpy(dtype=float)
+    reserved_price = offers.reindex(pd.MultiIndex.from_frame(
+        rows[["gpu", "pricing_type"]])).to_numpy(dtype=float)
+    ratio = np.nan_to_num(reserved_price / on_demand, nan=1.0)
+    levels = np.arange(1, int(usage.max(initial=0)) + 1)
+    # hours of periods using at least each level of each reserved row: [level, row]
+    covered = ((usage[None, :, :] >= levels[:, None, None]) * hours[None, :, None]).sum(axis=1)
+    return ((covered / hours.sum()) >= ratio[None, :]).sum(axis=0).astype(float)

@@ -1,0 +1,173 @@
+"""Passes of the reserved-first decomposition on a small linked portfolio.
+
+The Lagrangian bound: period prices of reserved capacity taken from the LP's duals sum to its
+cost, keep every period's LP at least its share of the LP bound, and give a bound between the
+LP's and the optimum. The polish: the best plan's periods re-solved to the slack that proves
+the plan, keeping the best plan's periods when time runs out."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fleetplan.optimizer.lagrangian_prices import lp_shares, period_prices
+from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, _local
+from fleetplan.optimizer.reserved_candidates import reserved_rows
+from fleetplan.optimizer.reserved_first import ReservedFirst
+from fleetplan.optimizer.rounding import rounded_up
+from fleetplan.optimizer.solver import SolveOptions, open_solver
+from tests.optimizer.instances import portfolio_problem
+
+EXACT = SolveOptions(time_limit_s=60, mip_gap=1e-9, threads=1)
+
+
+@pytest.fixture(scope="module")
+def linked():
+    """A 6-hour portfolio with reserved pricing (node rows link every period), its model,
+    period programs and LP."""
+    model = build_model(portfolio_problem(n_models=1, n_gpus=2, n_periods=6))
+    lp = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=60, mip_gap=0.0,
+                                                             relax=True)
+    assert lp.outcome.status == "optimal"
+    return model, PeriodPrograms.of(model), lp
+
+
+def _period_cost(model, programs, prices, period):
+    part = programs.parts[period]
+    own = model.cost[part.cols].copy()
+    where, which = _local(part, programs.reserved)
+    own[where] = prices[period][which]
+    return part, own
+
+
+def test_the_prices_of_each_reserved_column_sum_to_its_cost(linked):
+    model, programs, lp = linked
+    prices = period_prices(model, programs, lp)
+    assert set(prices) == set(model.problem.periods["period"])
+    total = np.sum(list(prices.values()), axis=0)
+    np.testing.assert_allclose(total, model.cost[programs.reserved], rtol=1e-9, atol=1e-9)
+    # the instance needs negative prices: reserved replicas idle in some hours
+    assert np.min(list(prices.values())) < -1e-6
+
+
+def test_the_priced_period_lps_sum_to_the_lp_bound(linked):
+    # clipped prices (the old rule) summed 3 % below the LP on bench_portfolio's day case
+    model, programs, lp = linked
+    prices = period_prices(model, programs, lp)
+    total = 0.0
+    for period in programs.periods():
+        part, own = _period_cost(model, programs, prices, period)
+        result = open_solver(part.program, own, EXACT).solve(time_limit_s=30, mip_gap=0.0,
+                                                             relax=True)
+        assert result.outcome.status == "optimal"
+        total += result.outcome.objective
+    assert total == pytest.approx(lp.outcome.objective, rel=1e-7)
+
+
+def test_the_lagrangian_bound_lies_between_the_lp_and_the_optimum(linked):
+    model, programs, lp = linked
+    exact = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=60, mip_gap=0.0)
+    assert exact.outcome.status == "optimal"
+    linked_solve = ReservedFirst(model, programs, EXACT, Deadline(60))
+    linked_solve.bound = -math.inf
+    run = linked_solve.lagrangian(lp, budget_s=60)
+    assert run is not None and run.complete()
+    assert lp.outcome.objective - 1e-6 <= linked_solve.bound
+    assert linked_solve.bound <= exact.outcome.objective * (1 + 1e-7)
+    # the periods' integrality lifts it above the LP on this instance
+    assert linked_solve.bound > lp.outcome.objective * (1 + 1e-4)
+
+
+def _with_a_plan(model, programs, lp, options, seconds=60.0):
+    """A reserved-first solve holding the rounded-up LP and the plan for its reserved counts
+    rounded up."""
+    linked_solve = ReservedFirst(model, programs, options, Deadline(seconds))
+    linked_solve.bound = lp.outcome.objective
+    linked_solve.offer(rounded_up(model, lp.values))
+    reserved = lp.values[reserved_rows(model)["col"].to_numpy()]
+    linked_solve.periods_with(np.ceil(reserved - 1e-6) + 0.0, None, 60)
+    return linked_solve
+
+
+def test_the_floor_of_the_best_reserved_choice_lies_below_its_plan(linked):
+    model, programs, lp = linked
+    options = SolveOptions(time_limit_s=60, mip_gap=0.01, threads=1)
+    linked_solve = _with_a_plan(model, programs, lp, options)
+    assert linked_solve.best_floor <= linked_solve.best_cost + 1e-6
+    # no plan with those reserved replicas costs less than the floor
+    fixed = reserved_rows(model)["col"].to_numpy()
+    solver = open_solver(model.program, model.cost, EXACT)
+    solver.set_col_bounds(fixed, linked_solve.best[fixed], linked_solve.best[fixed])
+    exact = solver.solve(time_limit_s=60, mip_gap=0.0)
+    assert exact.outcome.status == "optimal"
+    assert linked_solve.best_floor <= exact.outcome.objective * (1 + 1e-7)
+
+
+def test_polishing_brings_the_plan_within_the_gap_its_floor_allows(linked):
+    model, programs, lp = linked
+    options = SolveOptions(time_limit_s=60, mip_gap=0.02, threads=1)
+    linked_solve = _with_a_plan(model, programs, lp, options)
+    # the reserved choice's floor leaves room within the accepted gap of the LP bound
+    assert linked_solve.best_floor < linked_solve.bound / (1 - options.mip_gap)
+    # a wasteful plan with the same reserved counts: every period 2 on-demand replicas over
+    flexible = model.replicas[(model.replicas["period"] >= 0)
+                              & (model.replicas["pricing_type"] == "on_demand")]
+    first = flexible.groupby("period")["col"].first().to_numpy()
+    wasteful = linked_solve.best.copy()
+    wasteful[first] += 2.0
+    nodes = model.nodes[model.nodes["period"] >= 0]
+    used = model.replicas.set_index("col").loc[first]
+    for period, gpu, tp in zip(used["period"], used["gpu"], used["tp"]):
+        node = nodes[(nodes["period"] == period) & (nodes["gpu"] == gpu)
+                     & (nodes["pricing_type"] == "on_demand")]["col"]
+        wasteful[node.to_numpy()] += 2.0 * tp
+    assert model.program.violation(wasteful) <= 1e-6
+    linked_solve.best, linked_solve.best_cost = wasteful, float(model.cost @ wasteful)
+    linked_solve.polish()
+    assert model.program.violation(linked_solve.best) <= 1e-6
+    assert linked_solve.gap() <= options.mip_gap
+
+
+def test_polishing_past_the_deadline_keeps_the_best_plan(linked):
+    model, programs, lp = linked
+    options = SolveOptions(time_limit_s=60, mip_gap=0.01, threads=1)
+    linked_solve = _with_a_plan(model, programs, lp, options)
+    best, cost = linked_solve.best.copy(), linked_solve.best_cost
+    linked_solve.deadline = Deadline(0.0)
+    linked_solve.polish()
+    assert linked_solve.best_cost == cost
+    np.testing.assert_array_equal(linked_solve.best, best)
+
+
+def test_without_a_plan_there_is_nothing_to_polish(linked):
+    model, programs, lp = linked
+    linked_solve = ReservedFirst(model, programs, EXACT, Deadline(60))
+    linked_solve.polish()
+    assert linked_solve.best is None and math.isinf(linked_solve.best_cost)
+
+
+def test_the_periods_lp_shares_sum_to_the_lp_bound_and_bound_each_priced_period(linked):
+    model, programs, lp = linked
+    prices = period_prices(model, programs, lp)
+
+    def cost(period):
+        return _period_cost(model, programs, prices, period)[1]
+
+    shares = lp_shares(programs, lp, cost)
+    assert sum(shares.values()) == pytest.approx(lp.outcome.objective, rel=1e-7)
+    for period, share in shares.items():
+        part, own = _period_cost(model, programs, prices, period)
+        exact = open_solver(part.program, own, EXACT).solve(time_limit_s=30, mip_gap=0.0)
+        assert share <= exact.outcome.objective * (1 + 1e-7) + 1e-6
+
+
+def test_a_lagrangian_pass_cut_short_still_bounds_at_least_the_lp(linked):
+    model, programs, lp = linked
+    linked_solve = ReservedFirst(model, programs, EXACT, Deadline(60))
+    linked_solve.bound = -math.inf
+    run = linked_solve.lagrangian(lp, budget_s=0.0)  # no period solved
+    assert not run.complete()
+    assert linked_solve.bound == pytest.approx(lp.outcome.objective, rel=1e-7)
