@@ -128,9 +128,14 @@ class FleetModel:
 
     def constraint_table(self) -> pd.DataFrame:
         """All constraint families as one table."""
-        if not self.constraints:
-            return pd.DataFrame(columns=["family", "subject", "period", "limit", "sense",
-                                         "unit", "row"])
+        if not self.constraints:  # typed, so its row and period numbers index arrays
+            return pd.DataFrame({"family": pd.Series(dtype=object),
+                                 "subject": pd.Series(dtype=object),
+                                 "period": pd.Series(dtype=np.int64),
+                                 "limit": pd.Series(dtype=float),
+                                 "sense": pd.Series(dtype=object),
+                                 "unit": pd.Series(dtype=object),
+                                 "row": pd.Series(dtype=np.int64)})
         return pd.concat(self.constraints, ignore_index=True)
 
     def value(self, table: pd.DataFrame) -> np.ndarray:

@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from fleetplan.optimizer.lagrangian_prices import lp_shares, period_prices
 from fleetplan.optimizer.milp import build_model
@@ -19,7 +21,8 @@ from fleetplan.optimizer.reserved_candidates import reserved_rows
 from fleetplan.optimizer.reserved_first import ReservedFirst
 from fleetplan.optimizer.rounding import rounded_up
 from fleetplan.optimizer.solver import SolveOptions, open_solver
-from tests.optimizer.instances import portfolio_problem
+from tests.optimizer.instances import make_problem, portfolio_problem
+from tests.optimizer.test_bruteforce import SETTINGS, instances
 
 EXACT = SolveOptions(time_limit_s=60, mip_gap=1e-9, threads=1)
 
@@ -171,3 +174,26 @@ def test_a_lagrangian_pass_cut_short_still_bounds_at_least_the_lp(linked):
     run = linked_solve.lagrangian(lp, budget_s=0.0)  # no period solved
     assert not run.complete()
     assert linked_solve.bound == pytest.approx(lp.outcome.objective, rel=1e-7)
+
+
+@SETTINGS
+@given(instances(n_periods=st.integers(2, 3), reserved=st.just(True)))
+@example(make_problem([[0.0]], [[0.0], [0.0]],  # no demand: a model without rows
+                      {("g0", "on_demand"): 1.0, ("g0", "reserved_1y"): 0.6}))
+def test_the_lagrangian_bound_never_exceeds_the_optimum(problem):
+    model = build_model(problem)
+    lp = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=30, mip_gap=0.0,
+                                                             relax=True)
+    if lp.outcome.status != "optimal":  # an infeasible instance has no bound to check
+        return
+    programs = PeriodPrograms.of(model)
+    prices = period_prices(model, programs, lp)
+    total = np.sum(list(prices.values()), axis=0)
+    np.testing.assert_allclose(total, model.cost[programs.reserved], rtol=1e-9, atol=1e-9)
+    linked_solve = ReservedFirst(model, programs, EXACT, Deadline(30))
+    linked_solve.bound = -math.inf
+    linked_solve.lagrangian(lp, budget_s=30)
+    exact = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=30, mip_gap=0.0)
+    assert exact.outcome.status == "optimal"
+    assert lp.outcome.objective - 1e-6 <= linked_solve.bound
+    assert linked_solve.bound <= exact.outcome.objective * (1 + 1e-7) + 1e-6
