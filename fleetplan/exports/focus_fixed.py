@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.exports.focus_api import monthly_charge_rows
-from fleetplan.optimizer.config_fixed_cost import fixed_costs_by_period
+from fleetplan.optimizer.config_fixed_cost import config_gpus, fixed_costs_by_period
 from fleetplan.optimizer.cost_pools import to_calendar_months
 
 #: Unit of the pricing quantity (FOCUS UnitFormat).
@@ -34,16 +34,17 @@ def fixed_costs_by_month(plan) -> pd.DataFrame:
         return pd.DataFrame(columns=columns)
     months = to_calendar_months(costs.drop(columns="month"), plan.periods, ["usd"])
     table = months.groupby(["month", "config"], as_index=False)["usd"].sum()
-    table["config_months"] = table["usd"] / float(plan.assumptions.get(
-        "config_fixed_usd_per_month") or _fixed_price(plan))
-    gpu = plan.fleet.drop_duplicates("config").set_index("config")["gpu"] if len(plan.fleet) \
-        else pd.Series(dtype=object)
-    table["gpu"] = table["config"].map(gpu).fillna("")
+    table["config_months"] = table["usd"] / fixed_price(plan)
+    table["gpu"] = table["config"].map(config_gpus(plan)).fillna("")
     return table[columns]
 
 
-def _fixed_price(plan) -> float:
-    """USD per configuration-month from the plan's own table (usd over weighted months)."""
+def fixed_price(plan) -> float:
+    """USD per configuration-month: the scenario's, else the plan's own table's (usd over
+    weighted months)."""
+    given = plan.assumptions.get("config_fixed_usd_per_month")
+    if given:
+        return float(given)
     fixed = plan.config_fixed_costs
     return float(fixed["usd"].sum() / fixed["month_weight"].astype(float).sum())
 
@@ -55,7 +56,7 @@ def fixed_focus_rows(table: pd.DataFrame, billed_cents: np.ndarray, plan, start:
     if table.empty:
         return pd.DataFrame()
     config = table["config"]
-    unit = np.full(len(table), _fixed_price(plan))
+    unit = np.full(len(table), fixed_price(plan))
     own = "Own operations"
     return monthly_charge_rows(
         table, billed_cents, plan, start, instant, table["config_months"].to_numpy(float), unit, {

@@ -292,7 +292,13 @@ def fixed_charges(plan, use: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     unused = spread.merge(by_workload[["config", *keys]].drop_duplicates(), on=["config", *keys],
                           how="left", indicator=True)
     unused = unused[unused["_merge"] == "left_only"]
-    gpu = plan.fleet.drop_duplicates("config").set_index("config")["gpu"] if len(plan.fleet) \
-        else pd.Series(dtype=object)
-    pools = unused.assign(gpu=unused["config"].map(gpu).fillna(""), pricing_type="config_fixed")
+    pools = unused.assign(gpu=unused["config"].map(config_gpus(plan)).fillna(""),
+                          pricing_type="config_fixed")
     return charges, pools[["period", "config", "gpu", "pricing_type", "usd"]]
+
+
+def config_gpus(plan) -> pd.Series:
+    """The GPU type of each configuration in a finished plan's fleet, indexed by config."""
+    if plan.fleet.empty:
+        return pd.Series(dtype=object)
+    return plan.fleet.drop_duplicates("config").set_index("config")["gpu"]
