@@ -41,8 +41,8 @@ def period_prices(model: FleetModel, programs: PeriodPrograms,
     so :math:`\sum_t \lambda_{tj} = c_j` exactly, and the LP duals (a shared row's scaled by
     :math:`w_t`) stay feasible for every period's LP, whose optimal values therefore sum to
     at least the LP bound. Prices may be negative (a reserved replica's share of a node row in
-    a period that does not use it): clipping them breaks the sum and, on ``bench_portfolio``'s
-    day case, took the bound 3 % below the LP's."""
+    a period that does not use it): clipping them breaks the sum, and the priced periods
+    then sum below the LP bound (``tests/optimizer/test_reserved_first_passes.py``)."""
     if lp.duals is None:
         return None
     reserved = programs.reserved
