@@ -111,6 +111,7 @@ class ReservedFirst:
                      cost, self.best_cost, self.bound)
         if cost < self.best_cost - 1e-9:
             self.best, self.best_cost = values, cost
+            self.best_floor = math.nan  # unknown until the caller knows the reserved choice's
 
     def gap(self) -> float:
         return gap_between(self.best_cost, self.bound)
@@ -175,7 +176,9 @@ class ReservedFirst:
         budget = self.deadline.remaining() if slack > 0 else self.deadline.share(0.5)
         run = solve_periods(self.programs, task, self.options, self.deadline, start=self.best,
                             budget_s=budget, keep_start=True)
+        floor = self.best_floor
         self.offer(run.values if run.complete() else None)
+        self.best_floor = floor  # the same reserved choice
 
     def _fixed_task(self, reserved: np.ndarray, closed: dict[int, np.ndarray] | None,
                     abs_gaps: dict[int, float]) -> PeriodTask:

@@ -197,3 +197,12 @@ def test_the_lagrangian_bound_never_exceeds_the_optimum(problem):
     assert exact.outcome.status == "optimal"
     assert lp.outcome.objective - 1e-6 <= linked_solve.bound
     assert linked_solve.bound <= exact.outcome.objective * (1 + 1e-7) + 1e-6
+
+
+def test_a_better_plan_from_elsewhere_forgets_the_floor_of_the_old_reserved_choice(linked):
+    model, programs, lp = linked
+    options = SolveOptions(time_limit_s=60, mip_gap=0.01, threads=1)
+    linked_solve = _with_a_plan(model, programs, lp, options)
+    assert math.isfinite(linked_solve.best_floor)
+    linked_solve.offer(np.zeros(model.program.n_cols))  # cheaper, with other reserved counts
+    assert linked_solve.best_cost == 0.0 and math.isnan(linked_solve.best_floor)
