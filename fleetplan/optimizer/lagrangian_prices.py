@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.optimizer.milp import FleetModel
-from fleetplan.optimizer.period_solves import PeriodPrograms
+from fleetplan.optimizer.period_solves import PeriodPrograms, _local
 from fleetplan.optimizer.solver import Result
 
 #: HiGHS's dual feasibility tolerance: reduced costs this small count as 0 in the LP shares.
@@ -46,9 +46,7 @@ def period_prices(model: FleetModel, programs: PeriodPrograms,
     if lp.duals is None:
         return None
     reserved = programs.reserved
-    table = model.constraint_table()
-    row_period = np.full(model.program.n_rows, -1)
-    row_period[table["row"].to_numpy()] = table["period"].to_numpy()
+    row_period = _row_periods(model)
     block = model.program.matrix[:, reserved].tocoo()
     value = block.data * lp.duals[block.row]
     periods = model.problem.periods
@@ -60,9 +58,38 @@ def period_prices(model: FleetModel, programs: PeriodPrograms,
     shared = np.zeros(len(reserved))
     np.add.at(shared, block.col[~mine], value[~mine])
     reduced = model.cost[reserved] - per_period.sum(axis=0) - shared
-    weight = (periods["hours"] / periods["hours"].sum()).to_numpy()
-    prices = per_period + weight[:, None] * (shared + reduced)[None, :]
+    weight = hour_weights(periods)
+    prices = per_period + weight.to_numpy()[:, None] * (shared + reduced)[None, :]
     return dict(zip(periods["period"].to_numpy().tolist(), prices))
+
+
+def priced_cost(programs: PeriodPrograms, prices: dict[int, np.ndarray]):
+    """The objective of each period's program with its own copy of the reserved columns at
+    its ``prices`` (:func:`period_prices`): a function of the period."""
+    model, reserved = programs.model, programs.reserved
+
+    def cost(period: int) -> np.ndarray:
+        part = programs.parts[period]
+        own = model.cost[part.cols].copy()
+        where, which = _local(part, reserved)
+        own[where] = prices[period][which]
+        return own
+
+    return cost
+
+
+def hour_weights(periods: pd.DataFrame) -> pd.Series:
+    """Each period's share of the horizon's hours, indexed by period."""
+    hours = periods.set_index("period")["hours"]
+    return hours / hours.sum()
+
+
+def _row_periods(model: FleetModel) -> np.ndarray:
+    """The period of every row of the model, -1 for horizon-wide rows."""
+    table = model.constraint_table()
+    row_period = np.full(model.program.n_rows, -1)
+    row_period[table["row"].to_numpy()] = table["period"].to_numpy()
+    return row_period
 
 
 def lp_shares(programs: PeriodPrograms, lp: Result, cost) -> dict[int, float]:
@@ -79,11 +106,8 @@ def lp_shares(programs: PeriodPrograms, lp: Result, cost) -> dict[int, float]:
     a lower bound of its Lagrangian subproblem, and the shares sum to the LP bound (weak
     duality; reduced costs within HiGHS's dual feasibility tolerance count as 0)."""
     model = programs.model
-    table = model.constraint_table()
-    shared = np.zeros(model.program.n_rows, dtype=bool)
-    shared[table.loc[table["period"] < 0, "row"].to_numpy()] = True
-    periods = model.problem.periods
-    weight = dict(zip(periods["period"], periods["hours"] / periods["hours"].sum()))
+    shared = _row_periods(model) < 0
+    weight = hour_weights(model.problem.periods)
     shares = {}
     for period, part in programs.parts.items():
         program = part.program

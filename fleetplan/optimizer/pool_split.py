@@ -196,8 +196,8 @@ def quick_plan(program: LinearProgram, cost: np.ndarray, lower: np.ndarray, uppe
     shut = (groups.config >= 0) & ~np.isin(groups.config, configs) & (lower <= 0)
     solver = open_solver(program, cost, options)
     solver.set_col_bounds(np.arange(program.n_cols), lower, np.where(shut, 0.0, upper))
-    result = solver.solve(time_limit_s=max(seconds, MIN_SOLVE_S), mip_gap=options.mip_gap * QUICK_PLAN_GAP_SHARE,
-                          start=start)
+    result = solver.solve(time_limit_s=max(seconds, MIN_SOLVE_S),
+                          mip_gap=options.mip_gap * QUICK_PLAN_GAP_SHARE, start=start)
     return result.values
 
 

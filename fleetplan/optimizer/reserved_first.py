@@ -37,14 +37,18 @@ import math
 import numpy as np
 import pandas as pd
 
-from fleetplan.optimizer.lagrangian_prices import lp_shares, period_prices
+from fleetplan.optimizer.lagrangian_prices import (
+    hour_weights,
+    lp_shares,
+    period_prices,
+    priced_cost,
+)
 from fleetplan.optimizer.milp import FleetModel, build_model
 from fleetplan.optimizer.period_solves import (
     Deadline,
     PeriodPrograms,
     PeriodRun,
     PeriodTask,
-    _local,
     solve_periods,
 )
 from fleetplan.optimizer.representative_periods import (
@@ -102,16 +106,16 @@ class ReservedFirst:
         self.proven_infeasible = False
         self._representative: tuple | None = None  # representative_lp's answer, once solved
 
-    def offer(self, values: np.ndarray | None) -> None:
-        """Keep ``values`` if it is the cheapest whole plan so far."""
+    def offer(self, values: np.ndarray | None, floor: float = math.nan) -> None:
+        """Keep ``values`` if it is the cheapest whole plan so far, with ``floor``, the least
+        any plan with its reserved counts costs (NaN: unknown)."""
         if values is None:
             return
         cost = float(self.model.cost @ values)
         logger.debug("plan at %.1f s: %.2f (best %.2f, bound %.2f)", self.deadline.elapsed(),
                      cost, self.best_cost, self.bound)
         if cost < self.best_cost - 1e-9:
-            self.best, self.best_cost = values, cost
-            self.best_floor = math.nan  # unknown until the caller knows the reserved choice's
+            self.best, self.best_cost, self.best_floor = values, cost, floor
 
     def gap(self) -> float:
         return gap_between(self.best_cost, self.bound)
@@ -130,10 +134,12 @@ class ReservedFirst:
     def abs_gaps(self, share: float) -> dict[int, float]:
         """Each period's share (by hours) of ``share`` of the gap the whole plan may have
         [USD]."""
-        hours = self.model.problem.periods.set_index("period")["hours"]
         reference = self.best_cost if math.isfinite(self.best_cost) else self.bound
-        target = self.options.mip_gap * max(reference, 0.0)
-        return (share * target * hours / hours.sum()).to_dict()
+        return self._by_hours(share * self.options.mip_gap * max(reference, 0.0))
+
+    def _by_hours(self, total: float) -> dict[int, float]:
+        """``total`` split over the periods by their hours."""
+        return (total * hour_weights(self.model.problem.periods)).to_dict()
 
     def periods_with(self, reserved: np.ndarray, closed: dict[int, np.ndarray] | None,
                      budget_s: float) -> None:
@@ -143,11 +149,8 @@ class ReservedFirst:
                             budget_s=budget_s, optional=self.best is not None)
         if not run.complete():
             return
-        before = self.best_cost
-        self.offer(run.values)
-        if self.best_cost < before:
-            constant = float(self.model.cost[task.fixed["cols"]] @ task.fixed["values"])
-            self.best_floor = constant + sum(r.outcome.bound for r in run.results.values())
+        constant = float(self.model.cost[task.fixed["cols"]] @ task.fixed["values"])
+        self.offer(run.values, constant + sum(r.outcome.bound for r in run.results.values()))
 
     def polish(self) -> None:
         """The best plan's periods solved again with its reserved replicas, with the time
@@ -165,20 +168,15 @@ class ReservedFirst:
             return
         reserved = self.best[reserved_rows(self.model)["col"].to_numpy()]
         slack = self.bound / (1.0 - self.options.mip_gap) - self.best_floor
-        if math.isfinite(slack) and slack > 0:
-            hours = self.model.problem.periods.set_index("period")["hours"]
-            abs_gaps = (slack * hours / hours.sum()).to_dict()
-        else:
-            abs_gaps = self.abs_gaps(POLISH_GAP_SHARE)
+        provable = math.isfinite(slack) and slack > 0
+        abs_gaps = self._by_hours(slack) if provable else self.abs_gaps(POLISH_GAP_SHARE)
         task = self._fixed_task(reserved, None, abs_gaps)
         logger.debug("polish at %.1f s: slack %.2f over the best reserved's floor %.2f",
                      self.deadline.elapsed(), slack, self.best_floor)
-        budget = self.deadline.remaining() if slack > 0 else self.deadline.share(0.5)
+        budget = self.deadline.remaining() if provable else self.deadline.share(0.5)
         run = solve_periods(self.programs, task, self.options, self.deadline, start=self.best,
                             budget_s=budget, keep_start=True)
-        floor = self.best_floor
-        self.offer(run.values if run.complete() else None)
-        self.best_floor = floor  # the same reserved choice
+        self.offer(run.values if run.complete() else None, self.best_floor)  # same reserved
 
     def _fixed_task(self, reserved: np.ndarray, closed: dict[int, np.ndarray] | None,
                     abs_gaps: dict[int, float]) -> PeriodTask:
@@ -195,15 +193,7 @@ class ReservedFirst:
         prices = period_prices(self.model, self.programs, lp)
         if prices is None:
             return None
-        reserved = self.programs.reserved
-
-        def cost(period: int) -> np.ndarray:
-            part = self.programs.parts[period]
-            own = self.model.cost[part.cols].copy()
-            where, which = _local(part, reserved)
-            own[where] = prices[period][which]
-            return own
-
+        cost = priced_cost(self.programs, prices)
         task = PeriodTask(cost, abs_gaps=self.abs_gaps(GAP_SHARE), split_by_pool=True)
         run = solve_periods(self.programs, task, self.options, self.deadline, start=self.best,
                             budget_s=budget_s, optional=True)
@@ -244,10 +234,9 @@ class ReservedFirst:
         run = self.lagrangian(lp, self.deadline.share(0.5)) if not self.done() else None
         if not self.done():
             self.polish()
-        self.price_candidates(candidates[first:], closed, tried)
         duration = load_duration_reserved(self.model, self.programs, run)
-        if duration is not None:
-            self.price_candidates([duration], closed, tried)
+        self.price_candidates(candidates[first:] + ([] if duration is None else [duration]),
+                              closed, tried)
         if not self.done() and self.deadline.remaining() >= WHOLE_MIN_S:
             self.whole()
         return self.outcome()

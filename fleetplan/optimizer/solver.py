@@ -186,7 +186,7 @@ class HighsSolver:
         self.changed = True
         self.cost = np.asarray(cost, dtype=float)
         index = np.arange(self.n_cols, dtype=np.int32)
-        self.highs.changeColsCost(self.n_cols, index, np.asarray(cost, dtype=float))
+        self.highs.changeColsCost(self.n_cols, index, self.cost)
 
     def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         self.changed = True

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from fleetplan.optimizer.lagrangian_prices import lp_shares, period_prices
+from fleetplan.optimizer.lagrangian_prices import lp_shares, period_prices, priced_cost
 from fleetplan.optimizer.milp import build_model
-from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, _local
+from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms
 from fleetplan.optimizer.reserved_candidates import reserved_rows
 from fleetplan.optimizer.reserved_first import ReservedFirst
 from fleetplan.optimizer.rounding import rounded_up
@@ -38,14 +38,6 @@ def linked():
     return model, PeriodPrograms.of(model), lp
 
 
-def _period_cost(model, programs, prices, period):
-    part = programs.parts[period]
-    own = model.cost[part.cols].copy()
-    where, which = _local(part, programs.reserved)
-    own[where] = prices[period][which]
-    return part, own
-
-
 def test_the_prices_of_each_reserved_column_sum_to_its_cost(linked):
     model, programs, lp = linked
     prices = period_prices(model, programs, lp)
@@ -57,13 +49,12 @@ def test_the_prices_of_each_reserved_column_sum_to_its_cost(linked):
 
 
 def test_the_priced_period_lps_sum_to_the_lp_bound(linked):
-    # clipped prices (the old rule) summed 3 % below the LP on bench_portfolio's day case
+    # clipped prices (the old rule) summed below the LP bound
     model, programs, lp = linked
-    prices = period_prices(model, programs, lp)
+    cost = priced_cost(programs, period_prices(model, programs, lp))
     total = 0.0
     for period in programs.periods():
-        part, own = _period_cost(model, programs, prices, period)
-        result = open_solver(part.program, own, EXACT).solve(time_limit_s=30, mip_gap=0.0,
+        result = open_solver(programs.parts[period].program, cost(period), EXACT).solve(time_limit_s=30, mip_gap=0.0,
                                                              relax=True)
         assert result.outcome.status == "optimal"
         total += result.outcome.objective
@@ -154,16 +145,11 @@ def test_without_a_plan_there_is_nothing_to_polish(linked):
 
 def test_the_periods_lp_shares_sum_to_the_lp_bound_and_bound_each_priced_period(linked):
     model, programs, lp = linked
-    prices = period_prices(model, programs, lp)
-
-    def cost(period):
-        return _period_cost(model, programs, prices, period)[1]
-
+    cost = priced_cost(programs, period_prices(model, programs, lp))
     shares = lp_shares(programs, lp, cost)
     assert sum(shares.values()) == pytest.approx(lp.outcome.objective, rel=1e-7)
     for period, share in shares.items():
-        part, own = _period_cost(model, programs, prices, period)
-        exact = open_solver(part.program, own, EXACT).solve(time_limit_s=30, mip_gap=0.0)
+        exact = open_solver(programs.parts[period].program, cost(period), EXACT).solve(time_limit_s=30, mip_gap=0.0)
         assert share <= exact.outcome.objective * (1 + 1e-7) + 1e-6
 
 
