@@ -14,8 +14,8 @@ from __future__ import annotations
 import time
 import warnings
 
-from fleetplan.optimizer.scenario_planning import plan_scenario, prepare
 from fleetplan.optimizer.scenario_files import validate_scenario
+from fleetplan.optimizer.scenario_planning import plan_scenario, prepare
 
 HOURLY = [0.5] * 8 + [1.5] * 8 + [1.0] * 8
 

@@ -27,8 +27,8 @@ def grid_yaml(n: int) -> str:
 
 
 def run(workers: int, n: int) -> tuple[int, float, int]:
-    from fleetplan.optimizer.whatif_grid import expand, load_grid
     from fleetplan.exports.whatif_cache import run_grid
+    from fleetplan.optimizer.whatif_grid import expand, load_grid
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "grid.yaml"

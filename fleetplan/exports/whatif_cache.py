@@ -19,7 +19,8 @@ import pandas as pd
 
 import fleetplan
 from fleetplan.exports.atomic import write_text_atomic
-from fleetplan.optimizer.whatif_grid import Grid, solve_grid
+from fleetplan.optimizer.whatif_grid import Grid
+from fleetplan.optimizer.whatif_solving import solve_grid
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,8 @@ the branch-and-bound far less to explore.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -48,33 +50,53 @@ def swaps_allowed(problem: Problem, configs: pd.DataFrame) -> np.ndarray:
     return allowed
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """What dominance compares that prices do not change: each configuration's capacity per
+    bucket, which swaps the families allow, and its pool (configurations sorted by id)."""
+
+    configs: pd.DataFrame
+    capacity: np.ndarray
+    allowed: np.ndarray
+
+    @classmethod
+    def of(cls, problem: Problem) -> Comparison:
+        staged = set(with_routes(problem.candidates).query("stages > 1")["config"])
+        configs = problem.configs[~problem.configs["config"].isin(staged)]
+        configs = configs.sort_values("config").reset_index(drop=True)
+        return cls(configs, _capacity_matrix(problem, configs["config"].tolist()),
+                   swaps_allowed(problem, configs))
+
+    def dominated(self, problem: Problem) -> list[str]:
+        """Ids dominated at ``problem``'s prices (the problem this comparison was made of, or
+        one differing from it in prices only)."""
+        ids = self.configs["config"].tolist()
+        capacity, allowed = self.capacity, self.allowed
+        price = _replica_prices(problem, self.configs)
+        pool = self.configs["pool"].to_numpy()
+        dominated = []
+        for c in range(len(ids)):  # one vectorized comparison against all others per configuration
+            serves = np.all(capacity >= capacity[c], axis=1)
+            cheaper = np.all(price <= price[c], axis=1)
+            candidate = (pool == pool[c]) & serves & cheaper & allowed[:, c]
+            candidate[c] = False
+            equal = np.all(capacity == capacity[c], axis=1) & np.all(price == price[c], axis=1)
+            strictly = candidate & ~equal
+            earlier_equal = candidate & equal & (np.arange(len(ids)) < c)
+            if strictly.any() or earlier_equal.any():
+                dominated.append(ids[c])
+        return dominated
+
+
 def dominated_configs(problem: Problem) -> list[str]:
     """Ids of configurations some other configuration of the same pool dominates."""
-    staged = set(with_routes(problem.candidates).query("stages > 1")["config"])
-    configs = problem.configs[~problem.configs["config"].isin(staged)]
-    configs = configs.sort_values("config").reset_index(drop=True)
-    ids = configs["config"].tolist()
-    capacity = _capacity_matrix(problem, ids)
-    price = _replica_prices(problem, configs)
-    allowed = swaps_allowed(problem, configs)
-    pool = configs["pool"].to_numpy()
-    dominated = []
-    for c in range(len(ids)):  # one vectorized comparison against all others per configuration
-        serves = np.all(capacity >= capacity[c], axis=1)
-        cheaper = np.all(price <= price[c], axis=1)
-        candidate = (pool == pool[c]) & serves & cheaper & allowed[:, c]
-        candidate[c] = False
-        equal = np.all(capacity == capacity[c], axis=1) & np.all(price == price[c], axis=1)
-        strictly = candidate & ~equal
-        earlier_equal = candidate & equal & (np.arange(len(ids)) < c)
-        if strictly.any() or earlier_equal.any():
-            dominated.append(ids[c])
-    return dominated
+    return Comparison.of(problem).dominated(problem)
 
 
-def prune_dominated(problem: Problem) -> tuple[Problem, list[str]]:
-    """The problem without dominated configurations, and their ids."""
-    dropped = dominated_configs(problem)
+def prune_dominated(problem: Problem, dropped: list[str] | None = None
+                    ) -> tuple[Problem, list[str]]:
+    """The problem without dominated configurations (or without ``dropped``), and their ids."""
+    dropped = dominated_configs(problem) if dropped is None else dropped
     if not dropped:
         return problem, []
     keep_configs = problem.configs[~problem.configs["config"].isin(dropped)]

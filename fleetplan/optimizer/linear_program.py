@@ -91,6 +91,20 @@ class LinearProgram:
     def row_upper(self) -> np.ndarray:
         return self._assemble()[5]
 
+    def with_changes(self, *, matrix: sp.csr_matrix | None = None,
+                     row_lower: np.ndarray | None = None,
+                     row_upper: np.ndarray | None = None) -> LinearProgram:
+        """A copy with another matrix (same shape) or other row bounds; columns unchanged."""
+        matrix = self.matrix if matrix is None else matrix
+        program = LinearProgram()
+        program.add_columns(self.n_cols, lower=self.col_lower, upper=self.col_upper,
+                            integer=self.integer)
+        coo = matrix.tocoo()
+        program.add_rows(self.n_rows, coo.row, coo.col, coo.data,
+                         lower=self.row_lower if row_lower is None else row_lower,
+                         upper=self.row_upper if row_upper is None else row_upper)
+        return program
+
     def activity(self, values: np.ndarray) -> np.ndarray:
         """Left-hand side of every row at ``values``."""
         return self.matrix @ values

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.optimizer.api_supply import api_shares
-from fleetplan.optimizer.fleet_problem import month_keys, period_probability
+from fleetplan.optimizer.fleet_problem import Problem, month_keys, period_probability
 from fleetplan.optimizer.milp_tables import add_keyed_rows, per_period
 from fleetplan.optimizer.node_packing import chain_capacity, is_chain, patterns
 
@@ -197,34 +197,38 @@ def define_redundancy(model: FleetModel) -> None:
 
 
 def define_pool_cover(model: FleetModel) -> None:
-    """Valid cut: a pool's replicas in a period are at least its whole-replica lower bound.
-
-    Routing each bucket to its highest-capacity configuration needs the fewest replicas;
-    rounding that number up (plus the pool's largest redundancy) tightens the LP relaxation,
-    which otherwise spreads fractions of replicas over many configurations.
-    """
-    p = model.problem
-    routes = model.routes
-    if routes.empty or model.elastic:  # unmet demand needs no replicas
+    """Valid cut: a pool's replicas in a period are at least its whole-replica lower bound
+    (``pool_cover_bounds``); it tightens the LP relaxation, which otherwise spreads fractions
+    of replicas over many configurations."""
+    if model.routes.empty or model.elastic:  # unmet demand needs no replicas
         return
-    per_route = routes.groupby(["workload", "bucket", "period", "route"]).agg(
-        pool=("pool", "first"), load=("load", "sum"))  # a route's stages all need replicas
-    best = per_route.groupby(["workload", "bucket", "period"]).agg(
-        pool=("pool", "first"), load=("load", "min"))
-    by_api = pd.MultiIndex.from_frame(p.api_candidates[["workload", "bucket"]])
-    best = best[~best.index.droplevel("period").isin(by_api)]  # an API may serve them instead
-    if best.empty:
+    bound = pool_cover_bounds(model.problem, model.routes)
+    if bound.empty:
         return
-    need = best.groupby(["pool", "period"])["load"].sum()
-    busy = best.reset_index()[["workload", "pool", "period"]].drop_duplicates().merge(
-        p.workloads[["workload", "redundancy_k"]], on="workload")
-    spare = busy.groupby(["pool", "period"])["redundancy_k"].max().reindex(need.index)
-    bound = pd.Series(np.ceil(need.to_numpy() - 1e-6) + spare.fillna(0).to_numpy(),
-                      index=need.index)
     add_keyed_rows(model, "pool_cover", _terms(replicas_per_period(model), ["pool", "period"],
                                                1.0), ["pool", "period"], ">=",
                    lambda t: bound.reindex(pd.MultiIndex.from_frame(t)).fillna(0).to_numpy(),
                    unit="replicas", subject=lambda t: t["pool"])
+
+
+def pool_cover_bounds(problem: Problem, routes: pd.DataFrame) -> pd.Series:
+    """Fewest whole replicas each (pool, period) needs [replicas]: route every bucket to its
+    highest-capacity configuration, round the pool's summed load up, add its largest N+k.
+    Buckets an API may serve count for nothing."""
+    per_route = routes.groupby(["workload", "bucket", "period", "route"]).agg(
+        pool=("pool", "first"), load=("load", "sum"))  # a route's stages all need replicas
+    best = per_route.groupby(["workload", "bucket", "period"]).agg(
+        pool=("pool", "first"), load=("load", "min"))
+    by_api = pd.MultiIndex.from_frame(problem.api_candidates[["workload", "bucket"]])
+    best = best[~best.index.droplevel("period").isin(by_api)]  # an API may serve them instead
+    if best.empty:
+        return pd.Series(dtype=float)
+    need = best.groupby(["pool", "period"])["load"].sum()
+    busy = best.reset_index()[["workload", "pool", "period"]].drop_duplicates().merge(
+        problem.workloads[["workload", "redundancy_k"]], on="workload")
+    spare = busy.groupby(["pool", "period"])["redundancy_k"].max().reindex(need.index)
+    return pd.Series(np.ceil(need.to_numpy() - 1e-6) + spare.fillna(0).to_numpy(),
+                     index=need.index)
 
 
 def monthly_cost_terms(model: FleetModel) -> pd.DataFrame:

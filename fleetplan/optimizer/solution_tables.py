@@ -53,13 +53,7 @@ def solution_tables(model: FleetModel) -> dict[str, pd.DataFrame]:
     replicas["hours"] = replicas["period"].map(hours)
     replicas["gpus"] = replicas["value"] * replicas["tp"]
     replicas["usd"] = replicas["gpus"] * replicas["usd_per_gpu_hour"] * replicas["hours"]
-    integer = (model.nodes["gpus_per_node"] > 1).to_numpy()
-    node_values = np.where(integer, values(model, model.nodes, integer=True),
-                           values(model, model.nodes))
-    nodes = per_period(model.nodes.drop(columns="hours").assign(value=node_values), p.periods)
-    nodes["hours"] = nodes["period"].map(hours)
-    nodes["gpus"] = nodes["value"] * nodes["gpus_per_node"]
-    nodes["usd"] = nodes["gpus"] * nodes["usd_per_gpu_hour"] * nodes["hours"]
+    nodes = node_costs(model)
     routes = model.routes.assign(value=values(model, model.routes))
     routes = routes.merge(replicas.groupby(["config", "period"], as_index=False)["value"].sum()
                           .rename(columns={"value": "replicas"}), on=["config", "period"],
@@ -69,6 +63,27 @@ def solution_tables(model: FleetModel) -> dict[str, pd.DataFrame]:
     return {"replicas": replicas, "nodes": nodes, "routes": routes, "unmet": unmet,
             "api_routing": api, "api_costs": api_costs_by_period(api, p.periods),
             "fixed_costs": fixed_cost_table(model)}
+
+
+def node_costs(model: FleetModel) -> pd.DataFrame:
+    """Nodes bought in every period (reserved ones repeated) with value, hours, gpus and usd
+    [USD over the period's hours]."""
+    p = model.problem
+    integer = (model.nodes["gpus_per_node"] > 1).to_numpy()
+    node_values = np.where(integer, values(model, model.nodes, integer=True),
+                           values(model, model.nodes))
+    nodes = per_period(model.nodes.drop(columns="hours").assign(value=node_values), p.periods)
+    nodes["hours"] = nodes["period"].map(p.periods.set_index("period")["hours"])
+    nodes["gpus"] = nodes["value"] * nodes["gpus_per_node"]
+    nodes["usd"] = nodes["gpus"] * nodes["usd_per_gpu_hour"] * nodes["hours"]
+    return nodes
+
+
+def gpu_peaks(nodes: pd.DataFrame) -> pd.Series:
+    """Most GPUs of each type bought in any one period, for the types that cost anything."""
+    paid = nodes.groupby("gpu")["usd"].sum()
+    peak = nodes.groupby(["gpu", "period"])["gpus"].sum().groupby("gpu").max()
+    return peak.reindex(paid.index[paid > 0])
 
 
 def fleet_tables(model: FleetModel, solution: dict) -> dict[str, pd.DataFrame]:
@@ -240,21 +255,8 @@ def workload_tables(model: FleetModel, solution: dict) -> dict[str, pd.DataFrame
 def _workload_summary(model: FleetModel, solution: dict, routes: pd.DataFrame,
                       by_workload: pd.DataFrame) -> pd.DataFrame:
     p = model.problem
-    hours = p.periods.set_index("period")["hours"]
-    demand = p.demand[p.demand["req_s"] > 0].assign(hours=lambda d: d["period"].map(hours))
-    tokens = _optional(demand, "input_len", 0.0) + _optional(demand, "output_len", 0.0)
-    per_period = demand.groupby(["workload", "period"])["req_s"].sum()
-    shares = routes.drop_duplicates(["workload", "bucket", "period", "route"])  # one per route
-    api = solution["api_routing"].rename(columns={"fraction": "value"})
-    served_req_s = pd.concat([shares[["workload", "bucket", "period", "value"]],
-                              api[["workload", "bucket", "period", "value"]]]).groupby(
-        ["workload", "bucket", "period"])["value"].sum().astype(float)
-    served = served_req_s.reindex(pd.MultiIndex.from_frame(
-        demand[["workload", "bucket", "period"]])).fillna(0.0).clip(upper=1.0).to_numpy()
-    weight = demand["req_s"] * demand["hours"]
-    grouped = pd.DataFrame({"workload": demand["workload"], "weight": weight,
-                            "served": weight * served,
-                            "tokens": weight * served * tokens * 3600}).groupby("workload").sum()
+    per_period = p.demand[p.demand["req_s"] > 0].groupby(["workload", "period"])["req_s"].sum()
+    grouped = served_by_workload(p, routes, solution["api_routing"])
     table = p.workloads[["workload"]].set_index("workload")
     table["model"] = _optional(p.workloads.set_index("workload"), "model", "")
     table["demand_req_s_mean"] = grouped["weight"] / p.horizon_hours
@@ -275,6 +277,26 @@ def _workload_summary(model: FleetModel, solution: dict, routes: pd.DataFrame,
     table["usd_per_m_tokens"] = table["usd_per_month"] / (table["tokens_per_month"] / 1e6)
     table["usd_per_m_tokens"] = table["usd_per_m_tokens"].replace([np.inf, -np.inf], np.nan)
     return table.reset_index()
+
+
+def served_by_workload(problem, routes: pd.DataFrame, api_routing: pd.DataFrame) -> pd.DataFrame:
+    """Per workload: weight (request-hours demanded /3600), served (of them) and tokens served
+    over the horizon, from the routes' and APIs' solution shares (``value``, ``fraction``)."""
+    hours = problem.periods.set_index("period")["hours"]
+    demand = problem.demand[problem.demand["req_s"] > 0]
+    demand = demand.assign(hours=demand["period"].map(hours))
+    tokens = _optional(demand, "input_len", 0.0) + _optional(demand, "output_len", 0.0)
+    shares = routes.drop_duplicates(["workload", "bucket", "period", "route"])  # one per route
+    api = api_routing.rename(columns={"fraction": "value"})
+    served_req_s = pd.concat([shares[["workload", "bucket", "period", "value"]],
+                              api[["workload", "bucket", "period", "value"]]]).groupby(
+        ["workload", "bucket", "period"])["value"].sum().astype(float)
+    served = served_req_s.reindex(pd.MultiIndex.from_frame(
+        demand[["workload", "bucket", "period"]])).fillna(0.0).clip(upper=1.0).to_numpy()
+    weight = demand["req_s"] * demand["hours"]
+    return pd.DataFrame({"workload": demand["workload"], "weight": weight,
+                         "served": weight * served,
+                         "tokens": weight * served * tokens * 3600}).groupby("workload").sum()
 
 
 def unmet_table(model: FleetModel, solution: dict) -> pd.DataFrame:

@@ -1,5 +1,5 @@
-"""What-if grids: a base scenario plus axes of changes, expanded into scenario variants and
-solved case by case, in parallel, resumably.
+"""What-if grids: a base scenario plus axes of changes, expanded into scenario variants, and
+the result row each variant's plan gives (solved by ``whatif_solving.py``).
 
 A grid file (YAML or TOML) names a ``base`` scenario (a path relative to the grid file, or
 ``example``) and either ``axes`` (their cartesian product is solved) or an explicit list of
@@ -16,39 +16,30 @@ named ``cases``. Axes:
   colocated replicas only), e.g. ``{colocated: null, pairs: {}}``;
 - ``engine: [engine ids]``: the efficiency profile (``fleet.engine``; ``*`` = the default rows).
 
-Each case is solved by ``solve_case`` in a worker process (or a Dask task); its result row goes
-to a cache the caller passes in as soon as it is known, so a rerun skips the cases already
-solved (``fleetplan.exports.whatif_cache`` keeps them as JSON files). A case that fails or is
-infeasible is reported in its row and never stops the grid.
+Cases that differ only in ``demand_multiplier`` and per-GPU ``price_multiplier`` are solved as
+variants of one built model (``whatif_variants.py``), with the rows a full plan would give.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import hashlib
 import itertools
 import json
 import logging
-import multiprocessing
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fleetplan.catalogs import Catalogs, load_catalogs
+from fleetplan.catalogs import Catalogs
 from fleetplan.errors import ScenarioError, did_you_mean
 from fleetplan.optimizer.example import example_data
 from fleetplan.optimizer.fleet_plan import FleetPlan
-from fleetplan.optimizer.scenario_files import error_message, read_data, validate_scenario
-from fleetplan.optimizer.scenario_planning import plan_scenario
-from fleetplan.sweeps import estimate_cases
+from fleetplan.optimizer.scenario_files import error_message, read_data
 
 log = logging.getLogger(__name__)
 
@@ -239,14 +230,28 @@ def scaled_catalogs(catalogs: Catalogs, multipliers: dict[str, float]) -> Catalo
 def summarize(case: dict, plan: FleetPlan) -> dict:
     """One result row: the case's inputs and the plan's headline outputs."""
     workloads = plan.workloads
-    tokens = float(workloads["tokens_per_month"].sum()) if len(workloads) else np.nan
-    row = {**case, "status": plan.status, "gap": plan.gap, "usd_per_month": plan.usd_per_month,
-           "usd_per_year": plan.usd_per_month * 12.0,
-           "usd_per_m_tokens": plan.usd_per_month / tokens * 1e6 if tokens else np.nan,
-           "gpus_peak": float(plan.costs_by_gpu["gpus_peak"].sum()) if len(plan.costs_by_gpu) else 0.0,
-           "served_fraction_min": float(workloads["served_fraction"].min()) if len(workloads) else np.nan,
-           "solve_seconds": plan.solve_seconds, "message": _first_reason(plan)}
-    for gpu, peak in zip(plan.costs_by_gpu["gpu"], plan.costs_by_gpu["gpus_peak"]):
+    return summary_row(
+        case, status=plan.status, gap=plan.gap, usd_per_month=plan.usd_per_month,
+        tokens_per_month=workloads["tokens_per_month"] if len(workloads) else None,
+        served_fraction=workloads["served_fraction"] if len(workloads) else None,
+        gpus_peak=plan.costs_by_gpu.set_index("gpu")["gpus_peak"],
+        solve_seconds=plan.solve_seconds, message=_first_reason(plan))
+
+
+def summary_row(case: dict, *, status: str, gap: float, usd_per_month: float,
+                tokens_per_month: pd.Series | None, served_fraction: pd.Series | None,
+                gpus_peak: pd.Series, solve_seconds: float, message: str) -> dict:
+    """A result row from a plan's figures: tokens and served fraction per workload, peak GPUs
+    per GPU type [GPUs]; usd_per_m_tokens and the totals follow from them."""
+    tokens = float(tokens_per_month.sum()) if tokens_per_month is not None else np.nan
+    row = {**case, "status": status, "gap": gap, "usd_per_month": usd_per_month,
+           "usd_per_year": usd_per_month * 12.0,
+           "usd_per_m_tokens": usd_per_month / tokens * 1e6 if tokens else np.nan,
+           "gpus_peak": float(gpus_peak.sum()) if len(gpus_peak) else 0.0,
+           "served_fraction_min": float(served_fraction.min())
+           if served_fraction is not None else np.nan,
+           "solve_seconds": solve_seconds, "message": message}
+    for gpu, peak in gpus_peak.items():
         row[f"gpus_{gpu}"] = float(peak)
     return row
 
@@ -255,130 +260,3 @@ def _first_reason(plan: FleetPlan) -> str:
     if len(plan.unmet_demand):
         return str(plan.unmet_demand["reason"].iloc[0])
     return ""
-
-
-def _grid_catalogs(catalog_paths: tuple[str, ...]) -> Catalogs:
-    """The catalogs every case of a grid starts from, read once per worker process while the
-    files stay as they are (an edited file, with a new size or modification time, is read
-    again)."""
-    return _catalogs_of(catalog_paths, tuple(_file_state(path) for path in catalog_paths))
-
-
-def _file_state(path: str) -> tuple[int, int, int]:
-    try:
-        stat = Path(path).stat()
-    except OSError:  # load_catalogs reports a missing file
-        return (0, 0, 0)
-    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=4)
-def _catalogs_of(catalog_paths: tuple[str, ...], states: tuple) -> Catalogs:
-    return load_catalogs(list(catalog_paths))
-
-
-class EstimateMemo:
-    """Candidate capacities already estimated in this process, re-used by the cases that ask
-    the engine the same question.
-
-    Most axes (demand, prices, caps, pricing) leave every candidate's capacity unchanged, so a
-    grid needs one engine call per distinct set of cases, not one per case. The key is the
-    cases table's content, the capacity quantile and the identity of the catalogs' non-price
-    tables (price rows do not enter a capacity; ``scaled_catalogs`` replaces only those).
-    """
-
-    def __init__(self, size: int = 64):
-        self.size = size
-        self.results: OrderedDict[tuple, pd.DataFrame] = OrderedDict()
-        self.hits = 0
-
-    def __call__(self, capacity_quantile: str):
-        quantile = {} if capacity_quantile == "p50" else {"capacity_quantile": capacity_quantile}
-
-        def estimate(cases: pd.DataFrame, catalogs: Catalogs) -> pd.DataFrame:
-            key = (hashlib.sha256(pd.util.hash_pandas_object(cases, index=True).to_numpy().tobytes()
-                                  + "|".join(map(str, cases.columns)).encode()).hexdigest(),
-                   capacity_quantile, *(id(catalogs.table(name)) for name in _CAPACITY_CATALOGS))
-            if key in self.results:
-                self.hits += 1
-                self.results.move_to_end(key)
-                return self.results[key].copy()
-            result = estimate_cases(cases, catalogs, **quantile)
-            self.results[key] = result.copy()
-            if len(self.results) > self.size:
-                self.results.popitem(last=False)
-            return result
-
-        return estimate
-
-
-#: Catalogs a candidate's capacity depends on.
-_CAPACITY_CATALOGS = ("gpus", "models", "quants", "efficiency", "engines")
-_ESTIMATES = EstimateMemo()
-
-
-def solve_case(base: dict, case: dict, grid_json: str, catalog_paths: list[str]) -> dict:
-    """Solve one case; any failure becomes a row with status ``error`` and its message."""
-    identity = {**case, "case_id": case_id(case)}
-    try:
-        grid = Grid.model_validate_json(grid_json)
-        data, multipliers = apply_case(base, case, grid)
-        scenario = validate_scenario(data, source=f"case {identity['case_id']}")
-        catalogs = scaled_catalogs(_grid_catalogs(tuple(catalog_paths)), multipliers)
-        estimate = _ESTIMATES(scenario.fleet.capacity_quantile)
-        return {**summarize(identity, plan_scenario(scenario, catalogs, estimate=estimate,
-                                                    what_if=False))}
-    except Exception as error:  # one case's failure is reported in its row, never aborts the grid
-        log.debug("case %s failed", identity["case_id"], exc_info=True)
-        return {**identity, "status": "error", "message": str(error).splitlines()[0] if str(error) else repr(error)}
-
-
-class CaseCache(Protocol):
-    """Where solved cases' result rows are kept between runs."""
-
-    def load(self, ids: Iterable[str]) -> list[dict]:
-        """The stored rows among ``ids``."""
-
-    def save(self, row: dict) -> None:
-        """Keep one result row (its ``case_id`` names it)."""
-
-
-def solve_grid(grid: Grid, base: dict, cases: list[dict], cache: CaseCache, *, catalog_paths=(),
-               workers: int = 1, client=None, progress: Callable[[int, int], None] | None = None) -> pd.DataFrame:
-    """Every case's result row, in case order; cases already in ``cache`` are not solved again."""
-    ids = [case_id(case) for case in cases]
-    done = {row["case_id"]: row for row in cache.load(set(ids))}
-    pending = [case for case, identity in zip(cases, ids) if identity not in done]
-    log.info("%d cases: %d already solved, %d to solve", len(cases), len(done), len(pending))
-    arguments = (grid.model_dump_json(), list(map(str, catalog_paths)))
-    for row in _solve_all(base, pending, arguments, workers, client):
-        cache.save(row)
-        done[row["case_id"]] = row
-        if progress is not None:
-            progress(len(done), len(cases))
-    return pd.DataFrame([done[identity] for identity in ids])
-
-
-def _solve_all(base, pending, arguments, workers, client):
-    if not pending:
-        return
-    if client is not None:
-        from distributed import (
-            as_completed as dask_completed,  # optional extra, only with a cluster
-        )
-
-        futures = [client.submit(solve_case, base, case, *arguments, pure=False) for case in pending]
-        for future in dask_completed(futures):
-            yield future.result()
-        return
-    if workers <= 1:
-        for case in pending:
-            yield solve_case(base, case, *arguments)
-        return
-    # Workers start from a fresh server process, not a fork of this one: a process that has
-    # already run HiGHS (highspy 1.16) hands its forked children a solver that never returns.
-    context = multiprocessing.get_context(WORKER_START)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = [pool.submit(solve_case, base, case, *arguments) for case in pending]
-        for future in as_completed(futures):
-            yield future.result()

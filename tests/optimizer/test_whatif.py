@@ -12,7 +12,7 @@ import pytest
 from fleetplan.cli import main
 from fleetplan.errors import ScenarioError
 from fleetplan.exports.whatif_cache import run_grid
-from fleetplan.optimizer import whatif_grid
+from fleetplan.optimizer import whatif_solving
 from fleetplan.optimizer.scenario_files import validate_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario
 from fleetplan.optimizer.whatif_grid import (
@@ -22,8 +22,9 @@ from fleetplan.optimizer.whatif_grid import (
     expand,
     load_grid,
     scaled_catalogs,
-    solve_case,
 )
+from fleetplan.optimizer.whatif_solving import solve_case
+from fleetplan.optimizer.whatif_variants import group_chunks
 
 SMALL = Path(__file__).parent / "fixtures" / "small_scenario.yaml"
 
@@ -168,9 +169,9 @@ def test_cases_that_ask_the_engine_the_same_question_share_one_estimate(tmp_path
     # and each row still equals planning its case directly
     grid, base = load_grid(grid_file(tmp_path, "axes:\n  demand_multiplier: [1, 2]\n"
                                                "  price_multiplier: {l40s: [0.5, 1]}\n"))
-    memo = whatif_grid.EstimateMemo()
+    memo = whatif_solving.EstimateMemo()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(whatif_grid, "_ESTIMATES", memo)
+        patch.setattr(whatif_solving, "_ESTIMATES", memo)
         rows = [solve_case(base, case, grid.model_dump_json(), []) for case in expand(grid)]
     assert memo.hits == 3 and len(memo.results) == 1
     data, multipliers = apply_case(base, expand(grid)[3], grid)
@@ -186,7 +187,8 @@ def test_worker_processes_solve_a_grid_after_this_process_has_run_the_solver(tmp
     code = textwrap.dedent(f"""
         from pathlib import Path
         from fleetplan.exports.whatif_cache import run_grid
-        from fleetplan.optimizer.whatif_grid import expand, load_grid, solve_case
+        from fleetplan.optimizer.whatif_grid import expand, load_grid
+        from fleetplan.optimizer.whatif_solving import solve_case
         grid, base = load_grid(Path({str(grid)!r}))
         cases = expand(grid)
         solve_case(base, cases[0], grid.model_dump_json(), [])
@@ -196,3 +198,61 @@ def test_worker_processes_solve_a_grid_after_this_process_has_run_the_solver(tmp
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=240, check=True)
     assert done.stdout.strip().splitlines()[-1] == "['optimal', 'optimal']"
+
+
+def chunk_rows(tmp_path, body: str):
+    """Base, cases, grid JSON, the rows of one chunk of every case, and the cases planned in
+    full on the way."""
+    grid, base = load_grid(grid_file(tmp_path, body))
+    cases, grid_json = expand(grid), grid.model_dump_json()
+    full_plans = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(whatif_solving, "solve_case",
+                      lambda *args: full_plans.append(args[1]) or solve_case(*args))
+        rows = list(whatif_solving.iter_chunk(base, cases, grid_json, []))
+    return base, cases, grid_json, rows, full_plans
+
+
+def test_variants_of_one_built_model_give_the_full_plans_rows(tmp_path):
+    # demand and GPU prices only: every case is a variant of the first case's model (no full
+    # plan at all), including price changes that change which configurations are dominated,
+    # and each row equals planning the case in full
+    base, cases, grid_json, rows, full_plans = chunk_rows(
+        tmp_path, "axes:\n  demand_multiplier: [0.5, 1, 2.75]\n"
+                  "  price_multiplier: {l40s: [0.6, 1.5], h100-sxm: [1, 0.3]}\n")
+    assert full_plans == []
+    for row, case in zip(rows, cases, strict=True):
+        full = solve_case(base, case, grid_json, [])
+        assert set(row) == set(full)
+        for column, value in full.items():
+            if column == "solve_seconds":
+                continue
+            if isinstance(value, float):
+                assert row[column] == pytest.approx(value, rel=1e-9, nan_ok=True), column
+            else:
+                assert row[column] == value, column
+
+
+def test_a_case_a_variant_cannot_answer_is_planned_in_full(tmp_path):
+    # a case the variants cannot take (here an invalid one: no demand) is planned in full,
+    # whose row reports it
+    base, cases, grid_json, rows, full_plans = chunk_rows(
+        tmp_path, "cases:\n  - {demand_multiplier: 1}\n  - {demand_multiplier: 0}\n")
+    assert full_plans == [{"demand_multiplier": 0}]
+    full = solve_case(base, cases[1], grid_json, [])
+    assert {k: v for k, v in rows[1].items() if k != "solve_seconds"} == \
+        {k: v for k, v in full.items() if k != "solve_seconds"}
+
+
+def test_cases_are_chunked_by_what_a_variant_can_change():
+    cases = [{"demand_multiplier": d, "tpot_slo_ms": t, "price_multiplier[l40s]": p,
+              "price_multiplier[provider:aws]": 1.0}
+             for t in (40, 50) for d in (1, 2, 3) for p in (0.5, 1.0)]
+    chunks = group_chunks(cases, workers=2)
+    assert [len(chunk) for chunk in chunks] == [6, 6]
+    assert all(len({case["tpot_slo_ms"] for case in chunk}) == 1 for chunk in chunks)
+    # one group and two workers: two chunks, so both workers have one
+    assert [len(chunk) for chunk in group_chunks(cases[:6], workers=2)] == [3, 3]
+    assert [len(chunk) for chunk in group_chunks(cases[:6], workers=1, most=4)] == [4, 2]
+    by_provider = [dict(case, **{"price_multiplier[provider:aws]": 2.0}) for case in cases[:2]]
+    assert len(group_chunks(cases[:2] + by_provider, workers=1)) == 2
