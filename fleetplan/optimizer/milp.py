@@ -74,6 +74,7 @@ adds :math:`x_{wbrt} d_{wbt} / (\rho \kappa_{wbc})` to :math:`L_{ct}` of each st
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -152,9 +153,11 @@ class FleetModel:
                                                          integer=integer))
 
 
-def build_model(problem: Problem, *, elastic: bool = False, cost_cover: bool = True) -> FleetModel:
+def build_model(problem: Problem, *, elastic: bool = False, cost_cover: bool = True,
+                cover_build: Callable[[Problem], FleetModel] | None = None) -> FleetModel:
     """Assemble the MILP from ``problem``; ``elastic`` adds penalized unmet demand;
-    ``cost_cover`` the whole-replica cost cut (``cost_cover.py``)."""
+    ``cost_cover`` the whole-replica cost cut (``cost_cover.py``), whose small models
+    ``cover_build`` makes (default: ``build_model`` without the cut)."""
     model = FleetModel(problem=problem, elastic=elastic)
     for step in VARIABLE_STEPS:
         step(model)
@@ -162,7 +165,7 @@ def build_model(problem: Problem, *, elastic: bool = False, cost_cover: bool = T
         if family.build is not None:
             family.build(model)
     if cost_cover and not elastic:  # unmet demand needs no replicas
-        define_cost_cover(model)
+        define_cost_cover(model, cover_build or cover_model)
     define_objective(model)
     logger.debug("built model: %d columns, %d rows", model.program.n_cols,
                  model.program.n_rows)
@@ -249,13 +252,17 @@ def define_objective(model: FleetModel) -> None:
         model.unmet_share = share
 
 
-def define_cost_cover(model: FleetModel) -> None:
+def cover_model(part: Problem) -> FleetModel:
+    """The small model of one pool and period that the cost-cover cut solves."""
+    return build_model(part, cost_cover=False)
+
+
+def define_cost_cover(model: FleetModel, build: Callable[[Problem], FleetModel]) -> None:
     """Valid cut: each pool's replicas in a period, priced at their GPU's lowest price, cost at
-    least the cheapest whole-replica fleet for that pool and period (``cost_cover.py``)."""
+    least the cheapest whole-replica fleet for that pool and period (``cost_cover.py``), each
+    small model made by ``build``."""
     problem = model.problem
-    costs = least_pool_costs(problem, lambda part: build_model(part, cost_cover=False),
-                             SolveOptions())
-    costs = costs[~costs["pool"].isin(api_pools(problem))]  # an API may serve them instead
+    costs = cover_costs(problem, build)
     if costs.empty:
         return
     terms = cover_terms(per_period(model.replicas, problem.periods), lowest_gpu_prices(problem))
@@ -263,3 +270,10 @@ def define_cost_cover(model: FleetModel) -> None:
                    ["pool", "period"], ">=", lambda table: cover_limits(table),
                    rows=costs.reset_index(drop=True), unit="USD/h",
                    subject=lambda table: table["pool"])
+
+
+def cover_costs(problem: Problem, build: Callable[[Problem], FleetModel]) -> pd.DataFrame:
+    """pool, period, usd_per_hour of the cost-cover rows ``problem`` gets (no pool an API may
+    serve: it may need no replicas at all)."""
+    costs = least_pool_costs(problem, build, SolveOptions())
+    return costs[~costs["pool"].isin(api_pools(problem))].reset_index(drop=True)

@@ -10,7 +10,12 @@ and only these change:
   :math:`d' / d`;
 - the pool-cover cut's right-hand sides, :math:`\lceil \sum_b \min_r L \rceil + k`, recomputed
   from the new loads (as ``milp_constraints.pool_cover_bounds`` does);
-- each node column's price, so the objective, taken from the changed offers.
+- each node column's price, so the objective, taken from the changed offers;
+- the cost-cover cut (``cost_cover.py``): its right-hand sides are the small MILPs' bounds,
+  solved again for the new demand and prices (each small model itself a variant of the first
+  one built for its pool, :class:`CoverBuilds`), and its entries, each GPU's lowest price per
+  replica, follow the new prices. When the new problem gets cut rows for other pools or
+  periods (a bound of 0, say), :meth:`ModelVariation.apply` gives None and the caller builds.
 
 Every other family in :data:`VARIED_FAMILIES` reads neither demand nor prices. The variant's
 program is the program ``build_model`` makes for the changed problem (tested entry by entry),
@@ -24,20 +29,23 @@ configurations pruned the same: prices decide dominance (``dominance.Comparison`
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from fleetplan.optimizer.api_supply import api_shares
+from fleetplan.optimizer.cost_cover import cover_limits, lowest_gpu_prices
 from fleetplan.optimizer.fleet_problem import Problem, charged_offers
-from fleetplan.optimizer.milp import FleetModel, define_objective
+from fleetplan.optimizer.milp import FleetModel, cover_costs, cover_model, define_objective
 from fleetplan.optimizer.milp_tables import per_period
 from fleetplan.optimizer.solution_tables import EPSILON
 
 #: Families whose rows a variant keeps or changes as the module docstring says.
 VARIED_FAMILIES = frozenset({"demand", "capacity", "nodes", "availability", "offer_cap",
-                             "spot_share", "redundancy", "pool_cover", "simplicity"})
+                             "spot_share", "redundancy", "pool_cover", "cost_cover",
+                             "simplicity"})
 #: Tables a family keeps in ``FleetModel.extras`` that a variant may carry over unchanged.
 VARIED_EXTRAS = frozenset({"redundancy"})
 #: Largest violation of a row or bound a variant's solution may show [model units].
@@ -84,6 +92,11 @@ class ModelVariation:
     cover_rows: np.ndarray  # pool-cover rows and, for each, its (pool, period) (-1: none)
     cover_of_row: np.ndarray
     cover_spare: np.ndarray  # largest N+k among each (pool, period)'s busy workloads
+    cost_rows: np.ndarray  # cost-cover rows, their (pool, period) and their matrix entries
+    cost_keys: pd.MultiIndex
+    cost_entries: np.ndarray
+    lowest: pd.Series  # each GPU type's lowest price, and each column's GPU type (-1: none)
+    col_gpu: np.ndarray
     node_offer: np.ndarray  # each node column's row in the problem's offers
     spread_nodes: np.ndarray  # per-period node rows (reserved repeated): node and hours
     spread_hours: np.ndarray
@@ -129,6 +142,14 @@ class ModelVariation:
         cover_of_row = spare.index.get_indexer(pd.MultiIndex.from_arrays(
             [cover["subject"].to_numpy(), cover["period"].to_numpy()]))
 
+        costs = table[family == "cost_cover"]
+        in_costs = np.zeros(model.program.n_rows, dtype=bool)
+        in_costs[costs["row"].to_numpy()] = True
+        lowest = lowest_gpu_prices(p)
+        col_gpu = np.full(model.program.n_cols, -1)
+        col_gpu[model.replicas["col"].to_numpy(dtype=np.int64)] = lowest.index.get_indexer(
+            model.replicas["gpu"])
+
         nodes = model.nodes.assign(node=np.arange(len(model.nodes)))
         offers = p.offers.reset_index(drop=True)
         node_offer = _lookup(pd.MultiIndex.from_frame(offers[["gpu", "pricing_type"]]),
@@ -147,24 +168,30 @@ class ModelVariation:
         return cls(model, demand[_DEMAND_KEYS], route_demand,
                    routes["col"].to_numpy(dtype=np.int64), loaded, route_key, bucket_of_key,
                    cover_of_bucket, cover["row"].to_numpy(), cover_of_row, spare.to_numpy(float),
-                   node_offer, spread["node"].to_numpy(), spread["period"].map(
+                   costs["row"].to_numpy(), pd.MultiIndex.from_arrays(
+                       [costs["subject"].to_numpy(), costs["period"].to_numpy()]),
+                   np.flatnonzero(in_costs[row_of]), lowest, col_gpu, node_offer, spread["node"].to_numpy(), spread["period"].map(
                        p.periods.set_index("period")["hours"]).to_numpy(float), spread_peak,
                    peak_gpu, gpus, hours[served], tokens[served],
                    workloads.get_indexer(demand["workload"][served]), workloads)
 
     def fits(self, problem: Problem) -> bool:
         """Whether ``problem`` has demand rows with the same keys and requests in the same
-        buckets and periods as the model's, and the same offers."""
+        buckets and periods as the model's, and the same configurations and offers."""
         demand, base = problem.demand, self.model.problem.demand
         return bool(len(demand) == len(base)
+                    and problem.configs["config"].equals(self.model.problem.configs["config"])
                     and (demand[_DEMAND_KEYS].to_numpy() == self.demand_keys.to_numpy()).all()
                     and np.array_equal(demand["req_s"].to_numpy() > 0,
                                        base["req_s"].to_numpy() > 0)
                     and problem.offers[["gpu", "pricing_type"]].equals(
                         self.model.problem.offers[["gpu", "pricing_type"]]))
 
-    def apply(self, problem: Problem) -> FleetModel:
-        """The model rebuilt for ``problem``, which :meth:`fits`; the built model is unchanged."""
+    def apply(self, problem: Problem, cover_build: Callable[[Problem], FleetModel] = cover_model
+              ) -> FleetModel | None:
+        """The model rebuilt for ``problem``, which :meth:`fits`, its cost-cover models made by
+        ``cover_build``; None when its cost-cover cut has other rows. The built model is
+        unchanged."""
         model = self.model
         req_s = problem.demand["req_s"].to_numpy(float)[self.route_demand]
         kappa = model.routes["req_s_per_replica"].to_numpy(float)
@@ -180,6 +207,19 @@ class ModelVariation:
             limits = self.cover_limits(load)
             row_lower[self.cover_rows] = limits
             table.loc[table["family"] == "pool_cover", "limit"] = limits
+
+        if len(self.cost_rows):
+            limits = self.cost_limits(problem, cover_build)
+            if limits is None:
+                return None
+            row_lower[self.cost_rows] = limits
+            table.loc[table["family"] == "cost_cover", "limit"] = limits
+            lowest = lowest_gpu_prices(problem).reindex(self.lowest.index).to_numpy(float)
+            scale = np.ones(model.program.n_cols)
+            priced = self.col_gpu >= 0
+            scale[priced] = lowest[self.col_gpu[priced]] / self.lowest.to_numpy(float)[
+                self.col_gpu[priced]]
+            matrix.data[self.cost_entries] *= scale[matrix.indices[self.cost_entries]]
 
         prices = charged_offers(problem)["usd_per_gpu_hour"].to_numpy(float)[self.node_offer]
         varied = dataclasses.replace(
@@ -201,6 +241,15 @@ class ModelVariation:
                            minlength=len(self.cover_spare))
         bound = np.ceil(need - 1e-6) + self.cover_spare
         return np.where(self.cover_of_row >= 0, bound[self.cover_of_row], 0.0)
+
+    def cost_limits(self, problem: Problem, cover_build) -> np.ndarray | None:
+        """Cost-cover right-hand sides for ``problem`` [USD/h], None when it gets other rows."""
+        costs = cover_costs(problem, cover_build)
+        keys = pd.MultiIndex.from_arrays([costs["pool"].to_numpy(), costs["period"].to_numpy()])
+        position = keys.get_indexer(self.cost_keys)
+        if len(keys) != len(self.cost_keys) or (position < 0).any():
+            return None
+        return cover_limits(costs)[position]
 
     def headline(self, model: FleetModel) -> dict:
         """The figures a what-if row reports from ``model`` solved (a variant of this one):
@@ -250,3 +299,26 @@ def _keeps_program(model: FleetModel) -> bool:
     fractional = np.abs(values[integer] - np.round(values[integer]))
     return bool(program.violation(values) <= FEASIBILITY_TOLERANCE
                 and np.all(fractional <= FEASIBILITY_TOLERANCE))
+
+
+class CoverBuilds:
+    """Makes the cost-cover cut's small models (``cover_build`` of ``build_model``): each a
+    variant of the first one built for the same pool, configurations and demanded buckets, so
+    the small MILPs of a what-if grid are built once per pool."""
+
+    def __init__(self) -> None:
+        self.variations: dict[tuple, ModelVariation] = {}
+
+    def __call__(self, part: Problem) -> FleetModel:
+        demand = part.demand[part.demand["req_s"] > 0]
+        key = (tuple(part.workloads["pool"]), tuple(part.configs["config"]),
+               tuple(zip(demand["workload"], demand["bucket"])))
+        variation = self.variations.get(key)
+        if variation is not None and variation.fits(part):
+            varied = variation.apply(part)
+            if varied is not None:
+                return varied
+        model = cover_model(part)
+        if not variation_blocker(model):
+            self.variations[key] = ModelVariation.of(model)
+        return model

@@ -11,7 +11,8 @@ A case is answered this way only when the answer is the one ``plan_scenario`` gi
 periods merge, demand falls in the same buckets, and the solve finds a plan within its limits
 (an infeasible case needs the elastic model's reasons). Prices decide which configurations are
 dominated (``dominance.py``), so one model is built per distinct set of dominated
-configurations the group meets. Otherwise :meth:`solve` returns None and the caller plans the
+configurations the group meets; the cost-cover cut's small models are built once per pool
+(``model_variants.CoverBuilds``). Otherwise :meth:`solve` returns None and the caller plans the
 case in full. The variant's plan is checked against its program
 (every row and bound) before it is reported.
 """
@@ -31,7 +32,7 @@ from fleetplan.optimizer.demand import demand_table, workload_buckets
 from fleetplan.optimizer.dominance import Comparison, prune_dominated
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp import build_model
-from fleetplan.optimizer.model_variants import ModelVariation, variation_blocker
+from fleetplan.optimizer.model_variants import CoverBuilds, ModelVariation, variation_blocker
 from fleetplan.optimizer.optimization import AFTER_SOLVE_SHARE
 from fleetplan.optimizer.period_merging import merge_identical_periods, representative_periods
 from fleetplan.optimizer.period_solves import Deadline
@@ -75,6 +76,7 @@ class CaseVariants:
     comparison: Comparison
     variations: dict[tuple[str, ...], ModelVariation]  # by the configurations dominance dropped
     options: SolveOptions
+    cover_builds: CoverBuilds  # the cost-cover cut's small models, each built once
 
     @classmethod
     def of(cls, base: dict, case: dict, grid: Grid, catalogs: Catalogs,
@@ -89,7 +91,8 @@ class CaseVariants:
         merged, representative = merge_identical_periods(prepared.problem)
         comparison = Comparison.of(merged)
         dropped = comparison.dominated(merged)
-        model = build_model(prune_dominated(merged, dropped)[0])
+        cover_builds = CoverBuilds()
+        model = build_model(prune_dominated(merged, dropped)[0], cover_build=cover_builds)
         blocker = variation_blocker(model)
         if blocker:
             logger.debug("what-if variants: each case is planned in full: %s", blocker)
@@ -97,7 +100,7 @@ class CaseVariants:
         solver = scenario.solver
         options = SolveOptions(solver.time_limit_s, solver.mip_gap, solver.threads, solver.solver)
         return cls(base, grid, case, prepared.problem, merged, representative, comparison,
-                   {tuple(dropped): ModelVariation.of(model)}, options)
+                   {tuple(dropped): ModelVariation.of(model)}, options, cover_builds)
 
     def changed_problem(self, scenario: Scenario, case: dict
                         ) -> tuple[Problem, tuple[str, ...]] | None:
@@ -134,14 +137,16 @@ class CaseVariants:
             return None
         problem, dropped = changed
         if dropped not in self.variations:
-            built = build_model(problem)
+            built = build_model(problem, cover_build=self.cover_builds)
             if variation_blocker(built):
                 return None
             self.variations[dropped] = ModelVariation.of(built)
         variation = self.variations[dropped]
         if not variation.fits(problem):
             return None
-        model = variation.apply(problem)  # a copy: the built model stays unsolved
+        model = variation.apply(problem, self.cover_builds)  # a copy: the built one stays unsolved
+        if model is None:
+            return None
         deadline = Deadline(self.options.time_limit_s * (1.0 - AFTER_SOLVE_SHARE))
         outcome = solve_fleet(model, self.options, deadline)
         if not outcome.has_solution:

@@ -7,9 +7,10 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from fleetplan.optimizer import cost_cover
 from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.milp import build_model
-from fleetplan.optimizer.model_variants import ModelVariation, variation_blocker
+from fleetplan.optimizer.model_variants import CoverBuilds, ModelVariation, variation_blocker
 from fleetplan.optimizer.solution_tables import assemble_plan
 from fleetplan.optimizer.solver import SolveOptions
 
@@ -107,9 +108,41 @@ def test_a_variant_must_keep_the_demand_pattern_and_offers():
     assert not variation.fits(fewer)
 
 
+@pytest.mark.parametrize("make", [redundant_problem, lambda: portfolio_problem(2, 2, 3)],
+                         ids=["redundant", "portfolio"])
+def test_a_variant_with_the_cost_cover_cut_is_the_fresh_build(make):
+    # several periods: the model gets the cut, whose bounds are solved again (each small model
+    # a variant too) and whose entries follow each GPU's lowest price
+    problem = make()
+    other = changed(problem, np.random.default_rng(7).uniform(0.4, 2.5, len(problem.demand)),
+                    {"g0": 0.6, "g1": 1.4})
+    builds = CoverBuilds()
+    base = build_model(problem, cover_build=builds)
+    assert (base.constraint_table()["family"] == "cost_cover").any()
+    assert variation_blocker(base) == ""
+    built = len(builds.variations)
+    varied = ModelVariation.of(base).apply(other, builds)
+    assert len(builds.variations) == built  # the small models were varied, not built again
+    fresh = build_model(other)
+    assert_same_program(varied, fresh)
+    cover = fresh.constraint_table().query("family == 'cost_cover'")["row"].to_numpy()
+    assert not np.allclose(varied.program.row_lower[cover], base.program.row_lower[cover])
+
+
+def test_a_cut_with_other_rows_is_not_varied(monkeypatch):
+    # a problem whose cut would have other rows (here none: more distinct pool demands than the
+    # cut solves) is built, not varied
+    problem = redundant_problem()
+    variation = ModelVariation.of(build_model(problem))
+    other = changed(problem, np.full(len(problem.demand), 1.5), {})
+    assert variation.apply(other) is not None
+    monkeypatch.setattr(cost_cover, "MAX_SOLVES", 2)
+    assert variation.fits(other)
+    assert variation.apply(other) is None
+
+
 def test_what_blocks_a_variant_is_named():
     problem = redundant_problem()
-    assert "cost_cover" in variation_blocker(build_model(problem))  # several periods: the cut
     assert "elastic" in variation_blocker(build_model(problem, elastic=True))
     budget = problem.with_changes(budget_usd_per_month=1e6)
     assert "budget" in variation_blocker(build_model(budget, cost_cover=False))

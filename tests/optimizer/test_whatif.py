@@ -200,10 +200,10 @@ def test_worker_processes_solve_a_grid_after_this_process_has_run_the_solver(tmp
     assert done.stdout.strip().splitlines()[-1] == "['optimal', 'optimal']"
 
 
-def chunk_rows(tmp_path, body: str):
-    """Base, cases, grid JSON, the rows of one chunk of every case, and the cases planned in
-    full on the way."""
-    grid, base = load_grid(grid_file(tmp_path, body))
+def chunk_rows(path: Path):
+    """Base, cases, grid JSON, the rows of one chunk of every case of the grid file at
+    ``path``, and the cases planned in full on the way."""
+    grid, base = load_grid(path)
     cases, grid_json = expand(grid), grid.model_dump_json()
     full_plans = []
     with pytest.MonkeyPatch.context() as patch:
@@ -217,9 +217,9 @@ def test_variants_of_one_built_model_give_the_full_plans_rows(tmp_path):
     # demand and GPU prices only: every case is a variant of the first case's model (no full
     # plan at all), including price changes that change which configurations are dominated,
     # and each row equals planning the case in full
-    base, cases, grid_json, rows, full_plans = chunk_rows(
+    base, cases, grid_json, rows, full_plans = chunk_rows(grid_file(
         tmp_path, "axes:\n  demand_multiplier: [0.5, 1, 2.75]\n"
-                  "  price_multiplier: {l40s: [0.6, 1.5], h100-sxm: [1, 0.3]}\n")
+                  "  price_multiplier: {l40s: [0.6, 1.5], h100-sxm: [1, 0.3]}\n"))
     assert full_plans == []
     for row, case in zip(rows, cases, strict=True):
         full = solve_case(base, case, grid_json, [])
@@ -236,8 +236,8 @@ def test_variants_of_one_built_model_give_the_full_plans_rows(tmp_path):
 def test_a_case_a_variant_cannot_answer_is_planned_in_full(tmp_path):
     # a case the variants cannot take (here an invalid one: no demand) is planned in full,
     # whose row reports it
-    base, cases, grid_json, rows, full_plans = chunk_rows(
-        tmp_path, "cases:\n  - {demand_multiplier: 1}\n  - {demand_multiplier: 0}\n")
+    base, cases, grid_json, rows, full_plans = chunk_rows(grid_file(
+        tmp_path, "cases:\n  - {demand_multiplier: 1}\n  - {demand_multiplier: 0}\n"))
     assert full_plans == [{"demand_multiplier": 0}]
     full = solve_case(base, cases[1], grid_json, [])
     assert {k: v for k, v in rows[1].items() if k != "solve_seconds"} == \
@@ -256,3 +256,22 @@ def test_cases_are_chunked_by_what_a_variant_can_change():
     assert [len(chunk) for chunk in group_chunks(cases[:6], workers=1, most=4)] == [4, 2]
     by_provider = [dict(case, **{"price_multiplier[provider:aws]": 2.0}) for case in cases[:2]]
     assert len(group_chunks(cases[:2] + by_provider, workers=1)) == 2
+
+
+def test_variants_of_the_example_with_its_cost_cover_cut_give_the_full_plans_costs(tmp_path):
+    # several pools and hours: the cost-cover cut is solved again for every variant; the
+    # plans are the full plans' (cost, GPUs, tokens), each proven within the accepted gap
+    path = tmp_path / "grid.yaml"
+    path.write_text("base: example\ncases:\n  - {demand_multiplier: 1.0}\n"
+                    "  - {demand_multiplier: 1.3, \"price_multiplier[h100-sxm]\": 0.8}\n")
+    base, cases, grid_json, rows, full_plans = chunk_rows(path)
+    assert full_plans == []
+    gap = base_gap(base)
+    for row, case in zip(rows, cases, strict=True):
+        full = solve_case(base, case, grid_json, [])
+        assert row["status"] == full["status"] == "optimal"
+        assert row["gap"] <= gap + 1e-9 and full["gap"] <= gap + 1e-9
+        assert set(row) == set(full)
+        for column in [c for c in full if c.startswith("gpus_")] + [
+                "usd_per_month", "usd_per_m_tokens", "served_fraction_min"]:
+            assert row[column] == pytest.approx(full[column], rel=1e-9), column
