@@ -176,16 +176,20 @@ class ModelVariation:
                    workloads.get_indexer(demand["workload"][served]), workloads)
 
     def fits(self, problem: Problem) -> bool:
-        """Whether ``problem`` has demand rows with the same keys and requests in the same
-        buckets and periods as the model's, and the same configurations and offers."""
-        demand, base = problem.demand, self.model.problem.demand
-        return bool(len(demand) == len(base)
-                    and problem.configs["config"].equals(self.model.problem.configs["config"])
-                    and (demand[_DEMAND_KEYS].to_numpy() == self.demand_keys.to_numpy()).all()
-                    and np.array_equal(demand["req_s"].to_numpy() > 0,
-                                       base["req_s"].to_numpy() > 0)
-                    and problem.offers[["gpu", "pricing_type"]].equals(
-                        self.model.problem.offers[["gpu", "pricing_type"]]))
+        """Whether ``problem`` differs from the model's only in what a variant changes: its
+        demand (rows with the same keys, requests in the same buckets and periods) and its
+        offers' prices. Every other field is compared whole."""
+        base = self.model.problem
+        demand = problem.demand
+        if not (len(demand) == len(base.demand)
+                and (demand[_DEMAND_KEYS].to_numpy() == self.demand_keys.to_numpy()).all()
+                and np.array_equal(demand["req_s"].to_numpy() > 0,
+                                   base.demand["req_s"].to_numpy() > 0)
+                and problem.offers.drop(columns="usd_per_gpu_hour").equals(
+                    base.offers.drop(columns="usd_per_gpu_hour"))):
+            return False
+        return all(_same(getattr(problem, name), getattr(base, name))
+                   for name in _COMPARED_FIELDS)
 
     def apply(self, problem: Problem, cover_build: Callable[[Problem], FleetModel] = cover_model
               ) -> FleetModel | None:
@@ -291,6 +295,17 @@ class ModelVariation:
                 "served_fraction": pd.Series(fraction, index=self.workloads),
                 "gpus_peak": pd.Series(peak[paid], index=self.gpus[paid]),
                 "feasible": _keeps_program(model)}
+
+
+#: Problem fields a variant keeps as they are (all but demand, offers and notes).
+_COMPARED_FIELDS = tuple(f.name for f in dataclasses.fields(Problem)
+                         if f.name not in ("demand", "offers", "notes"))
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, pd.DataFrame):
+        return isinstance(b, pd.DataFrame) and a.equals(b)
+    return a == b or (a != a and b != b)  # NaN equals NaN here
 
 
 def _keeps_program(model: FleetModel) -> bool:

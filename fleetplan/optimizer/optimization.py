@@ -18,6 +18,7 @@ from fleetplan.optimizer.infeasibility import explain_unmet
 from fleetplan.optimizer.marginal_values import COLUMNS as BINDING_COLUMNS
 from fleetplan.optimizer.marginal_values import BasePlan, marginal_values
 from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.model_variants import CoverBuilds
 from fleetplan.optimizer.period_merging import merge_identical_periods, spread_periods
 from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.plan_summary import usd
@@ -82,7 +83,7 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
     metadata["assumptions"] = {**problem_assumptions(problem), **metadata["assumptions"]}
     pruned, dropped = prune_dominated(problem)
     metadata["assumptions"]["dominated_configs"] = dropped
-    model = build_model(pruned)
+    model = build_model(pruned, cover_build=CoverBuilds())  # each pool's small model built once
     outcome = solve_fleet(model, options, deadline)
     if outcome.status == "infeasible":
         return _elastic_plan(problem, options, metadata, deadline)

@@ -98,7 +98,7 @@ def test_the_headline_figures_are_the_assembled_plans():
     assert not variation.headline(varied)["feasible"]
 
 
-def test_a_variant_must_keep_the_demand_pattern_and_offers():
+def test_a_variant_must_keep_everything_but_demand_and_prices():
     problem = redundant_problem()
     variation = ModelVariation.of(build_model(problem, cost_cover=False))
     zero = np.ones(len(problem.demand))
@@ -106,6 +106,13 @@ def test_a_variant_must_keep_the_demand_pattern_and_offers():
     assert not variation.fits(changed(problem, zero, {}))  # a bucket without requests
     fewer = problem.with_changes(offers=problem.offers[problem.offers["pricing_type"] != "spot"])
     assert not variation.fits(fewer)
+    # anything else is compared whole: a spare fewer, a slower replica, another utilization
+    assert not variation.fits(problem.with_changes(
+        workloads=problem.workloads.assign(redundancy_k=0)))
+    slower = problem.candidates.assign(req_s_per_replica=problem.candidates["req_s_per_replica"] * 0.9)
+    assert not variation.fits(problem.with_changes(candidates=slower))
+    assert not variation.fits(problem.with_changes(target_utilization=0.7))
+    assert variation.fits(problem.with_changes(notes=["a note changes no number"]))
 
 
 @pytest.mark.parametrize("make", [redundant_problem, lambda: portfolio_problem(2, 2, 3)],
