@@ -30,7 +30,9 @@ Pools and periods with the same demand share one small MILP; a model of one pool
 period gets no cut (its small MILP would be the model itself, solved twice). A model with more than
 :data:`MAX_SOLVES` distinct ones gets no cut at all (it stays correct, only its relaxation is
 weaker): a week of hours is first planned on representative periods
-(``representative_periods.py``), whose model is small enough for the cut.
+(``representative_periods.py``), whose model is small enough for the cut. A small MILP stands
+for one hour wherever it lies, so a pool's small MILPs differ only in demand: the caller's
+``build`` may make them as variants of the first (``model_variants.CoverBuilds``).
 """
 
 from __future__ import annotations
@@ -85,8 +87,9 @@ def pool_period_problem(problem: Problem, pool: str, period: int) -> Problem:
     # CVaR, ...) keeps its default, so a family added later cannot leak into the cut.
     return Problem(
         workloads=workloads,
-        periods=problem.periods[problem.periods["period"] == period][["period", "month", "hour"]]
-        .assign(period=0, hours=1.0, month_weight=1.0),
+        # one hour of its own, wherever it lies: the same pool's periods make the same model
+        periods=pd.DataFrame({"period": [0], "month": [0], "hour": [0], "hours": [1.0],
+                              "month_weight": [1.0]}),
         demand=problem.demand[mine & (problem.demand["period"] == period)].assign(period=0),
         configs=problem.configs[problem.configs["pool"] == pool],
         candidates=problem.candidates[problem.candidates["workload"].isin(workloads["workload"])],

@@ -112,7 +112,7 @@ class CaseVariants:
         if len(periods) > 1 and not representative_periods(original).equals(self.representative):
             return None
         merged = original.with_changes(
-            demand=demand[demand["period"].isin(self.merged.periods["period"])].reset_index(
+            periods=self.merged.periods, demand=demand[demand["period"].isin(self.merged.periods["period"])].reset_index(
                 drop=True))
         dropped = self.comparison.dominated(merged)
         return prune_dominated(merged, dropped)[0], tuple(dropped)
