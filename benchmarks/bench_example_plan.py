@@ -20,6 +20,7 @@ from fleetplan.catalogs import load_catalogs
 from fleetplan.optimizer.decomposition import solve_whole
 from fleetplan.optimizer.example import example_scenario
 from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.model_variants import CoverBuilds
 from fleetplan.optimizer.period_merging import merge_identical_periods
 from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.scenario_planning import plan_scenario, prepare
@@ -45,7 +46,7 @@ def compare_cut() -> None:
     options = SolveOptions(time_limit_s=120.0, mip_gap=scenario.solver.mip_gap)
     for cut in (False, True):
         started = time.perf_counter()
-        model = build_model(problem, cost_cover=cut)
+        model = build_model(problem, cost_cover=cut, cover_build=CoverBuilds())  # as plans do
         built = time.perf_counter() - started
         lp = open_solver(model.program, model.cost, options).solve(
             time_limit_s=60.0, mip_gap=options.mip_gap, relax=True)
