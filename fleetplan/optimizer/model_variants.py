@@ -11,6 +11,7 @@ and only these change:
 - the pool-cover cut's right-hand sides, :math:`\lceil \sum_b \min_r L \rceil + k`, recomputed
   from the new loads (as ``milp_constraints.pool_cover_bounds`` does);
 - each node column's price, so the objective, taken from the changed offers;
+- the availability rows' upper bounds, from the changed GPU caps (the same GPU types capped);
 - the cost-cover cut (``cost_cover.py``): its right-hand sides are the small MILPs' bounds,
   solved again for the new demand and prices (each small model itself a variant of the first
   one built for its pool, :class:`CoverBuilds`), and its entries, each GPU's lowest price per
@@ -97,6 +98,8 @@ class ModelVariation:
     cost_entries: np.ndarray
     lowest: pd.Series  # each GPU type's lowest price, and each column's GPU type (-1: none)
     col_gpu: np.ndarray
+    capped_rows: np.ndarray  # availability rows and the GPU type each one caps
+    capped_gpu: np.ndarray
     node_offer: np.ndarray  # each node column's row in the problem's offers
     spread_nodes: np.ndarray  # per-period node rows (reserved repeated): node and hours
     spread_hours: np.ndarray
@@ -170,7 +173,9 @@ class ModelVariation:
                    cover_of_bucket, cover["row"].to_numpy(), cover_of_row, spare.to_numpy(float),
                    costs["row"].to_numpy(), pd.MultiIndex.from_arrays(
                        [costs["subject"].to_numpy(), costs["period"].to_numpy()]),
-                   np.flatnonzero(in_costs[row_of]), lowest, col_gpu, node_offer, spread["node"].to_numpy(), spread["period"].map(
+                   np.flatnonzero(in_costs[row_of]), lowest, col_gpu,
+                   table.loc[family == "availability", "row"].to_numpy(),
+                   table.loc[family == "availability", "subject"].to_numpy(), node_offer, spread["node"].to_numpy(), spread["period"].map(
                        p.periods.set_index("period")["hours"]).to_numpy(float), spread_peak,
                    peak_gpu, gpus, hours[served], tokens[served],
                    workloads.get_indexer(demand["workload"][served]), workloads)
@@ -178,7 +183,8 @@ class ModelVariation:
     def fits(self, problem: Problem) -> bool:
         """Whether ``problem`` differs from the model's only in what a variant changes: its
         demand (rows with the same keys, requests in the same buckets and periods) and its
-        offers' prices. Every other field is compared whole."""
+        offers' prices, and its GPU caps (the same GPU types capped). Every other field is
+        compared whole."""
         base = self.model.problem
         demand = problem.demand
         if not (len(demand) == len(base.demand)
@@ -186,7 +192,8 @@ class ModelVariation:
                 and np.array_equal(demand["req_s"].to_numpy() > 0,
                                    base.demand["req_s"].to_numpy() > 0)
                 and problem.offers.drop(columns="usd_per_gpu_hour").equals(
-                    base.offers.drop(columns="usd_per_gpu_hour"))):
+                    base.offers.drop(columns="usd_per_gpu_hour"))
+                and same_capped_gpus(problem, base)):
             return False
         return all(_same(getattr(problem, name), getattr(base, name))
                    for name in _COMPARED_FIELDS)
@@ -225,10 +232,17 @@ class ModelVariation:
                 self.col_gpu[priced]]
             matrix.data[self.cost_entries] *= scale[matrix.indices[self.cost_entries]]
 
+        row_upper = model.program.row_upper.copy()
+        if len(self.capped_rows):
+            caps = problem.gpus.set_index("gpu")["max_gpus"].reindex(self.capped_gpu).to_numpy()
+            row_upper[self.capped_rows] = caps
+            table.loc[table["family"] == "availability", "limit"] = caps
+
         prices = charged_offers(problem)["usd_per_gpu_hour"].to_numpy(float)[self.node_offer]
         varied = dataclasses.replace(
             model, problem=problem,
-            program=model.program.with_changes(matrix=matrix, row_lower=row_lower),
+            program=model.program.with_changes(matrix=matrix, row_lower=row_lower,
+                                               row_upper=row_upper),
             routes=model.routes.assign(req_s=req_s, load=load),
             nodes=model.nodes.assign(usd_per_gpu_hour=prices), constraints=[table],
             values=None, extras=dict(model.extras))
@@ -297,9 +311,17 @@ class ModelVariation:
                 "feasible": _keeps_program(model)}
 
 
-#: Problem fields a variant keeps as they are (all but demand, offers and notes).
+#: Problem fields a variant keeps as they are (all but demand, offers, GPU caps and notes).
 _COMPARED_FIELDS = tuple(f.name for f in dataclasses.fields(Problem)
-                         if f.name not in ("demand", "offers", "notes"))
+                         if f.name not in ("demand", "offers", "gpus", "notes"))
+
+
+def same_capped_gpus(a: Problem, b: Problem) -> bool:
+    """Whether both problems have the same GPU types, node sizes and capped types (the caps
+    themselves may differ)."""
+    return bool(a.gpus.drop(columns="max_gpus").equals(b.gpus.drop(columns="max_gpus"))
+                and np.array_equal(a.gpus["max_gpus"].isna().to_numpy(),
+                                   b.gpus["max_gpus"].isna().to_numpy()))
 
 
 def _same(a, b) -> bool:

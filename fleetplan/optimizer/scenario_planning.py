@@ -54,8 +54,13 @@ def _gpu_table(scenario: Scenario, gpu_ids: list[str], catalog_gpus: pd.DataFram
     catalog_node = catalog_gpus["gpus_per_node"].reindex(gpu_ids).fillna(1).astype(int).to_numpy()
     own_node = np.array([o.gpus_per_node or 0 for o in options])
     node = np.where(own_node > 0, own_node, catalog_node if scenario.fleet.whole_nodes else 1)
-    caps = [math.nan if o.max_gpus is None else float(o.max_gpus) for o in options]
-    return pd.DataFrame({"gpu": gpu_ids, "gpus_per_node": node.astype(int), "max_gpus": caps})
+    return pd.DataFrame({"gpu": gpu_ids, "gpus_per_node": node.astype(int),
+                         "max_gpus": gpu_caps(scenario)})
+
+
+def gpu_caps(scenario: Scenario) -> list[float]:
+    """Each allowed GPU type's availability cap [GPUs], NaN for none, in ``fleet.gpus`` order."""
+    return [math.nan if o.max_gpus is None else float(o.max_gpus) for o in scenario.fleet.gpus]
 
 
 def _offer_table(scenario: Scenario, gpu_ids: list[str], prices: pd.DataFrame) -> pd.DataFrame:

@@ -1,20 +1,21 @@
 """What-if cases solved as variants of one built model.
 
-Cases of a grid that differ only in ``demand_multiplier`` and per-GPU ``price_multiplier``
-ask the same question with other numbers (``model_variants.py``). The first case of such a
-group is prepared and built once; every other case then needs only its demand table and its
-offers' prices, the variant of the built model and a solve, a few milliseconds on the grids of
-``benchmarks/bench_whatif.py`` instead of a whole plan. The first case is itself solved as a
-variant of its own model, so a chunk prepares and builds once.
+Cases of a grid that differ only in ``demand_multiplier``, per-GPU ``price_multiplier`` and
+``max_gpus`` ask the same question with other numbers (``model_variants.py``). The first case
+of such a group is prepared and built once; every other case then needs only its demand table,
+its offers' prices and its GPU caps, the variant of the built model and a solve, a few
+milliseconds on the grids of ``benchmarks/bench_whatif.py`` instead of a whole plan. The first
+case is itself solved as a variant of its own model, so a chunk prepares and builds once.
 
 A case is answered this way only when the answer is the one ``plan_scenario`` gives: the same
-periods merge, demand falls in the same buckets, and the solve finds a plan within its limits
-(an infeasible case needs the elastic model's reasons). Prices decide which configurations are
-dominated (``dominance.py``), so one model is built per distinct set of dominated
-configurations the group meets; the cost-cover cut's small models are built once per pool
+periods merge, demand falls in the same buckets, the same GPU types are capped (a cap decides
+which swaps dominance allows), and the solve finds a plan within its limits (an infeasible case
+needs the elastic model's reasons). Prices decide which configurations are dominated
+(``dominance.py``), so one model is built per distinct set of dominated configurations the
+group meets; the cost-cover cut's small models are built once per pool
 (``model_variants.CoverBuilds``). Otherwise :meth:`solve` returns None and the caller plans the
-case in full. The variant's plan is checked against its program
-(every row and bound) before it is reported.
+case in full. The variant's plan is checked against its program (every row and bound) before
+it is reported.
 """
 
 from __future__ import annotations
@@ -32,13 +33,18 @@ from fleetplan.optimizer.demand import demand_table, workload_buckets
 from fleetplan.optimizer.dominance import Comparison, prune_dominated
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp import build_model
-from fleetplan.optimizer.model_variants import CoverBuilds, ModelVariation, variation_blocker
+from fleetplan.optimizer.model_variants import (
+    CoverBuilds,
+    ModelVariation,
+    same_capped_gpus,
+    variation_blocker,
+)
 from fleetplan.optimizer.optimization import AFTER_SOLVE_SHARE
 from fleetplan.optimizer.period_merging import merge_identical_periods, representative_periods
 from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.scenario import Scenario
 from fleetplan.optimizer.scenario_files import validate_scenario
-from fleetplan.optimizer.scenario_planning import prepare
+from fleetplan.optimizer.scenario_planning import gpu_caps, prepare
 from fleetplan.optimizer.solver import SolveOptions
 from fleetplan.optimizer.whatif_grid import Grid, apply_case, scaled_catalogs, summary_row
 
@@ -47,9 +53,9 @@ logger = logging.getLogger(__name__)
 
 def varies(column: str) -> bool:
     """Whether a case column changes only numbers a built model can take (demand, one GPU
-    type's prices); a provider's prices may change which offer is chosen."""
-    return column == "demand_multiplier" or (column.startswith("price_multiplier[")
-                                             and not column.startswith("price_multiplier[provider:"))
+    type's prices, one GPU type's cap); a provider's prices may change which offer is chosen."""
+    return column in ("demand_multiplier",) or column.startswith("max_gpus[") or (
+        column.startswith("price_multiplier[") and not column.startswith("price_multiplier[provider:"))
 
 
 def group_key(case: dict) -> str:
@@ -60,7 +66,7 @@ def group_key(case: dict) -> str:
 
 def _price_factors(case: dict) -> dict[str, float]:
     return {column[len("price_multiplier["):-1].lower(): float(value)
-            for column, value in case.items() if varies(column) and column != "demand_multiplier"}
+            for column, value in case.items() if varies(column) and column.startswith("price_")}
 
 
 @dataclass
@@ -108,11 +114,15 @@ class CaseVariants:
         its periods or demand differ in structure."""
         periods = self.original.periods
         demand = demand_table(scenario, workload_buckets(scenario), periods)
-        original = self.original.with_changes(demand=demand, offers=self._offers(case))
+        gpus = self.original.gpus.assign(max_gpus=gpu_caps(scenario))
+        original = self.original.with_changes(demand=demand, offers=self._offers(case), gpus=gpus)
+        if not same_capped_gpus(original, self.original):  # caps decide which swaps dominate
+            return None
         if len(periods) > 1 and not representative_periods(original).equals(self.representative):
             return None
         merged = original.with_changes(
-            periods=self.merged.periods, demand=demand[demand["period"].isin(self.merged.periods["period"])].reset_index(
+            periods=self.merged.periods,
+            demand=demand[demand["period"].isin(self.merged.periods["period"])].reset_index(
                 drop=True))
         dropped = self.comparison.dominated(merged)
         return prune_dominated(merged, dropped)[0], tuple(dropped)

@@ -98,6 +98,18 @@ def test_the_headline_figures_are_the_assembled_plans():
     assert not variation.headline(varied)["feasible"]
 
 
+def test_a_variant_takes_other_availability_caps():
+    problem = redundant_problem()  # g2 capped at 6 GPUs
+    other = changed(problem, np.full(len(problem.demand), 1.3), {}).with_changes(
+        gpus=problem.gpus.assign(max_gpus=problem.gpus["max_gpus"] * 2))
+    variation = ModelVariation.of(build_model(problem))
+    assert variation.fits(other)
+    assert_same_program(variation.apply(other), build_model(other))
+    # another GPU type capped, or the cap lifted, is another structure (other rows, other swaps)
+    for caps in ([np.nan, 8.0, 6.0], [np.nan, np.nan, np.nan]):
+        assert not variation.fits(problem.with_changes(gpus=problem.gpus.assign(max_gpus=caps)))
+
+
 def test_a_variant_must_keep_everything_but_demand_and_prices():
     problem = redundant_problem()
     variation = ModelVariation.of(build_model(problem, cost_cover=False))

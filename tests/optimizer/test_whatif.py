@@ -214,12 +214,13 @@ def chunk_rows(path: Path):
 
 
 def test_variants_of_one_built_model_give_the_full_plans_rows(tmp_path):
-    # demand and GPU prices only: every case is a variant of the first case's model (no full
-    # plan at all), including price changes that change which configurations are dominated,
-    # and each row equals planning the case in full
+    # demand, GPU prices and caps only: every case is a variant of the first case's model (no
+    # full plan at all), including price changes that change which configurations are
+    # dominated and a cap that binds, and each row equals planning the case in full
     base, cases, grid_json, rows, full_plans = chunk_rows(grid_file(
         tmp_path, "axes:\n  demand_multiplier: [0.5, 1, 2.75]\n"
-                  "  price_multiplier: {l40s: [0.6, 1.5], h100-sxm: [1, 0.3]}\n"))
+                  "  price_multiplier: {l40s: [0.6, 1.5], h100-sxm: [1, 0.3]}\n"
+                  "  max_gpus: {h100-sxm: [16, 1]}\n"))
     assert full_plans == []
     for row, case in zip(rows, cases, strict=True):
         full = solve_case(base, case, grid_json, [])
@@ -246,7 +247,7 @@ def test_a_case_a_variant_cannot_answer_is_planned_in_full(tmp_path):
 
 def test_cases_are_chunked_by_what_a_variant_can_change():
     cases = [{"demand_multiplier": d, "tpot_slo_ms": t, "price_multiplier[l40s]": p,
-              "price_multiplier[provider:aws]": 1.0}
+              "price_multiplier[provider:aws]": 1.0, "max_gpus[h100-sxm]": 8 * d}
              for t in (40, 50) for d in (1, 2, 3) for p in (0.5, 1.0)]
     chunks = group_chunks(cases, workers=2)
     assert [len(chunk) for chunk in chunks] == [6, 6]
