@@ -1,12 +1,13 @@
 """Solving a what-if grid: cases in worker processes (or Dask tasks), resumably.
 
-Cases are handed out in chunks of one group (``whatif_variants.group_chunks``): the first case
-of a chunk is planned in full, and the others, when they differ from it only in demand and GPU
-prices, are solved as variants of its built model (``whatif_variants.py``). Any other case is
-planned in full by :func:`solve_case`. Each row goes to a cache the caller passes in as soon as
-it is known, so a rerun skips the cases already solved (``fleetplan.exports.whatif_cache``
-keeps them as JSON files). A case that fails or is infeasible is reported in its row and never
-stops the grid.
+Cases are handed out in chunks of one group (``whatif_variants.group_chunks``): a chunk
+prepares and builds its first case's model once, and every case of it that differs only in
+demand, GPU prices and caps is solved as a variant of that model (``whatif_variants.py``). Any
+other case is planned in full by :func:`solve_case`. Each row goes to a cache the caller passes
+in as soon as it is known (worker processes send their rows one by one through a queue; a Dask
+task returns its chunk's rows together), so a rerun skips the cases already solved
+(``fleetplan.exports.whatif_cache`` keeps them as JSON files). A case that fails or is
+infeasible is reported in its row and never stops the grid.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import functools
 import hashlib
 import logging
 import multiprocessing
+import queue
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
@@ -34,6 +36,8 @@ log = logging.getLogger(__name__)
 
 #: How worker processes start (``multiprocessing`` start method).
 WORKER_START = "forkserver"
+#: How long the caller waits for a worker's next row before checking that none has died [s].
+ROW_WAIT_S = 1.0
 
 
 def _grid_catalogs(catalog_paths: tuple[str, ...]) -> Catalogs:
@@ -151,8 +155,20 @@ def iter_chunk(base: dict, cases: list[dict], grid_json: str,
 
 
 def solve_chunk(base: dict, cases: list[dict], grid_json: str, catalog_paths: list[str]) -> list[dict]:
-    """:func:`iter_chunk` as a list (what a worker process returns)."""
+    """:func:`iter_chunk` as a list (what a Dask task returns)."""
     return list(iter_chunk(base, cases, grid_json, catalog_paths))
+
+
+def send_chunk(base: dict, cases: list[dict], grid_json: str, catalog_paths: list[str],
+               rows) -> int:
+    """:func:`iter_chunk` with each row put on the ``rows`` queue as soon as it is known (what a
+    worker process runs, so the caller saves and counts every case, not every chunk); returns
+    the number of rows sent."""
+    count = 0
+    for row in iter_chunk(base, cases, grid_json, catalog_paths):
+        rows.put(row)
+        count += 1
+    return count
 
 
 def _variants_of(base, case, grid_json, catalog_paths) -> CaseVariants | None:
@@ -197,7 +213,21 @@ def _solve_all(base, pending, arguments, workers, client):
     # Workers start from a fresh server process, not a fork of this one: a process that has
     # already run HiGHS (highspy 1.16) hands its forked children a solver that never returns.
     context = multiprocessing.get_context(WORKER_START)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = [pool.submit(solve_chunk, base, chunk, *arguments) for chunk in chunks]
-        for future in as_completed(futures):
-            yield from future.result()
+    with context.Manager() as manager, ProcessPoolExecutor(max_workers=workers,
+                                                           mp_context=context) as pool:
+        rows = manager.Queue()
+        futures = [pool.submit(send_chunk, base, chunk, *arguments, rows) for chunk in chunks]
+        expected = sum(len(chunk) for chunk in chunks)
+        for _ in range(expected):
+            yield _next_row(rows, futures)
+
+
+def _next_row(rows, futures) -> dict:
+    """The next row a worker sends; a worker that died (its future failed) is reported."""
+    while True:
+        try:
+            return rows.get(timeout=ROW_WAIT_S)
+        except queue.Empty:
+            failed = [f for f in futures if f.done() and f.exception() is not None]
+            if failed:
+                raise failed[0].exception()

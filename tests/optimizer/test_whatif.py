@@ -1,6 +1,8 @@
 """What-if grids: expansion, scenario variants, infeasible and failing cases, resume, Dask, CLI."""
 
+import concurrent.futures
 import json
+import queue
 import subprocess
 import sys
 import textwrap
@@ -276,3 +278,29 @@ def test_variants_of_the_example_with_its_cost_cover_cut_give_the_full_plans_cos
         for column in [c for c in full if c.startswith("gpus_")] + [
                 "usd_per_month", "usd_per_m_tokens", "served_fraction_min"]:
             assert row[column] == pytest.approx(full[column], rel=1e-9), column
+
+
+def test_a_worker_sends_each_row_as_soon_as_it_is_known(tmp_path):
+    # rows travel one by one (the caller saves and counts every case), not a chunk at a time
+    grid, base = load_grid(grid_file(tmp_path, "axes:\n  demand_multiplier: [1, 2]\n"))
+    sent = queue.Queue()
+    seen = []
+    original = whatif_solving.iter_chunk
+
+    def watched(*args):
+        for row in original(*args):
+            seen.append(sent.qsize())  # rows already on the queue when this one is made
+            yield row
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(whatif_solving, "iter_chunk", watched)
+        count = whatif_solving.send_chunk(base, expand(grid), grid.model_dump_json(), [], sent)
+    assert count == 2 and seen == [0, 1]
+    assert [sent.get()["demand_multiplier"] for _ in range(2)] == [1, 2]
+
+
+def test_a_dead_worker_is_reported_not_waited_for(monkeypatch):
+    monkeypatch.setattr(whatif_solving, "ROW_WAIT_S", 0.01)
+    dead = concurrent.futures.Future()
+    dead.set_exception(RuntimeError("worker died"))
+    with pytest.raises(RuntimeError, match="worker died"):
+        whatif_solving._next_row(queue.Queue(), [dead])
