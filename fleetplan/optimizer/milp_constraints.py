@@ -227,8 +227,14 @@ def pool_cover_bounds(problem: Problem, routes: pd.DataFrame) -> pd.Series:
     busy = best.reset_index()[["workload", "pool", "period"]].drop_duplicates().merge(
         problem.workloads[["workload", "redundancy_k"]], on="workload")
     spare = busy.groupby(["pool", "period"])["redundancy_k"].max().reindex(need.index)
-    return pd.Series(np.ceil(need.to_numpy() - 1e-6) + spare.fillna(0).to_numpy(),
+    return pd.Series(pool_cover_bound(need.to_numpy(), spare.fillna(0).to_numpy()),
                      index=need.index)
+
+
+def pool_cover_bound(need_replicas, spare_replicas):
+    """Whole replicas a pool needs [replicas]: its least load rounded up (round-off below 1e-6
+    replicas forgiven) plus its spares."""
+    return np.ceil(np.asarray(need_replicas) - 1e-6) + spare_replicas
 
 
 def monthly_cost_terms(model: FleetModel) -> pd.DataFrame:

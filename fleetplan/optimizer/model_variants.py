@@ -40,8 +40,9 @@ from fleetplan.optimizer.api_supply import api_shares
 from fleetplan.optimizer.cost_cover import cover_limits, lowest_gpu_prices
 from fleetplan.optimizer.fleet_problem import Problem, charged_offers
 from fleetplan.optimizer.milp import FleetModel, cover_costs, cover_model, define_objective
+from fleetplan.optimizer.milp_constraints import pool_cover_bound
 from fleetplan.optimizer.milp_tables import per_period
-from fleetplan.optimizer.solution_tables import EPSILON
+from fleetplan.optimizer.solution_tables import rounded
 
 #: Families whose rows a variant keeps or changes as the module docstring says.
 VARIED_FAMILIES = frozenset({"demand", "capacity", "nodes", "availability", "offer_cap",
@@ -69,9 +70,8 @@ def variation_blocker(model: FleetModel) -> str:
     return ""
 
 
-def _codes(table: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, int]:
-    codes = table.groupby(keys, sort=True).ngroup().to_numpy()
-    return codes, int(codes.max()) + 1 if len(codes) else 0
+def _codes(table: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    return table.groupby(keys, sort=True).ngroup().to_numpy()
 
 
 def _lookup(index: pd.MultiIndex, keys: pd.DataFrame) -> np.ndarray:
@@ -83,11 +83,13 @@ class ModelVariation:
     """Where the numbers a variant changes sit in one built model (module docstring)."""
 
     model: FleetModel
+    table: pd.DataFrame  # the model's constraint table
     demand_keys: pd.DataFrame  # the problem's demand rows' keys, in order
     route_demand: np.ndarray  # each route's row in the demand table
     route_cols: np.ndarray
     loaded: np.ndarray  # positions in the matrix's data that hold a route's load
-    route_key: np.ndarray  # each route's (workload, bucket, period, route)
+    route_key: np.ndarray  # each route's (workload, bucket, period, route), its first route
+    first_route: np.ndarray
     bucket_of_key: np.ndarray  # each route key's (workload, bucket, period)
     cover_of_bucket: np.ndarray  # each of those buckets' (pool, period), -1 if not covered
     cover_rows: np.ndarray  # pool-cover rows and, for each, its (pool, period) (-1: none)
@@ -103,8 +105,9 @@ class ModelVariation:
     node_offer: np.ndarray  # each node column's row in the problem's offers
     spread_nodes: np.ndarray  # per-period node rows (reserved repeated): node and hours
     spread_hours: np.ndarray
-    spread_peak: np.ndarray  # each per-period node row's (gpu, period) and its gpu
-    peak_gpu: np.ndarray
+    spread_peak: np.ndarray  # each per-period node row's (gpu, period) and GPU type
+    spread_gpu: np.ndarray
+    peak_gpu: np.ndarray  # each (gpu, period)'s GPU type
     gpus: pd.Index
     demand_weight: np.ndarray  # per demand row with requests: hours, tokens per request
     demand_tokens: np.ndarray
@@ -130,10 +133,10 @@ class ModelVariation:
         is_route[routes["col"].to_numpy(dtype=np.int64)] = True
         loaded = np.flatnonzero(loaded_rows[row_of] & is_route[matrix.indices])
 
-        route_key, n_keys = _codes(routes, [*_DEMAND_KEYS, "route"])
+        route_key = _codes(routes, [*_DEMAND_KEYS, "route"])
         first = np.unique(route_key, return_index=True)[1]
         keyed = routes.iloc[first]
-        bucket_of_key, _ = _codes(keyed, _DEMAND_KEYS)
+        bucket_of_key = _codes(keyed, _DEMAND_KEYS)
         buckets = keyed.drop_duplicates(_DEMAND_KEYS).sort_values(_DEMAND_KEYS)
         by_api = pd.MultiIndex.from_frame(p.api_candidates[["workload", "bucket"]])
         covered = ~pd.MultiIndex.from_frame(buckets[["workload", "bucket"]]).isin(by_api)
@@ -158,7 +161,7 @@ class ModelVariation:
         node_offer = _lookup(pd.MultiIndex.from_frame(offers[["gpu", "pricing_type"]]),
                              nodes[["gpu", "pricing_type"]])
         spread = per_period(nodes.drop(columns="hours"), p.periods)
-        spread_peak, _ = _codes(spread, ["gpu", "period"])
+        spread_peak = _codes(spread, ["gpu", "period"])
         gpus = pd.Index(sorted(set(spread["gpu"])))
         peak_gpu = gpus.get_indexer(spread.drop_duplicates(["gpu", "period"]).sort_values(
             ["gpu", "period"])["gpu"])
@@ -168,16 +171,18 @@ class ModelVariation:
         tokens = sum(demand[c].to_numpy(float) if c in demand else np.zeros(len(demand))
                      for c in ("input_len", "output_len"))
         workloads = pd.Index(p.workloads["workload"])
-        return cls(model, demand[_DEMAND_KEYS], route_demand,
-                   routes["col"].to_numpy(dtype=np.int64), loaded, route_key, bucket_of_key,
+        return cls(model, table, demand[_DEMAND_KEYS], route_demand,
+                   routes["col"].to_numpy(dtype=np.int64), loaded, route_key, first,
+                   bucket_of_key,
                    cover_of_bucket, cover["row"].to_numpy(), cover_of_row, spare.to_numpy(float),
                    costs["row"].to_numpy(), pd.MultiIndex.from_arrays(
                        [costs["subject"].to_numpy(), costs["period"].to_numpy()]),
                    np.flatnonzero(in_costs[row_of]), lowest, col_gpu,
                    table.loc[family == "availability", "row"].to_numpy(),
-                   table.loc[family == "availability", "subject"].to_numpy(), node_offer, spread["node"].to_numpy(), spread["period"].map(
-                       p.periods.set_index("period")["hours"]).to_numpy(float), spread_peak,
-                   peak_gpu, gpus, hours[served], tokens[served],
+                   table.loc[family == "availability", "subject"].to_numpy(), node_offer,
+                   spread["node"].to_numpy(),
+                   spread["period"].map(p.periods.set_index("period")["hours"]).to_numpy(float),
+                   spread_peak, gpus.get_indexer(spread["gpu"]), peak_gpu, gpus, hours[served], tokens[served],
                    workloads.get_indexer(demand["workload"][served]), workloads)
 
     def fits(self, problem: Problem) -> bool:
@@ -213,7 +218,7 @@ class ModelVariation:
         matrix.data[self.loaded] *= ratio[matrix.indices[self.loaded]]
 
         row_lower = model.program.row_lower.copy()
-        table = model.constraint_table()
+        table = self.table.copy()
         if len(self.cover_rows):
             limits = self.cover_limits(load)
             row_lower[self.cover_rows] = limits
@@ -257,7 +262,7 @@ class ModelVariation:
         covered = self.cover_of_bucket >= 0
         need = np.bincount(self.cover_of_bucket[covered], weights=least[covered],
                            minlength=len(self.cover_spare))
-        bound = np.ceil(need - 1e-6) + self.cover_spare
+        bound = pool_cover_bound(need, self.cover_spare)
         return np.where(self.cover_of_row >= 0, bound[self.cover_of_row], 0.0)
 
     def cost_limits(self, problem: Problem, cover_build) -> np.ndarray | None:
@@ -276,20 +281,17 @@ class ModelVariation:
         ``solution_tables`` does."""
         p, raw = model.problem, model.values
         nodes = model.nodes
-        value = raw[nodes["col"].to_numpy(dtype=np.int64)]
-        whole = (nodes["gpus_per_node"] > 1).to_numpy()
-        value = np.where(whole, np.round(value), np.where(np.abs(value) < EPSILON, 0.0, value))
+        value = rounded(raw[nodes["col"].to_numpy(dtype=np.int64)],
+                        (nodes["gpus_per_node"] > 1).to_numpy())  # whole nodes of > 1 GPU
         gpus = (value * nodes["gpus_per_node"].to_numpy(float))[self.spread_nodes]
         usd = gpus * nodes["usd_per_gpu_hour"].to_numpy(float)[self.spread_nodes] * self.spread_hours
         per_gpu_period = np.bincount(self.spread_peak, weights=gpus)
         peak = np.zeros(len(self.gpus))
         np.maximum.at(peak, self.peak_gpu, per_gpu_period)
-        paid = np.bincount(self.gpus.get_indexer(nodes["gpu"].to_numpy()[self.spread_nodes]),
-                           weights=usd, minlength=len(self.gpus)) > 0
+        paid = np.bincount(self.spread_gpu, weights=usd, minlength=len(self.gpus)) > 0
 
-        shares = raw[self.route_cols]
-        shares = np.where(np.abs(shares) < EPSILON, 0.0, shares)
-        first = np.unique(self.route_key, return_index=True)[1]  # one share per route
+        shares = rounded(raw[self.route_cols], False)
+        first = self.first_route  # one share per route (its stages share it)
         served = np.bincount(self.route_demand[first], weights=shares[first],
                              minlength=len(p.demand))
         positive = p.demand["req_s"].to_numpy(float) > 0

@@ -55,13 +55,26 @@ def optimize_problem(problem: Problem, options: SolveOptions | None = None,
     is answered by the elastic model with reasons. The plan is re-checked against every
     constraint family at full resolution (every period of ``problem``) before it is returned."""
     options = options or SolveOptions()
-    deadline = Deadline(options.time_limit_s * (1.0 - AFTER_SOLVE_SHARE))
+    deadline = solve_deadline(options)
     check_problem(problem)
     original = problem
     problem, representative = merge_identical_periods(problem)
     plan = _solve(problem, options, what_if or WhatIfOptions(enabled=False), metadata, deadline)
     plan = spread_periods(plan, representative, original.periods, original.demand)
     return recheck(plan, original)
+
+
+def solve_deadline(options: SolveOptions) -> Deadline:
+    """The solve's share of the call's time limit (the rest is for the work after it)."""
+    return Deadline(options.time_limit_s * (1.0 - AFTER_SOLVE_SHARE))
+
+
+def plan_status(outcome, options: SolveOptions) -> str:
+    """A solved plan's status: ``time_limit`` when its gap exceeds the accepted one."""
+    status = outcome.status if outcome.has_solution else "no_solution"
+    if status == "optimal" and outcome.gap > options.mip_gap + 1e-9:
+        return "time_limit"
+    return status
 
 
 def recheck(plan: FleetPlan, problem: Problem) -> FleetPlan:
@@ -87,9 +100,7 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
     outcome = solve_fleet(model, options, deadline)
     if outcome.status == "infeasible":
         return _elastic_plan(problem, options, metadata, deadline)
-    status = outcome.status if outcome.has_solution else "no_solution"
-    if status == "optimal" and outcome.gap > options.mip_gap + 1e-9:
-        status = "time_limit"
+    status = plan_status(outcome, options)
     plan = assemble_plan(model, outcome, status, **metadata)
     plan.candidates = problem.candidates
     if outcome.has_solution and what_if.enabled:

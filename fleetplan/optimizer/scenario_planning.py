@@ -182,8 +182,7 @@ def plan_scenario(scenario: Scenario, catalogs: Catalogs | None = None, *, estim
                   what_if: bool | None = None) -> FleetPlan:
     """The cheapest fleet for ``scenario`` (see FleetPlan for what it holds)."""
     prepared = prepare(scenario, catalogs, estimate=estimate)
-    solver = scenario.solver
-    options = SolveOptions(solver.time_limit_s, solver.mip_gap, solver.threads, solver.solver)
+    options = solve_options(scenario)
     enabled = scenario.what_if.enabled if what_if is None else what_if
     what_if_options = WhatIfOptions(enabled, scenario.what_if.tpot_slo_factor,
                                     prepared.relaxed_candidates, scenario.what_if.time_limit_s)
@@ -201,6 +200,12 @@ def plan_scenario(scenario: Scenario, catalogs: Catalogs | None = None, *, estim
         plan.assumptions["stay_the_course"] = stay_the_course(prepared.problem, plan, options)
     plan.messages = [*prepared.problem.notes, *plan.messages, *prior_warnings(plan.fleet)]
     return plan
+
+
+def solve_options(scenario: Scenario) -> SolveOptions:
+    """The solver settings of ``scenario.solver``."""
+    solver = scenario.solver
+    return SolveOptions(solver.time_limit_s, solver.mip_gap, solver.threads, solver.solver)
 
 
 def with_calibration(fleet: pd.DataFrame, candidates: pd.DataFrame) -> pd.DataFrame:

@@ -33,10 +33,15 @@ from fleetplan.optimizer.solver import SolveOutcome
 EPSILON = 1e-7
 
 
-def values(model: FleetModel, table: pd.DataFrame, *, integer: bool = False) -> np.ndarray:
-    """Solution values of a variable table's columns, rounded if integer, noise set to 0."""
-    raw = model.value(table)
-    return np.round(raw) if integer else np.where(np.abs(raw) < EPSILON, 0.0, raw)
+def values(model: FleetModel, table: pd.DataFrame, *, integer=False) -> np.ndarray:
+    """Solution values of a variable table's columns (``rounded``)."""
+    return rounded(model.value(table), integer)
+
+
+def rounded(raw: np.ndarray, integer) -> np.ndarray:
+    """Solution values: integer ones (``integer``, per value or for all) rounded, others with
+    noise below :data:`EPSILON` set to 0."""
+    return np.where(integer, np.round(raw), np.where(np.abs(raw) < EPSILON, 0.0, raw))
 
 
 def _optional(table: pd.DataFrame, column: str, default=math.nan) -> pd.Series:
@@ -53,7 +58,7 @@ def solution_tables(model: FleetModel) -> dict[str, pd.DataFrame]:
     replicas["hours"] = replicas["period"].map(hours)
     replicas["gpus"] = replicas["value"] * replicas["tp"]
     replicas["usd"] = replicas["gpus"] * replicas["usd_per_gpu_hour"] * replicas["hours"]
-    nodes = node_costs(model)
+    nodes = nodes_by_period(model)
     routes = model.routes.assign(value=values(model, model.routes))
     routes = routes.merge(replicas.groupby(["config", "period"], as_index=False)["value"].sum()
                           .rename(columns={"value": "replicas"}), on=["config", "period"],
@@ -65,25 +70,16 @@ def solution_tables(model: FleetModel) -> dict[str, pd.DataFrame]:
             "fixed_costs": fixed_cost_table(model)}
 
 
-def node_costs(model: FleetModel) -> pd.DataFrame:
+def nodes_by_period(model: FleetModel) -> pd.DataFrame:
     """Nodes bought in every period (reserved ones repeated) with value, hours, gpus and usd
-    [USD over the period's hours]."""
+    [USD over the period's hours]; nodes of more than one GPU are whole."""
     p = model.problem
-    integer = (model.nodes["gpus_per_node"] > 1).to_numpy()
-    node_values = np.where(integer, values(model, model.nodes, integer=True),
-                           values(model, model.nodes))
+    node_values = values(model, model.nodes, integer=(model.nodes["gpus_per_node"] > 1).to_numpy())
     nodes = per_period(model.nodes.drop(columns="hours").assign(value=node_values), p.periods)
     nodes["hours"] = nodes["period"].map(p.periods.set_index("period")["hours"])
     nodes["gpus"] = nodes["value"] * nodes["gpus_per_node"]
     nodes["usd"] = nodes["gpus"] * nodes["usd_per_gpu_hour"] * nodes["hours"]
     return nodes
-
-
-def gpu_peaks(nodes: pd.DataFrame) -> pd.Series:
-    """Most GPUs of each type bought in any one period, for the types that cost anything."""
-    paid = nodes.groupby("gpu")["usd"].sum()
-    peak = nodes.groupby(["gpu", "period"])["gpus"].sum().groupby("gpu").max()
-    return peak.reindex(paid.index[paid > 0])
 
 
 def fleet_tables(model: FleetModel, solution: dict) -> dict[str, pd.DataFrame]:

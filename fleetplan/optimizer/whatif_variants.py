@@ -39,12 +39,11 @@ from fleetplan.optimizer.model_variants import (
     same_capped_gpus,
     variation_blocker,
 )
-from fleetplan.optimizer.optimization import AFTER_SOLVE_SHARE
+from fleetplan.optimizer.optimization import plan_status, solve_deadline
 from fleetplan.optimizer.period_merging import merge_identical_periods, representative_periods
-from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.scenario import Scenario
 from fleetplan.optimizer.scenario_files import validate_scenario
-from fleetplan.optimizer.scenario_planning import gpu_caps, prepare
+from fleetplan.optimizer.scenario_planning import gpu_caps, prepare, solve_options
 from fleetplan.optimizer.solver import SolveOptions
 from fleetplan.optimizer.whatif_grid import Grid, apply_case, scaled_catalogs, summary_row
 
@@ -54,7 +53,7 @@ logger = logging.getLogger(__name__)
 def varies(column: str) -> bool:
     """Whether a case column changes only numbers a built model can take (demand, one GPU
     type's prices, one GPU type's cap); a provider's prices may change which offer is chosen."""
-    return column in ("demand_multiplier",) or column.startswith("max_gpus[") or (
+    return column == "demand_multiplier" or column.startswith("max_gpus[") or (
         column.startswith("price_multiplier[") and not column.startswith("price_multiplier[provider:"))
 
 
@@ -66,7 +65,8 @@ def group_key(case: dict) -> str:
 
 def _price_factors(case: dict) -> dict[str, float]:
     return {column[len("price_multiplier["):-1].lower(): float(value)
-            for column, value in case.items() if varies(column) and column.startswith("price_")}
+            for column, value in case.items()
+            if column.startswith("price_multiplier[") and varies(column)}
 
 
 @dataclass
@@ -103,10 +103,9 @@ class CaseVariants:
         if blocker:
             logger.debug("what-if variants: each case is planned in full: %s", blocker)
             return None
-        solver = scenario.solver
-        options = SolveOptions(solver.time_limit_s, solver.mip_gap, solver.threads, solver.solver)
         return cls(base, grid, case, prepared.problem, merged, representative, comparison,
-                   {tuple(dropped): ModelVariation.of(model)}, options, cover_builds)
+                   {tuple(dropped): ModelVariation.of(model)}, solve_options(scenario),
+                   cover_builds)
 
     def changed_problem(self, scenario: Scenario, case: dict
                         ) -> tuple[Problem, tuple[str, ...]] | None:
@@ -157,18 +156,14 @@ class CaseVariants:
         model = variation.apply(problem, self.cover_builds)  # a copy: the built one stays unsolved
         if model is None:
             return None
-        deadline = Deadline(self.options.time_limit_s * (1.0 - AFTER_SOLVE_SHARE))
-        outcome = solve_fleet(model, self.options, deadline)
+        outcome = solve_fleet(model, self.options, solve_deadline(self.options))
         if not outcome.has_solution:
             return None
         figures = variation.headline(model)
         if not figures["feasible"]:
             logger.warning("what-if variant %s broke its program; planned in full", identity)
             return None
-        status = outcome.status
-        if status == "optimal" and outcome.gap > self.options.mip_gap + 1e-9:
-            status = "time_limit"
-        return summary_row(identity, status=status, gap=outcome.gap,
+        return summary_row(identity, status=plan_status(outcome, self.options), gap=outcome.gap,
                            usd_per_month=figures["usd_per_month"],
                            tokens_per_month=figures["tokens_per_month"],
                            served_fraction=figures["served_fraction"],
