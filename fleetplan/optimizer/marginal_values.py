@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import logging
 import math
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -36,8 +38,8 @@ MAX_RESOLVES = 12
 #: Least time worth a re-solve [s]; with less left in the call a limit is not priced.
 MIN_RESOLVE_S = 0.05
 
-#: Re-solves run side by side (HiGHS releases the interpreter while it solves): one per core
-#: of the 2-core machines this is sized for.
+#: Re-solves run side by side (HiGHS releases the interpreter while it solves), the caller's
+#: thread one of them: one per core of the 2-core machines this is sized for.
 PARALLEL_RESOLVES = 2
 
 
@@ -85,31 +87,75 @@ class BasePlan:
     deadline: Deadline
 
 
-def _saving(base: BasePlan, problem: Problem) -> tuple[float, float]:
-    """(saving, uncertainty) [USD/month] of ``problem`` against the base plan; the uncertainty
-    adds both solves' gaps (a saving within it may be solver noise). NaN when the call's time
-    is up."""
-    seconds = min(base.options.time_limit_s, base.deadline.remaining())
+def relaxed_cost(problem: Problem, options: SolveOptions, deadline: Deadline) -> tuple[float, float]:
+    """Cost [USD/month] and gap of the relaxed ``problem``'s plan; NaN when the call's time is
+    up or no plan was found."""
+    seconds = min(options.time_limit_s, deadline.remaining())
     if seconds < MIN_RESOLVE_S:
         return math.nan, math.nan
     # Without the cost-cover cut: a valid cut changes no optimum, and building it takes a small
     # MILP per pool, longer than the re-solve itself on plans of the example's size.
     model = build_model(problem, cost_cover=False)
-    outcome = solve_fleet(model, base.options, Deadline(seconds))
+    outcome = solve_fleet(model, options, Deadline(seconds))
     if not outcome.has_solution:
         return math.nan, math.nan
-    relaxed = outcome.objective / problem.horizon_months
-    gaps = np.nan_to_num([base.gap, outcome.gap])
-    return (max(0.0, base.usd_per_month - relaxed),
-            gaps[0] * base.usd_per_month + gaps[1] * relaxed)
+    return outcome.objective / problem.horizon_months, outcome.gap
 
 
-def _savings(base: BasePlan, problems: list[Problem]) -> list[tuple[float, float]]:
-    """``_saving`` of every problem, :data:`PARALLEL_RESOLVES` at a time."""
-    if len(problems) <= 1:
-        return [_saving(base, problem) for problem in problems]
-    with ThreadPoolExecutor(max_workers=PARALLEL_RESOLVES) as pool:
-        return list(pool.map(lambda problem: _saving(base, problem), problems))
+def saving(base: BasePlan, relaxed: tuple[float, float]) -> tuple[float, float]:
+    """(saving, uncertainty) [USD/month] of a relaxed plan (``relaxed_cost``) against the base
+    plan; the uncertainty adds both solves' gaps (a saving within it may be solver noise)."""
+    usd_per_month, gap = relaxed
+    if not math.isfinite(usd_per_month):
+        return math.nan, math.nan
+    gaps = np.nan_to_num([base.gap, gap])
+    return (max(0.0, base.usd_per_month - usd_per_month),
+            gaps[0] * base.usd_per_month + gaps[1] * usd_per_month)
+
+
+@dataclass(frozen=True)
+class Started:
+    """A relaxed problem handed to the worker: how to build it, and its result to come."""
+
+    make: Callable[[], Problem]
+    future: Future
+
+
+class ReSolves:
+    """Relaxed problems solved two at a time: one on a worker thread, one on the caller's.
+
+    Problems handed to ``start`` begin on the worker at once, so a caller may start those that
+    do not depend on the base plan (looser SLOs) before solving it; ``finish`` solves the rest
+    on the caller's thread and takes over started problems the worker has not reached. HiGHS
+    releases the interpreter while it solves, so the two share the 2-core machines this is
+    sized for.
+    """
+
+    def __init__(self, options: SolveOptions, deadline: Deadline) -> None:
+        self.options, self.deadline = options, deadline
+        self._worker = ThreadPoolExecutor(max_workers=PARALLEL_RESOLVES - 1,
+                                          thread_name_prefix="fleetplan-resolve")
+
+    def _solve(self, make_problem: Callable[[], Problem]) -> tuple[float, float]:
+        return relaxed_cost(make_problem(), self.options, self.deadline)
+
+    def start(self, make_problems: list[Callable[[], Problem]]) -> list[Started]:
+        """Begin solving the problems ``make_problems`` build (callables, so building them runs
+        on the worker too)."""
+        return [Started(make, self._worker.submit(self._solve, make)) for make in make_problems]
+
+    def finish(self, problems: list[Problem], started: list[Started]) -> tuple[list, list]:
+        """``relaxed_cost`` of ``problems`` (solved here) and of the ``started`` ones."""
+        own = [relaxed_cost(problem, self.options, self.deadline) for problem in problems]
+        taken = {}
+        for index in reversed(range(len(started))):  # the worker takes them first to last
+            if started[index].future.cancel():
+                taken[index] = self._solve(started[index].make)
+        return own, [taken[i] if i in taken else one.future.result() for i, one in enumerate(started)]
+
+    def close(self) -> None:
+        """Drop problems not yet begun and wait for the one running (bounded by its limit)."""
+        self._worker.shutdown(wait=True, cancel_futures=True)
 
 
 def _money(value: float, uncertainty: float = 0.0) -> str:
@@ -133,28 +179,38 @@ def binding_rows(limits: list[dict], relaxations: list, savings: list) -> pd.Dat
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def slo_relaxations(problem: Problem, relaxed_candidates: pd.DataFrame) -> tuple[list[tuple], list[Problem]]:
-    """Per workload with a TPOT SLO: (workload, SLO) and the problem with the looser SLO.
+def slo_subjects(problem: Problem, relaxed_candidates: pd.DataFrame) -> list[tuple[str, float]]:
+    """(workload, TPOT SLO [ms]) of every workload with a TPOT SLO and candidates at a looser one."""
+    workloads = problem.workloads
+    if relaxed_candidates.empty or "tpot_slo_ms" not in workloads:
+        return []
+    with_slo = workloads.dropna(subset=["tpot_slo_ms"])
+    looser = set(relaxed_candidates["relaxed_for"])
+    return [(workload, slo) for workload, slo in zip(with_slo["workload"], with_slo["tpot_slo_ms"])
+            if workload in looser]
+
+
+def slo_relaxation(problem: Problem, relaxed_candidates: pd.DataFrame, workload: str) -> Problem:
+    """``problem`` with ``workload``'s TPOT SLO looser.
 
     The looser SLO changes the workload's pool: its SLO levels are those with the workload's
     TPOT loosened, so the pool's candidates are all replaced."""
-    workloads = problem.workloads
-    if relaxed_candidates.empty or "tpot_slo_ms" not in workloads:
-        return [], []
-    with_slo = workloads.dropna(subset=["tpot_slo_ms"])
-    pool_of = workloads.set_index("workload")["pool"]
-    priced, problems = [], []
-    for workload, slo in zip(with_slo["workload"], with_slo["tpot_slo_ms"]):
-        looser = relaxed_candidates[relaxed_candidates["relaxed_for"] == workload].drop(
-            columns="relaxed_for")
-        if looser.empty:
-            continue
-        pool = problem.candidates["workload"].map(pool_of) == pool_of[workload]
-        candidates = pd.concat([problem.candidates[~pool], looser], ignore_index=True)
-        relaxed = problem.with_changes(candidates=candidates, configs=configs_of(candidates))
-        priced.append((workload, slo))
-        problems.append(prune_dominated(relaxed)[0])
-    return priced, problems
+    pool_of = problem.workloads.set_index("workload")["pool"]
+    looser = relaxed_candidates[relaxed_candidates["relaxed_for"] == workload].drop(columns="relaxed_for")
+    pool = problem.candidates["workload"].map(pool_of) == pool_of[workload]
+    candidates = pd.concat([problem.candidates[~pool], looser], ignore_index=True)
+    relaxed = problem.with_changes(candidates=candidates, configs=configs_of(candidates))
+    return prune_dominated(relaxed)[0]
+
+
+def start_slo_pricing(resolves: ReSolves, problem: Problem,
+                      relaxed_candidates: pd.DataFrame) -> tuple[list[tuple[str, float]], list[Started]]:
+    """The workloads whose looser SLO is priced, and their re-solves, begun on the worker.
+    ``problem``: the problem before dominated configurations were dropped (a looser SLO can
+    revive them)."""
+    subjects = slo_subjects(problem, relaxed_candidates)
+    return subjects, resolves.start([partial(slo_relaxation, problem, relaxed_candidates, workload)
+                                     for workload, _ in subjects])
 
 
 def slo_rows(priced: list[tuple], savings: list, base: BasePlan, factor: float) -> pd.DataFrame:
@@ -173,16 +229,26 @@ def slo_rows(priced: list[tuple], savings: list, base: BasePlan, factor: float) 
 
 
 def marginal_values(model: FleetModel, base: BasePlan, *, slo_problem: Problem | None = None,
-                    relaxed_candidates: pd.DataFrame | None = None,
-                    tpot_factor: float = 1.5) -> pd.DataFrame:
-    """Binding limits and looser SLOs, priced by re-solving, all re-solves in one batch
-    (:data:`PARALLEL_RESOLVES` at a time). ``slo_problem``: the problem before dominated
-    configurations were dropped (a looser SLO can revive them)."""
-    limits, relaxations = binding_relaxations(model)
-    priced, slo_problems = ([], []) if relaxed_candidates is None else slo_relaxations(
-        slo_problem or model.problem, relaxed_candidates)
-    savings = _savings(base, [relaxed for relaxed, _, _ in relaxations] + slo_problems)
-    tables = [binding_rows(limits, relaxations, savings[:len(limits)]),
-              slo_rows(priced, savings[len(limits):], base, tpot_factor)]
+                    relaxed_candidates: pd.DataFrame | None = None, tpot_factor: float = 1.5,
+                    resolves: ReSolves | None = None,
+                    slo_pricing: tuple[list, list[Started]] | None = None) -> pd.DataFrame:
+    """Binding limits and looser SLOs, priced by re-solving (:data:`PARALLEL_RESOLVES` at a
+    time). ``slo_pricing``: the looser SLOs' re-solves already begun on ``resolves``
+    (``start_slo_pricing``); otherwise they begin here, from ``slo_problem`` (the problem
+    before dominated configurations were dropped) and ``relaxed_candidates``."""
+    own = resolves is None
+    resolves = resolves or ReSolves(base.options, base.deadline)
+    try:
+        if slo_pricing is None:
+            slo_pricing = ([], []) if relaxed_candidates is None else start_slo_pricing(
+                resolves, slo_problem or model.problem, relaxed_candidates)
+        limits, relaxations = binding_relaxations(model)
+        relaxed, slo_relaxed = resolves.finish([problem for problem, _, _ in relaxations],
+                                               slo_pricing[1])
+    finally:
+        if own:
+            resolves.close()
+    tables = [binding_rows(limits, relaxations, [saving(base, one) for one in relaxed]),
+              slo_rows(slo_pricing[0], [saving(base, one) for one in slo_relaxed], base, tpot_factor)]
     tables = [t for t in tables if not t.empty]
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)

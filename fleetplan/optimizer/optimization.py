@@ -16,7 +16,12 @@ from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.infeasibility import explain_unmet
 from fleetplan.optimizer.marginal_values import COLUMNS as BINDING_COLUMNS
-from fleetplan.optimizer.marginal_values import BasePlan, marginal_values
+from fleetplan.optimizer.marginal_values import (
+    BasePlan,
+    ReSolves,
+    marginal_values,
+    start_slo_pricing,
+)
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.model_variants import CoverBuilds
 from fleetplan.optimizer.period_merging import merge_identical_periods, spread_periods
@@ -36,6 +41,11 @@ ELASTIC_MIN_S = 1.0
 #: spreading merged periods, the full re-check), so the whole call ends within the limit:
 #: 0.2-0.3 s of a 10 s limit on bench_optimizer.py's case (b).
 AFTER_SOLVE_SHARE = 0.03
+
+#: Largest model whose looser SLOs are priced while the base plan is solved [columns]. Those
+#: re-solves do not depend on the base plan, and on models of the example's size (488 columns)
+#: they would otherwise wait for it; a larger model keeps both cores for its own solve.
+EARLY_PRICING_COLUMNS = 5_000
 
 
 @dataclass
@@ -97,19 +107,28 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
     pruned, dropped = prune_dominated(problem)
     metadata["assumptions"]["dominated_configs"] = dropped
     model = build_model(pruned, cover_build=CoverBuilds())  # each pool's small model built once
-    outcome = solve_fleet(model, options, deadline)
-    if outcome.status == "infeasible":
-        return _elastic_plan(problem, options, metadata, deadline)
-    status = plan_status(outcome, options)
-    plan = assemble_plan(model, outcome, status, **metadata)
-    plan.candidates = problem.candidates
-    if outcome.has_solution and what_if.enabled:
-        resolve = SolveOptions(what_if.time_limit_s, options.mip_gap, options.threads,
-                               options.solver)
-        base = BasePlan(plan.usd_per_month, plan.gap, resolve, deadline)
-        plan.binding_constraints = marginal_values(
-            model, base, slo_problem=problem, relaxed_candidates=what_if.relaxed_candidates,
-            tpot_factor=what_if.tpot_factor)
+    resolves = ReSolves(SolveOptions(what_if.time_limit_s, options.mip_gap, options.threads,
+                                     options.solver), deadline) if what_if.enabled else None
+    try:
+        slo_pricing = None
+        if resolves is not None and model.program.n_cols <= EARLY_PRICING_COLUMNS:
+            slo_pricing = start_slo_pricing(resolves, problem, what_if.relaxed_candidates)
+        outcome = solve_fleet(model, options, deadline)
+        if outcome.status == "infeasible":
+            if resolves is not None:
+                resolves.close()  # no plan to compare with: drop the re-solves begun
+            return _elastic_plan(problem, options, metadata, deadline)
+        status = plan_status(outcome, options)
+        plan = assemble_plan(model, outcome, status, **metadata)
+        plan.candidates = problem.candidates
+        if outcome.has_solution and resolves is not None:
+            base = BasePlan(plan.usd_per_month, plan.gap, resolves.options, deadline)
+            plan.binding_constraints = marginal_values(
+                model, base, slo_problem=problem, relaxed_candidates=what_if.relaxed_candidates,
+                tpot_factor=what_if.tpot_factor, resolves=resolves, slo_pricing=slo_pricing)
+    finally:
+        if resolves is not None:
+            resolves.close()
     if plan.binding_constraints.empty:
         plan.binding_constraints = pd.DataFrame(columns=BINDING_COLUMNS)
     if status == "time_limit" and math.isfinite(plan.gap):

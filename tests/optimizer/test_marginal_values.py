@@ -1,0 +1,105 @@
+"""Pricing binding limits and looser SLOs by re-solving, some while the base plan is solved."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fleetplan.catalogs import load_catalogs
+from fleetplan.optimizer import marginal_values, optimization
+from fleetplan.optimizer.marginal_values import ReSolves
+from fleetplan.optimizer.period_solves import Deadline
+from fleetplan.optimizer.scenario_files import load_scenario
+from fleetplan.optimizer.scenario_planning import plan_scenario
+from fleetplan.optimizer.solver import SolveOptions
+
+
+SMALL = Path(__file__).parent / "fixtures" / "small_scenario.yaml"
+
+
+@pytest.fixture(scope="module")
+def catalogs():
+    return load_catalogs()
+
+
+def small_scenario(tpot_slo_ms: float = 50.0, *, what_if: bool = True):
+    """One chat workload at 20 req/s on H100, L40S and A100 (``fixtures/small_scenario.yaml``)."""
+    scenario = load_scenario(SMALL)
+    workloads = [scenario.workloads[0].model_copy(update={"tpot_slo_ms": tpot_slo_ms})]
+    return scenario.model_copy(update={
+        "workloads": workloads, "what_if": scenario.what_if.model_copy(update={"enabled": what_if})})
+
+
+def test_a_looser_slo_saves_what_the_plan_at_that_slo_saves(catalogs):
+    plan = plan_scenario(small_scenario(), catalogs)
+    row = plan.binding_constraints.set_index("family").loc["tpot_slo"]
+    assert row["subject"] == "chat" and row["change"] == "x1.5"
+    looser = plan_scenario(small_scenario(75.0, what_if=False), catalogs)
+    assert row["saving_usd_per_month"] == pytest.approx(plan.usd_per_month - looser.usd_per_month,
+                                                        abs=0.01)
+    assert row["saving_usd_per_month"] > 100.0  # it binds: the H100s batch more at 75 ms
+
+
+def test_pricing_begun_during_the_base_solve_equals_pricing_after_it(catalogs, monkeypatch):
+    events = []
+    solve, start = optimization.solve_fleet, optimization.start_slo_pricing
+    monkeypatch.setattr(optimization, "solve_fleet",
+                        lambda *a, **k: events.append("base solve") or solve(*a, **k))
+    monkeypatch.setattr(optimization, "start_slo_pricing",
+                        lambda *a, **k: events.append("slo pricing begun") or start(*a, **k))
+    early = plan_scenario(small_scenario(), catalogs).binding_constraints
+    assert events == ["slo pricing begun", "base solve"]
+    events.clear()
+    monkeypatch.setattr(optimization, "EARLY_PRICING_COLUMNS", 0)  # as a large model does
+    late = plan_scenario(small_scenario(), catalogs).binding_constraints
+    assert events == ["base solve"]
+    assert not early.empty
+    pd.testing.assert_frame_equal(early, late)
+
+
+def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch):
+    running, release = threading.Event(), threading.Event()
+
+    def fake_relaxed_cost(problem, options, deadline):
+        if problem == "slow":
+            running.set()
+            release.wait(10)
+        if problem == "own":  # the worker is busy with "slow" before the caller goes on
+            running.wait(10)
+        if problem == "b":  # taken over while the worker is still on "slow"
+            release.set()
+        return problem, threading.current_thread().name
+
+    monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
+    resolves = ReSolves(SolveOptions(), Deadline(30))
+    try:
+        started = resolves.start([lambda: "slow", lambda: "a", lambda: "b"])
+        own, begun = resolves.finish(["own"], started)
+    finally:
+        resolves.close()
+    caller = threading.current_thread().name
+    assert own == [("own", caller)]
+    assert [problem for problem, _ in begun] == ["slow", "a", "b"]  # in the order started
+    assert begun[0][1].startswith("fleetplan-resolve")
+    # "a" and "b" were waiting behind "slow"; the caller takes them last first
+    assert begun[2][1] == caller
+
+
+def test_an_infeasible_base_drops_the_pricing_it_began(catalogs, monkeypatch):
+    begun = []
+    start = optimization.start_slo_pricing
+    monkeypatch.setattr(optimization, "start_slo_pricing",
+                        lambda *a, **k: begun.append(start(*a, **k)) or begun[-1])
+    scenario = small_scenario()
+    fleet = scenario.fleet.model_copy(update={"gpus": [scenario.fleet.gpus[0]]})  # 16 H100s only
+    workload = scenario.workloads[0].model_copy(update={"requests_per_s": 2000.0})
+    plan = plan_scenario(scenario.model_copy(update={"fleet": fleet, "workloads": [workload]}),
+                         catalogs)
+    assert plan.status == "infeasible" and not plan.unmet_demand.empty  # the elastic plan
+    assert plan.binding_constraints.empty
+    assert [subject for subject, _ in begun[0][0]] == ["chat"]  # its looser SLO was being priced
+    assert all(started.future.done() for started in begun[0][1])
+    assert not [t for t in threading.enumerate() if t.name.startswith("fleetplan-resolve")]
