@@ -16,8 +16,9 @@ named ``cases``. Axes:
   colocated replicas only), e.g. ``{colocated: null, pairs: {}}``;
 - ``engine: [engine ids]``: the efficiency profile (``fleet.engine``; ``*`` = the default rows).
 
-Cases that differ only in ``demand_multiplier`` and per-GPU ``price_multiplier`` are solved as
-variants of one built model (``whatif_variants.py``), with the rows a full plan would give.
+Cases that differ only in ``demand_multiplier``, per-GPU ``price_multiplier`` and ``max_gpus``
+are solved as variants of one built model (``whatif_variants.py``), with the rows a full plan
+would give.
 """
 
 from __future__ import annotations
