@@ -23,7 +23,7 @@ quantization and TP degree; configurations whose weights do not fit are unusable
 benchmark needs neither the performance engine nor the catalogs. Run:
 
     python benchmarks/bench_portfolio.py [--case day|week|year|flexible|flexible_week|stochastic]
-        [--time-limit S]
+        [--time-limit S] [--redundancy-k K]
 """
 
 from __future__ import annotations
@@ -87,14 +87,15 @@ def capacity_req_s(configs: pd.DataFrame, output_tokens: float, input_tokens: fl
     return np.where(fits, slo_factor / seconds, 0.0)
 
 
-def portfolio(case: str, seed: int = 5) -> Problem:
-    """The benchmark problem for ``case`` (day, week or year)."""
+def portfolio(case: str, seed: int = 5, redundancy_k: int = 1) -> Problem:
+    """The benchmark problem for ``case`` (day, week or year); ``redundancy_k`` spares on half
+    the workloads (0 measures how much of the gap the N+k rows make)."""
     rng = np.random.default_rng(seed)
     n_hours, n_months = CASES[case]
     configs = configurations()
     workloads = pd.DataFrame({"workload": [f"{m}-{i}" for m in MODELS for i in (0, 1)],
                               "pool": [m for m in MODELS for _ in (0, 1)],
-                              "redundancy_k": [1, 0] * len(MODELS)})
+                              "redundancy_k": [redundancy_k, 0] * len(MODELS)})
     sizes = pd.DataFrame({"workload": workloads["workload"],
                           "input": rng.choice([500, 2000, 6000], len(workloads)),
                           "output": rng.choice([150, 300, 600], len(workloads)),
@@ -142,10 +143,10 @@ def _demand(names: pd.Series, periods: pd.DataFrame, n_hours: int, n_months: int
                          "req_s": req_s.ravel().round(3)})
 
 
-def run_case(case: str, time_limit_s: float | None) -> dict:
+def run_case(case: str, time_limit_s: float | None, redundancy_k: int = 1) -> dict:
     """Solve one case; its figures as a dict."""
     target_s, target_gap = TARGETS[case]
-    problem = portfolio(case)
+    problem = portfolio(case, redundancy_k=redundancy_k)
     options = SolveOptions(time_limit_s=time_limit_s or target_s, mip_gap=target_gap)
     started = time.perf_counter()
     plan = optimize_problem(problem, options)
@@ -171,12 +172,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=list(CASES), help="one case, in this process")
     parser.add_argument("--time-limit", type=float, help="seconds (default: the case's target)")
+    parser.add_argument("--redundancy-k", type=int, default=1,
+                        help="spare replicas of the N+k half of the workloads (default 1)")
     arguments = parser.parse_args()
     if arguments.case:
-        print(json.dumps(run_case(arguments.case, arguments.time_limit)))
+        print(json.dumps(run_case(arguments.case, arguments.time_limit, arguments.redundancy_k)))
         return
     for case in CASES:
-        command = [sys.executable, __file__, "--case", case]
+        command = [sys.executable, __file__, "--case", case,
+                   "--redundancy-k", str(arguments.redundancy_k)]
         if arguments.time_limit:
             command += ["--time-limit", str(arguments.time_limit)]
         figures = json.loads(subprocess.run(command, check=True, capture_output=True,
