@@ -46,7 +46,7 @@ from fleetplan.sweeps.step_times import decode_step_ms, first_token_ms, prefill_
 
 #: Most Newton passes of the decode batch's fixed point; each pass evaluates the decode step at two
 #: batches. A piecewise-linear step converges in a few passes (measured on the example plan's
-#: candidates: at most 9), smooth parts quadratically.
+#: candidates: 9 to 13), smooth parts quadratically.
 FIXED_POINT_PASSES = 40
 #: A batch is the fixed point when ``f(B) - B`` is under this share of ``max(B, 1)``.
 FIXED_POINT_TOLERANCE = 1e-12
