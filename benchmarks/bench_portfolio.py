@@ -23,7 +23,7 @@ quantization and TP degree; configurations whose weights do not fit are unusable
 benchmark needs neither the performance engine nor the catalogs. Run:
 
     python benchmarks/bench_portfolio.py [--case day|week|year|flexible|flexible_week|stochastic]
-        [--time-limit S] [--redundancy-k K]
+        [--time-limit S] [--redundancy-k K] [--fixed-reserved S]
 """
 
 from __future__ import annotations
@@ -41,7 +41,12 @@ import pandas as pd
 
 from fleetplan.optimizer import Problem, SolveOptions, optimize_problem
 from fleetplan.optimizer.commitment_risk import add_commitments
+from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.fleet_problem import profile_periods
+from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.period_merging import merge_identical_periods
+from fleetplan.optimizer.reserved_candidates import reserved_plan, reserved_rows
+from fleetplan.optimizer.solver import open_solver
 from fleetplan.optimizer.stochastic_problem import with_demand_factors
 
 #: model: parameters [billions]
@@ -168,13 +173,44 @@ def run_case(case: str, time_limit_s: float | None, redundancy_k: int = 1) -> di
             "target_s": target_s, "target_gap": target_gap}
 
 
+def fixed_reserved_bounds(case: str, seconds: float, redundancy_k: int = 1) -> dict:
+    """Where the gap lies: the whole MILP with the reserved counts fixed at the LP's rounded up
+    and rounded to nearest, each solved for ``seconds`` on one thread. Its dual bound is the
+    least any plan with those reserved counts costs: when it sits well above the plan's reported
+    bound, the bound, not the plan, holds the gap open (for those reserved counts)."""
+    problem = portfolio(case, redundancy_k=redundancy_k)
+    merged, _ = merge_identical_periods(problem)
+    model = build_model(prune_dominated(merged)[0])
+    lp = open_solver(model.program, model.cost, SolveOptions()).solve(
+        time_limit_s=120.0, mip_gap=1e-4, relax=True)
+    reserved = lp.values[reserved_rows(model)["col"].to_numpy()]
+    hours = problem.horizon_hours
+    figures = {"case": case, "lp_usd_per_hour": lp.outcome.objective / hours}
+    for name, counts in (("ceil", np.ceil(reserved - 1e-6)), ("round", np.round(reserved))):
+        fixed = reserved_plan(model, counts + 0.0)
+        solver = open_solver(model.program, model.cost, SolveOptions(threads=1))
+        solver.set_col_bounds(fixed["cols"], fixed["values"], fixed["values"])
+        result = solver.solve(time_limit_s=seconds, mip_gap=1e-3)
+        figures[name] = {"reserved_replicas": float(counts.sum()), "status": result.outcome.status,
+                         "usd_per_hour": result.outcome.objective / hours,
+                         "bound_usd_per_hour": result.outcome.bound / hours}
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=list(CASES), help="one case, in this process")
     parser.add_argument("--time-limit", type=float, help="seconds (default: the case's target)")
     parser.add_argument("--redundancy-k", type=int, default=1,
                         help="spare replicas of the N+k half of the workloads (default 1)")
+    parser.add_argument("--fixed-reserved", type=float, metavar="S",
+                        help="with --case: solve with the LP's reserved counts fixed for S "
+                             "seconds each instead (fixed_reserved_bounds)")
     arguments = parser.parse_args()
+    if arguments.case and arguments.fixed_reserved:
+        print(json.dumps(fixed_reserved_bounds(arguments.case, arguments.fixed_reserved,
+                                               arguments.redundancy_k)))
+        return
     if arguments.case:
         print(json.dumps(run_case(arguments.case, arguments.time_limit, arguments.redundancy_k)))
         return
