@@ -12,8 +12,10 @@ import logging
 import math
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -121,6 +123,13 @@ class Started:
     future: Future
 
 
+class SloPricing(NamedTuple):
+    """The workloads whose looser TPOT SLO is priced, (workload, SLO [ms]), and their re-solves."""
+
+    subjects: list[tuple[str, float]]
+    started: list[Started]
+
+
 class ReSolves:
     """Relaxed problems solved two at a time: one on a worker thread, one on the caller's.
 
@@ -156,6 +165,12 @@ class ReSolves:
     def close(self) -> None:
         """Drop problems not yet begun and wait for the one running (bounded by its limit)."""
         self._worker.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> ReSolves:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def _money(value: float, uncertainty: float = 0.0) -> str:
@@ -204,13 +219,13 @@ def slo_relaxation(problem: Problem, relaxed_candidates: pd.DataFrame, workload:
 
 
 def start_slo_pricing(resolves: ReSolves, problem: Problem,
-                      relaxed_candidates: pd.DataFrame) -> tuple[list[tuple[str, float]], list[Started]]:
+                      relaxed_candidates: pd.DataFrame) -> SloPricing:
     """The workloads whose looser SLO is priced, and their re-solves, begun on the worker.
     ``problem``: the problem before dominated configurations were dropped (a looser SLO can
     revive them)."""
     subjects = slo_subjects(problem, relaxed_candidates)
-    return subjects, resolves.start([partial(slo_relaxation, problem, relaxed_candidates, workload)
-                                     for workload, _ in subjects])
+    return SloPricing(subjects, resolves.start([
+        partial(slo_relaxation, problem, relaxed_candidates, workload) for workload, _ in subjects]))
 
 
 def slo_rows(priced: list[tuple], savings: list, base: BasePlan, factor: float) -> pd.DataFrame:
@@ -231,24 +246,19 @@ def slo_rows(priced: list[tuple], savings: list, base: BasePlan, factor: float) 
 def marginal_values(model: FleetModel, base: BasePlan, *, slo_problem: Problem | None = None,
                     relaxed_candidates: pd.DataFrame | None = None, tpot_factor: float = 1.5,
                     resolves: ReSolves | None = None,
-                    slo_pricing: tuple[list, list[Started]] | None = None) -> pd.DataFrame:
+                    slo_pricing: SloPricing | None = None) -> pd.DataFrame:
     """Binding limits and looser SLOs, priced by re-solving (:data:`PARALLEL_RESOLVES` at a
     time). ``slo_pricing``: the looser SLOs' re-solves already begun on ``resolves``
     (``start_slo_pricing``); otherwise they begin here, from ``slo_problem`` (the problem
     before dominated configurations were dropped) and ``relaxed_candidates``."""
-    own = resolves is None
-    resolves = resolves or ReSolves(base.options, base.deadline)
-    try:
+    with nullcontext(resolves) if resolves else ReSolves(base.options, base.deadline) as resolves:
         if slo_pricing is None:
-            slo_pricing = ([], []) if relaxed_candidates is None else start_slo_pricing(
+            slo_pricing = SloPricing([], []) if relaxed_candidates is None else start_slo_pricing(
                 resolves, slo_problem or model.problem, relaxed_candidates)
         limits, relaxations = binding_relaxations(model)
         relaxed, slo_relaxed = resolves.finish([problem for problem, _, _ in relaxations],
-                                               slo_pricing[1])
-    finally:
-        if own:
-            resolves.close()
+                                               slo_pricing.started)
     tables = [binding_rows(limits, relaxations, [saving(base, one) for one in relaxed]),
-              slo_rows(slo_pricing[0], [saving(base, one) for one in slo_relaxed], base, tpot_factor)]
+              slo_rows(slo_pricing.subjects, [saving(base, one) for one in slo_relaxed], base, tpot_factor)]
     tables = [t for t in tables if not t.empty]
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)

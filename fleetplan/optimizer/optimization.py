@@ -107,28 +107,24 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
     pruned, dropped = prune_dominated(problem)
     metadata["assumptions"]["dominated_configs"] = dropped
     model = build_model(pruned, cover_build=CoverBuilds())  # each pool's small model built once
-    resolves = ReSolves(SolveOptions(what_if.time_limit_s, options.mip_gap, options.threads,
-                                     options.solver), deadline) if what_if.enabled else None
-    try:
+    resolve_options = SolveOptions(what_if.time_limit_s, options.mip_gap, options.threads,
+                                   options.solver)
+    with ReSolves(resolve_options, deadline) as resolves:  # starts no thread until given work
         slo_pricing = None
-        if resolves is not None and model.program.n_cols <= EARLY_PRICING_COLUMNS:
+        if what_if.enabled and model.program.n_cols <= EARLY_PRICING_COLUMNS:
             slo_pricing = start_slo_pricing(resolves, problem, what_if.relaxed_candidates)
         outcome = solve_fleet(model, options, deadline)
         if outcome.status == "infeasible":
-            if resolves is not None:
-                resolves.close()  # no plan to compare with: drop the re-solves begun
+            resolves.close()  # no plan to compare with: drop the re-solves begun
             return _elastic_plan(problem, options, metadata, deadline)
         status = plan_status(outcome, options)
         plan = assemble_plan(model, outcome, status, **metadata)
         plan.candidates = problem.candidates
-        if outcome.has_solution and resolves is not None:
-            base = BasePlan(plan.usd_per_month, plan.gap, resolves.options, deadline)
+        if outcome.has_solution and what_if.enabled:
+            base = BasePlan(plan.usd_per_month, plan.gap, resolve_options, deadline)
             plan.binding_constraints = marginal_values(
                 model, base, slo_problem=problem, relaxed_candidates=what_if.relaxed_candidates,
                 tpot_factor=what_if.tpot_factor, resolves=resolves, slo_pricing=slo_pricing)
-    finally:
-        if resolves is not None:
-            resolves.close()
     if plan.binding_constraints.empty:
         plan.binding_constraints = pd.DataFrame(columns=BINDING_COLUMNS)
     if status == "time_limit" and math.isfinite(plan.gap):

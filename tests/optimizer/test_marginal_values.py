@@ -16,7 +16,6 @@ from fleetplan.optimizer.scenario_files import load_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario
 from fleetplan.optimizer.solver import SolveOptions
 
-
 SMALL = Path(__file__).parent / "fixtures" / "small_scenario.yaml"
 
 
