@@ -45,8 +45,8 @@ from fleetplan.sweeps.replica_constants import ReplicaConstants
 from fleetplan.sweeps.step_times import decode_step_ms, first_token_ms, prefill_ms, prompt_steps
 
 #: Most Newton passes of the decode batch's fixed point; each pass evaluates the decode step at two
-#: batches. A piecewise-linear step converges in a few passes (measured on the example plan's
-#: candidates: 9 to 13), smooth parts quadratically.
+#: batches. A piecewise-linear step converges in a few passes (on the example plan's candidates:
+#: 1 to 13, ``benchmarks/bench_load_model.py``), smooth parts quadratically.
 FIXED_POINT_PASSES = 40
 #: A batch is the fixed point when ``f(B) - B`` is under this share of ``max(B, 1)``.
 FIXED_POINT_TOLERANCE = 1e-12
@@ -76,8 +76,8 @@ def least_fixed_batch(step_ms, load, limit):
     -----
     Passes of ``B <- f(B)`` from ``B = 0`` climb to the least fixed point but slow down near
     capacity, where the step's slope times the load nears 1 (0.2 % short after 60 passes on some
-    of the example's candidates). Newton's step on ``g(B) = f(B) - B`` from the highest batch known
-    to lie below it, ``B + g(B) / (1 - f'(B))`` with a forward-difference slope, never passes the
+    of the example's candidates, ``benchmarks/bench_load_model.py``). Newton's step on
+    ``g(B) = f(B) - B`` from the highest batch known to lie below it, ``B + g(B) / (1 - f'(B))`` with a forward-difference slope, never passes the
     fixed point while the step is convex in the batch (a maximum of linear rooflines) and is at
     least the plain pass. Where it does pass it (the concave expert-count term of MoE models),
     the batch tried becomes an upper bound and the next passes stay below it: Newton's step when
