@@ -76,12 +76,13 @@ def least_fixed_batch(step_ms, load, limit):
     -----
     Passes of ``B <- f(B)`` from ``B = 0`` climb to the least fixed point but slow down near
     capacity, where the step's slope times the load nears 1 (0.2 % short after 60 passes on some
-    of the example's candidates, ``benchmarks/bench_load_model.py``). Newton's step on
-    ``g(B) = f(B) - B`` from the highest batch known to lie below it, ``B + g(B) / (1 - f'(B))`` with a forward-difference slope, never passes the
-    fixed point while the step is convex in the batch (a maximum of linear rooflines) and is at
-    least the plain pass. Where it does pass it (the concave expert-count term of MoE models),
-    the batch tried becomes an upper bound and the next passes stay below it: Newton's step when
-    it lands inside the bracket, else the secant through both ends (kept 1 % off them).
+    of the example's candidates, ``benchmarks/bench_load_model.py``). Newton's step on ``g(B) =
+    f(B) - B`` from the highest batch known to lie below it, ``B + g(B) / (1 - f'(B))`` with a
+    forward-difference slope, never passes the fixed point while the step is convex in the batch
+    (a maximum of linear rooflines) and is at least the plain pass. Where it does pass it (the
+    concave expert-count term of MoE models), the batch tried becomes an upper bound and the
+    next passes stay below it: Newton's step when it lands inside the bracket, else the secant
+    through both ends (kept 1 % off them).
 
     References
     ----------
