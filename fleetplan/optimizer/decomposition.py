@@ -92,18 +92,23 @@ def solve_whole(model: FleetModel, options: SolveOptions, deadline: Deadline, *,
                         first.outcome.seconds + second.outcome.seconds)
 
 
-def solve_fleet(model: FleetModel, options: SolveOptions,
-                deadline: Deadline | None = None) -> SolveOutcome:
-    """Solve ``model`` with the strategy its structure allows (see module docstring)."""
+def solve_fleet(model: FleetModel, options: SolveOptions, deadline: Deadline | None = None, *,
+                start: np.ndarray | None = None) -> SolveOutcome:
+    """Solve ``model`` with the strategy its structure allows (see module docstring).
+    ``start``: a feasible plan of ``model`` (all its columns) to begin from; the whole model's
+    solve takes it as its incumbent and the reserved-first solve as its first plan (the
+    separable solve makes its own start from the LP)."""
     deadline = deadline or Deadline(options.time_limit_s)
     n_periods = len(model.problem.periods)
     if n_periods == 1 or model.elastic or model.program.n_rows == 0:
-        return solve_whole(model, options, deadline)
+        return solve_whole(model, options, deadline, start=None if model.elastic else start)
     if is_separable(model.problem):
         return solve_separable(model, options, deadline)
     if model.program.n_cols <= WHOLE_MODEL_COLUMNS:
-        return solve_whole(model, options, deadline)
+        return solve_whole(model, options, deadline, start=start)
     linked = ReservedFirst(model, PeriodPrograms.of(model), options, deadline)
+    if start is not None and model.program.violation(start) <= 1e-6:
+        linked.offer(start)
     if not _cut_by_periods(model):
         return linked.solve()
     share = Deadline(deadline.share(START_TIME_SHARE))

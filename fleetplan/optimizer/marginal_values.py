@@ -27,6 +27,7 @@ from fleetplan.optimizer.fleet_problem import Problem, configs_of
 from fleetplan.optimizer.milp import FleetModel, build_model
 from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.plan_summary import usd
+from fleetplan.optimizer.relaxed_variants import relaxed_variant
 from fleetplan.optimizer.solver import SolveOptions
 
 logger = logging.getLogger(__name__)
@@ -89,16 +90,29 @@ class BasePlan:
     deadline: Deadline
 
 
-def relaxed_cost(problem: Problem, options: SolveOptions, deadline: Deadline) -> tuple[float, float]:
+class ReSolve(NamedTuple):
+    """A relaxed problem and, when its family's relaxation is a change of the base model's rows
+    (``relaxed_variants``), that changed model and the base plan to begin from."""
+
+    problem: Problem
+    variant: FleetModel | None = None
+    start: np.ndarray | None = None
+
+
+def relaxed_cost(problem: Problem, options: SolveOptions, deadline: Deadline,
+                 variant: FleetModel | None = None,
+                 start: np.ndarray | None = None) -> tuple[float, float]:
     """Cost [USD/month] and gap of the relaxed ``problem``'s plan; NaN when the call's time is
-    up or no plan was found."""
+    up or no plan was found. ``variant``: the base model changed to ``problem``, solved from
+    ``start`` (the base plan) instead of a model built anew."""
     seconds = min(options.time_limit_s, deadline.remaining())
     if seconds < MIN_RESOLVE_S:
         return math.nan, math.nan
     # Without the cost-cover cut: a valid cut changes no optimum, and building it takes a small
     # MILP per pool, longer than the re-solve itself on plans of the example's size.
-    model = build_model(problem, cost_cover=False)
-    outcome = solve_fleet(model, options, Deadline(seconds))
+    model = variant if variant is not None else build_model(problem, cost_cover=False)
+    outcome = solve_fleet(model, options, Deadline(seconds),
+                          start=start if variant is not None else None)
     if not outcome.has_solution:
         return math.nan, math.nan
     return outcome.objective / problem.horizon_months, outcome.gap
@@ -153,9 +167,10 @@ class ReSolves:
         on the worker too)."""
         return [Started(make, self._worker.submit(self._solve, make)) for make in make_problems]
 
-    def finish(self, problems: list[Problem], started: list[Started]) -> tuple[list, list]:
-        """``relaxed_cost`` of ``problems`` (solved here) and of the ``started`` ones."""
-        own = [relaxed_cost(problem, self.options, self.deadline) for problem in problems]
+    def finish(self, resolves: list[ReSolve], started: list[Started]) -> tuple[list, list]:
+        """``relaxed_cost`` of ``resolves`` (solved here) and of the ``started`` ones."""
+        own = [relaxed_cost(*resolve[:1], self.options, self.deadline, *resolve[1:])
+               for resolve in resolves]
         taken = {}
         for index in reversed(range(len(started))):  # the worker takes them first to last
             if started[index].future.cancel():
@@ -184,6 +199,16 @@ def binding_relaxations(model: FleetModel) -> tuple[list[dict], list]:
     """The binding limits worth pricing (largest first) and each one's relaxation by one step."""
     limits = binding_limits(model).head(MAX_RESOLVES).to_dict("records")
     return limits, [FAMILY[row["family"]].relax(model.problem, row["subject"]) for row in limits]
+
+
+def binding_resolves(model: FleetModel, limits: list[dict], relaxations: list) -> list[ReSolve]:
+    """Each relaxation's re-solve: the solved base ``model`` changed to it where its family
+    allows (``relaxed_variants``), begun from the base plan; otherwise its problem, rebuilt."""
+    resolves = []
+    for row, (problem, _, _) in zip(limits, relaxations, strict=True):
+        variant = relaxed_variant(model, row["family"], str(row["subject"]), problem)
+        resolves.append(ReSolve(problem, variant, None if variant is None else model.values))
+    return resolves
 
 
 def binding_rows(limits: list[dict], relaxations: list, savings: list) -> pd.DataFrame:
@@ -256,7 +281,7 @@ def marginal_values(model: FleetModel, base: BasePlan, *, slo_problem: Problem |
             slo_pricing = SloPricing([], []) if relaxed_candidates is None else start_slo_pricing(
                 resolves, slo_problem or model.problem, relaxed_candidates)
         limits, relaxations = binding_relaxations(model)
-        relaxed, slo_relaxed = resolves.finish([problem for problem, _, _ in relaxations],
+        relaxed, slo_relaxed = resolves.finish(binding_resolves(model, limits, relaxations),
                                                slo_pricing.started)
     tables = [binding_rows(limits, relaxations, [saving(base, one) for one in relaxed]),
               slo_rows(slo_pricing.subjects, [saving(base, one) for one in slo_relaxed], base, tpot_factor)]

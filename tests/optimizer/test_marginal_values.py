@@ -10,7 +10,7 @@ import pytest
 
 from fleetplan.catalogs import load_catalogs
 from fleetplan.optimizer import marginal_values, optimization
-from fleetplan.optimizer.marginal_values import ReSolves
+from fleetplan.optimizer.marginal_values import ReSolve, ReSolves
 from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.scenario_files import load_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario
@@ -62,7 +62,7 @@ def test_pricing_begun_during_the_base_solve_equals_pricing_after_it(catalogs, m
 def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch):
     running, release = threading.Event(), threading.Event()
 
-    def fake_relaxed_cost(problem, options, deadline):
+    def fake_relaxed_cost(problem, options, deadline, variant=None, start=None):
         if problem == "slow":
             running.set()
             release.wait(10)
@@ -76,7 +76,7 @@ def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch):
     resolves = ReSolves(SolveOptions(), Deadline(30))
     try:
         started = resolves.start([lambda: "slow", lambda: "a", lambda: "b"])
-        own, begun = resolves.finish(["own"], started)
+        own, begun = resolves.finish([ReSolve("own")], started)
     finally:
         resolves.close()
     caller = threading.current_thread().name
