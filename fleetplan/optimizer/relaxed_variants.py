@@ -7,20 +7,22 @@ is not rebuilt, and its solve begins from the base plan (``solve_fleet(start=...
 and bound starts with an incumbent at the base cost and only has to find a cheaper plan or
 show that there is none within the gap.
 
-Families changed here, each to exactly what ``build_model`` makes of the relaxed problem or to a
+Two kinds of change, each to exactly what ``build_model`` makes of the relaxed problem or to a
 looser, still valid, version of a cut:
 
-- ``availability``: the GPU type's rows :math:`\sum s_g N_{gpt} \le A_g`, to the relaxed cap;
-- ``offer_cap``: the offer's rows :math:`s_g N_{gpt} \le A_{gp}`, to the relaxed cap;
-- ``budget``: every month's row, to the relaxed budget [USD/month];
+- a limit (:data:`LIMIT_FAMILIES`: GPU and offer caps, the budget, power envelopes, API rate
+  limits, the committed floor): the family's rows are built again, alone, for the relaxed
+  problem on a scratch model with the base model's columns (:func:`family_rows`); when they are
+  the base rows term for term, only their bounds are copied over, else the model is rebuilt;
 - ``redundancy``: the spare binaries' coefficients in the workload's rows
   :math:`Y_{ct} - L_{ct} - k_w v_{wct} \ge 0`, from :math:`-k_w` to :math:`-(k_w - 1)`; the
   pool-cover cut's right-hand sides recomputed for the relaxed spares
   (``milp_constraints.pool_cover_bounds``); the cost-cover cut of the workload's pool dropped
   (its small MILPs kept :math:`k_w` spares; dropping a valid cut never removes a plan).
 
-Other families (and looser SLOs, which change the candidates) are rebuilt from the relaxed
-problem (``marginal_values.relaxed_cost``).
+Other families (fleet simplicity, whose rule the cost-cover cut's small MILPs also follow;
+churn, whose rows bring change columns of their own; today's fleet and lead times, which change
+offers and columns; looser SLOs, which change the candidates) are rebuilt from the relaxed problem (``marginal_values.relaxed_cost``).
 """
 
 from __future__ import annotations
@@ -32,9 +34,14 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from fleetplan.optimizer.constraint_families import FAMILY
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.milp_constraints import pool_cover_bounds
+
+#: Largest difference between a row's terms built for the base and the relaxed problem taken as
+#: round-off, relative to the largest term.
+TERM_TOLERANCE = 1e-12
 
 #: A family's change: (model, its constraint table, subject, relaxed problem) -> the new matrix
 #: (None: unchanged), row lower bounds, row upper bounds and constraint table, or None when
@@ -66,46 +73,50 @@ def _rows(table: pd.DataFrame, family: str, subject: str | None = None) -> pd.Da
     return table[mine]
 
 
-def _with_limits(model: FleetModel, table: pd.DataFrame, rows: pd.DataFrame, limits,
-                 upper: bool) -> tuple:
-    """Row bounds and table with ``rows``' upper (or lower) bound set to ``limits``."""
+def _with_limits(model: FleetModel, table: pd.DataFrame, rows: pd.DataFrame,
+                 lower: np.ndarray, upper: np.ndarray) -> tuple:
+    """Row bounds and table with ``rows`` bounded by ``lower`` and ``upper``."""
     row_lower, row_upper = model.program.row_lower.copy(), model.program.row_upper.copy()
     index = rows["row"].to_numpy(dtype=np.int64)
-    (row_upper if upper else row_lower)[index] = limits
+    row_lower[index], row_upper[index] = lower, upper
     table = table.copy()
-    table.loc[rows.index, "limit"] = limits
+    table.loc[rows.index, "limit"] = np.where(np.isfinite(upper), upper, lower)
     return None, row_lower, row_upper, table
 
 
-def change_availability(model: FleetModel, table: pd.DataFrame, subject: str,
-                        relaxed: Problem) -> tuple | None:
-    """The GPU type's availability rows at its relaxed cap [GPUs]."""
-    rows = _rows(table, "availability", subject)
-    cap = relaxed.gpus.set_index("gpu")["max_gpus"].get(subject, np.nan)
-    if rows.empty or not np.isfinite(cap):
-        return None
-    return _with_limits(model, table, rows, float(cap), upper=True)
+def family_rows(model: FleetModel, family: str, problem: Problem) -> FleetModel:
+    """``family``'s rows alone, built for ``problem`` on the columns of ``model``: a scratch
+    model with ``model``'s variable tables and an empty program of as many columns."""
+    scratch = FleetModel(problem=problem, elastic=model.elastic, routes=model.routes,
+                         replicas=model.replicas, nodes=model.nodes, unmet=model.unmet,
+                         spare_shortfall=model.spare_shortfall, extras=dict(model.extras))
+    program = model.program
+    scratch.program.add_columns(program.n_cols, lower=program.col_lower,
+                                upper=program.col_upper, integer=program.integer)
+    FAMILY[family].build(scratch)
+    return scratch
 
 
-def change_offer_cap(model: FleetModel, table: pd.DataFrame, subject: str,
-                     relaxed: Problem) -> tuple | None:
-    """The offer's rows (subject ``gpu/pricing_type``) at its relaxed cap [GPUs]."""
-    rows = _rows(table, "offer_cap", subject)
-    gpu, _, pricing = subject.partition("/")
-    offers = relaxed.offers.set_index(["gpu", "pricing_type"])["max_gpus"]
-    cap = offers.get((gpu, pricing), np.nan)
-    if rows.empty or not np.isfinite(cap):
-        return None
-    return _with_limits(model, table, rows, float(cap), upper=True)
-
-
-def change_budget(model: FleetModel, table: pd.DataFrame, subject: str,
+def change_limits(model: FleetModel, table: pd.DataFrame, family: str,
                   relaxed: Problem) -> tuple | None:
-    """Every month's budget row at the relaxed budget [USD/month]."""
-    rows = _rows(table, "budget")
-    if rows.empty or relaxed.budget_usd_per_month is None:
+    """The family's rows with the bounds its builder gives them for ``relaxed``, when it builds
+    the same rows (keys, terms and coefficients) as for the base problem; None otherwise."""
+    rows = _rows(table, family).sort_values("row")
+    scratch = family_rows(model, family, relaxed)
+    built = scratch.constraint_table().sort_values("row")
+    same_keys = len(built) == len(rows) and all(
+        np.array_equal(built[key].to_numpy(), rows[key].to_numpy())
+        for key in ("subject", "period", "sense", "unit"))
+    if rows.empty or scratch.program.n_cols != model.program.n_cols or not same_keys:
         return None
-    return _with_limits(model, table, rows, float(relaxed.budget_usd_per_month), upper=True)
+    base = model.program.matrix.tocsr()[rows["row"].to_numpy(np.int64)]
+    new = scratch.program.matrix.tocsr()[built["row"].to_numpy(np.int64)]
+    difference = abs(base - new)
+    if difference.nnz and difference.max() > TERM_TOLERANCE * max(abs(base).max(), 1.0):
+        return None
+    index = built["row"].to_numpy(np.int64)
+    return _with_limits(model, table, rows, scratch.program.row_lower[index],
+                        scratch.program.row_upper[index])
 
 
 def change_redundancy(model: FleetModel, table: pd.DataFrame, subject: str,
@@ -144,7 +155,19 @@ def change_redundancy(model: FleetModel, table: pd.DataFrame, subject: str,
     return matrix, row_lower, row_upper, table
 
 
+#: Families whose relaxation changes only the limits of their own rows, in fields that no other
+#: family's rows, no cut and no dominance rule read (``dominance`` keeps only swaps a looser
+#: limit still allows).
+LIMIT_FAMILIES = ("availability", "offer_cap", "budget", "power", "api_rate", "min_committed")
+
+
+def _limits_of(family: str) -> Change:
+    def change(model: FleetModel, table: pd.DataFrame, subject: str,
+               relaxed: Problem) -> tuple | None:
+        return change_limits(model, table, family, relaxed)
+    return change
+
+
 #: Families whose relaxation is a change of the built model's rows.
-CHANGES: dict[str, Change] = {"availability": change_availability,
-                              "offer_cap": change_offer_cap, "budget": change_budget,
+CHANGES: dict[str, Change] = {**{name: _limits_of(name) for name in LIMIT_FAMILIES},
                               "redundancy": change_redundancy}

@@ -17,6 +17,8 @@ from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.relaxed_variants import relaxed_variant
 from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.instances import make_problem
+from tests.optimizer.test_replanning import tiny
+from tests.optimizer.test_supply import ON_SITE, sited, with_api
 
 EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)
 
@@ -56,9 +58,24 @@ def budgeted():
     return problem.with_changes(periods=periods, budget_usd_per_month=2500.0)
 
 
+def powered():
+    """Owned GPUs at a 1 kW site (one fits), rented ones dearer (test_supply's instance)."""
+    return sited(make_problem([[5.0]], [[9.0]], {("g0", ON_SITE): 1.0, ("g0", "on_demand"): 4.0},
+                              horizon_months=1.0), kw=1.0)
+
+
+def rate_limited():
+    """An API limited to 1 req/s: 6.05 req/s need a second 5 req/s replica until the limit
+    rises to 1.1 req/s."""
+    return with_api(make_problem([[5.0]], [[6.05]], {("g0", "on_demand"): 1.0},
+                                 horizon_months=1.0), 1e-5, max_requests_per_min=60.0)
+
+
 CASES = {"availability": (capped, "g0"), "offer_cap": (offer_capped, "g0/spot"),
          "redundancy k=1": (lambda: spared(1), "w"), "redundancy k=2": (lambda: spared(2), "w"),
-         "budget": (budgeted, "month 1")}
+         "budget": (budgeted, "month 1"), "power": (powered, "hall"),
+         "api_rate": (rate_limited, "api (requests)"),
+         "min_committed": (lambda: tiny([1, 1, 1], least=2), "")}
 
 
 def solved(problem):
@@ -105,14 +122,15 @@ def test_the_redundancy_variant_drops_only_its_pools_cost_cover_and_lowers_the_p
     assert np.all(np.isneginf(table.loc[cost, "limit"]))
 
 
-def test_families_without_a_change_and_unsolved_models_get_no_variant():
+def test_families_without_a_change_new_rows_and_unsolved_models_get_no_variant():
     model = build_model(capped())
     relaxed = FAMILY["availability"].relax(model.problem, "g0").problem
     assert relaxed_variant(model, "availability", "g0", relaxed) is None  # not solved yet
     solve_fleet(model, EXACT)
     share = model.problem.with_changes(spot_max_share=0.5)
     assert relaxed_variant(model, "spot_share", "spot", share) is None
-    assert relaxed_variant(model, "availability", "g1", relaxed) is None  # g1 has no cap rows
+    gpus = model.problem.gpus.assign(max_gpus=[2.0, 5.0])  # a cap the model has no rows of
+    assert relaxed_variant(model, "availability", "g1", model.problem.with_changes(gpus=gpus)) is None
 
 
 def test_binding_limits_are_priced_on_variants_with_the_savings_of_rebuilt_models(monkeypatch):
