@@ -23,7 +23,7 @@ quantization and TP degree; configurations whose weights do not fit are unusable
 benchmark needs neither the performance engine nor the catalogs. Run:
 
     python benchmarks/bench_portfolio.py [--case day|week|year|flexible|flexible_week|stochastic]
-        [--time-limit S] [--redundancy-k K] [--fixed-reserved S]
+        [--time-limit S] [--redundancy-k K] [--spot capped|uncapped|none] [--fixed-reserved S]
 """
 
 from __future__ import annotations
@@ -92,9 +92,15 @@ def capacity_req_s(configs: pd.DataFrame, output_tokens: float, input_tokens: fl
     return np.where(fits, slo_factor / seconds, 0.0)
 
 
-def portfolio(case: str, seed: int = 5, redundancy_k: int = 1) -> Problem:
+#: What ``--spot`` makes of spot pricing: its share cap, or no spot offers at all (None).
+SPOT = {"capped": 0.3, "uncapped": 1.0, "none": None}
+
+
+def portfolio(case: str, seed: int = 5, redundancy_k: int = 1, spot: str = "capped") -> Problem:
     """The benchmark problem for ``case`` (day, week or year); ``redundancy_k`` spares on half
-    the workloads (0 measures how much of the gap the N+k rows make)."""
+    the workloads (0 measures how much of the gap the N+k rows make); ``spot`` (:data:`SPOT`)
+    measures how much the fleet-wide spot share, the one limit that ties the pools together,
+    makes."""
     rng = np.random.default_rng(seed)
     n_hours, n_months = CASES[case]
     configs = configurations()
@@ -116,6 +122,8 @@ def portfolio(case: str, seed: int = 5, redundancy_k: int = 1) -> Problem:
     periods = profile_periods(n_hours, n_months, 730.0, 12.0)
     demand = _demand(workloads["workload"], periods, n_hours, n_months, rng)
     pricing = {p: f for p, f in PRICING.items() if case not in FLEXIBLE or p != "reserved_1y"}
+    if SPOT[spot] is None:
+        pricing.pop("spot")
     offers = pd.DataFrame([(g, p, price * factor, math.nan) for g, (_, _, price) in GPUS.items()
                            for p, factor in pricing.items()],
                           columns=["gpu", "pricing_type", "usd_per_gpu_hour", "max_gpus"])
@@ -124,7 +132,7 @@ def portfolio(case: str, seed: int = 5, redundancy_k: int = 1) -> Problem:
                       gpus=pd.DataFrame({"gpu": list(GPUS), "gpus_per_node": 1,
                                          "max_gpus": math.nan}),
                       target_utilization=0.8, hours_per_month=730.0, horizon_months=12.0,
-                      spot_max_share=0.3)
+                      spot_max_share=SPOT[spot] if SPOT[spot] and SPOT[spot] < 1 else None)
     return with_demand_factors(problem, OUTCOMES) if case == "stochastic" else problem
 
 
@@ -148,10 +156,11 @@ def _demand(names: pd.Series, periods: pd.DataFrame, n_hours: int, n_months: int
                          "req_s": req_s.ravel().round(3)})
 
 
-def run_case(case: str, time_limit_s: float | None, redundancy_k: int = 1) -> dict:
+def run_case(case: str, time_limit_s: float | None, redundancy_k: int = 1,
+             spot: str = "capped") -> dict:
     """Solve one case; its figures as a dict."""
     target_s, target_gap = TARGETS[case]
-    problem = portfolio(case, redundancy_k=redundancy_k)
+    problem = portfolio(case, redundancy_k=redundancy_k, spot=spot)
     options = SolveOptions(time_limit_s=time_limit_s or target_s, mip_gap=target_gap)
     started = time.perf_counter()
     plan = optimize_problem(problem, options)
@@ -203,6 +212,8 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, help="seconds (default: the case's target)")
     parser.add_argument("--redundancy-k", type=int, default=1,
                         help="spare replicas of the N+k half of the workloads (default 1)")
+    parser.add_argument("--spot", choices=list(SPOT), default="capped",
+                        help="spot pricing: capped at 30%% of GPUs (default), uncapped, or none")
     parser.add_argument("--fixed-reserved", type=float, metavar="S",
                         help="with --case: solve with the LP's reserved counts fixed for S "
                              "seconds each instead (fixed_reserved_bounds)")
@@ -212,11 +223,12 @@ def main() -> None:
                                                arguments.redundancy_k)))
         return
     if arguments.case:
-        print(json.dumps(run_case(arguments.case, arguments.time_limit, arguments.redundancy_k)))
+        print(json.dumps(run_case(arguments.case, arguments.time_limit, arguments.redundancy_k,
+                                  arguments.spot)))
         return
     for case in CASES:
         command = [sys.executable, __file__, "--case", case,
-                   "--redundancy-k", str(arguments.redundancy_k)]
+                   "--redundancy-k", str(arguments.redundancy_k), "--spot", arguments.spot]
         if arguments.time_limit:
             command += ["--time-limit", str(arguments.time_limit)]
         figures = json.loads(subprocess.run(command, check=True, capture_output=True,
