@@ -22,7 +22,9 @@ looser, still valid, version of a cut:
 
 Other families (fleet simplicity, whose rule the cost-cover cut's small MILPs also follow;
 churn, whose rows bring change columns of their own; today's fleet and lead times, which change
-offers and columns; looser SLOs, which change the candidates) are rebuilt from the relaxed problem (``marginal_values.relaxed_cost``).
+offers and columns; looser SLOs, which change the candidates) are rebuilt from the relaxed
+problem (``marginal_values.relaxed_cost``). Either way the relaxed problem keeps the base
+model's pruned configurations, as every re-solve always has.
 """
 
 from __future__ import annotations
@@ -156,8 +158,8 @@ def change_redundancy(model: FleetModel, table: pd.DataFrame, subject: str,
 
 
 #: Families whose relaxation changes only the limits of their own rows, in fields that no other
-#: family's rows, no cut and no dominance rule read (``dominance`` keeps only swaps a looser
-#: limit still allows).
+#: family's rows and no cut read (checked by ``tests/optimizer/test_relaxed_variants.py``
+#: against models built anew).
 LIMIT_FAMILIES = ("availability", "offer_cap", "budget", "power", "api_rate", "min_committed")
 
 

@@ -130,7 +130,8 @@ def test_families_without_a_change_new_rows_and_unsolved_models_get_no_variant()
     share = model.problem.with_changes(spot_max_share=0.5)
     assert relaxed_variant(model, "spot_share", "spot", share) is None
     gpus = model.problem.gpus.assign(max_gpus=[2.0, 5.0])  # a cap the model has no rows of
-    assert relaxed_variant(model, "availability", "g1", model.problem.with_changes(gpus=gpus)) is None
+    new_cap = model.problem.with_changes(gpus=gpus)
+    assert relaxed_variant(model, "availability", "g1", new_cap) is None
 
 
 def test_binding_limits_are_priced_on_variants_with_the_savings_of_rebuilt_models(monkeypatch):
@@ -151,9 +152,14 @@ def test_marginal_values_begin_each_variant_from_the_base_plan(monkeypatch):
     model, base_cost = solved(capped())
     starts = []
     solve = marginal_values.solve_fleet
-    monkeypatch.setattr(marginal_values, "solve_fleet",
-                        lambda m, o, d, start=None: starts.append(start) or solve(m, o, d, start=start))
-    rows = marginal_values.marginal_values(model, BasePlan(base_cost, 0.0, EXACT, Deadline(30)))
+
+    def solve_and_keep_start(model, options, deadline, start=None):
+        starts.append(start)
+        return solve(model, options, deadline, start=start)
+
+    monkeypatch.setattr(marginal_values, "solve_fleet", solve_and_keep_start)
+    base = BasePlan(base_cost, 0.0, EXACT, Deadline(30))
+    rows = marginal_values.marginal_values(model, base)
     assert list(rows["family"]) == ["availability"]
     assert len(starts) == 1 and np.array_equal(starts[0], model.values)
     _, relaxed_cost = solved(FAMILY["availability"].relax(model.problem, "g0").problem)
