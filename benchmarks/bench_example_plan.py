@@ -8,7 +8,12 @@ Prints, for the scenario ``fleetplan plan`` solves without arguments:
   (``fleetplan/optimizer/cost_cover.py``): its LP bound, and the time HiGHS takes to reach the
   scenario's gap from scratch.
 
-Usage: python benchmarks/bench_example_plan.py [--repeat N] [--skip-cut]
+With ``--scenario spot`` the plans are those of the example with a binding spot share
+(:data:`SPOT_CAPPED`); ``--resolves`` chooses which binding limits are re-solved on the changed
+base model (``optimizer/relaxed_variants.py``) rather than built anew.
+
+Usage: python benchmarks/bench_example_plan.py [--repeat N] [--skip-cut] [--scenario spot]
+    [--resolves varied|rebuilt|varied+spot]
 """
 
 from __future__ import annotations
@@ -17,18 +22,48 @@ import argparse
 import time
 
 from fleetplan.catalogs import load_catalogs
+from fleetplan.optimizer import relaxed_variants
 from fleetplan.optimizer.decomposition import solve_whole
-from fleetplan.optimizer.example import example_scenario
+from fleetplan.optimizer.example import example_data, example_scenario
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.model_variants import CoverBuilds
 from fleetplan.optimizer.period_merging import merge_identical_periods
 from fleetplan.optimizer.period_solves import Deadline
+from fleetplan.optimizer.scenario_files import validate_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario, prepare
 from fleetplan.optimizer.solver import SolveOptions, open_solver
 
+#: ``--scenario spot``: the example with spot pricing at most 20 % of the GPUs and H100s and
+#: A100s capped at 16 and 24, so the spot share binds too.
+SPOT_CAPPED = {"spot_max_share": 0.2, "pricing": ["on_demand", "reserved_1y", "spot"],
+               "max_gpus": {"h100-sxm": 16, "a100-80gb-sxm": 24}}
 
-def time_plans(repeat: int) -> None:
-    scenario, catalogs = example_scenario(), load_catalogs()
+
+def scenario_of(name: str):
+    """The example (``example``) or its spot-capped form (``spot``)."""
+    if name == "example":
+        return example_scenario()
+    data = example_data()
+    fleet = data["fleet"]
+    fleet.update(spot_max_share=SPOT_CAPPED["spot_max_share"], pricing=SPOT_CAPPED["pricing"])
+    for gpu in fleet["gpus"]:
+        if isinstance(gpu, dict) and gpu["id"] in SPOT_CAPPED["max_gpus"]:
+            gpu["max_gpus"] = SPOT_CAPPED["max_gpus"][gpu["id"]]
+    return validate_scenario(data, source="bench_example_plan spot scenario")
+
+
+def use_resolves(kind: str) -> None:
+    """Which binding limits are re-solved on the changed base model: ``varied`` (as plans do),
+    ``rebuilt`` (none: every re-solve built anew, as before ``relaxed_variants``), or
+    ``varied+spot`` (the spot share too)."""
+    if kind == "rebuilt":
+        relaxed_variants.CHANGES.clear()
+    elif kind == "varied+spot":
+        relaxed_variants.CHANGES["spot_share"] = relaxed_variants.rows_change("spot_share")
+
+
+def time_plans(repeat: int, scenario_name: str = "example") -> None:
+    scenario, catalogs = scenario_of(scenario_name), load_catalogs()
     for what_if in (False, True):
         best, plan = float("inf"), None
         for _ in range(repeat):
@@ -36,8 +71,10 @@ def time_plans(repeat: int) -> None:
             plan = plan_scenario(scenario, catalogs, what_if=what_if)
             best = min(best, time.perf_counter() - started)
         label = "with marginal values" if what_if else "without marginal values"
-        print(f"example plan {label}: {best:.2f} s (best of {repeat}), {plan.status}, "
+        print(f"{scenario_name} plan {label}: {best:.2f} s (best of {repeat}), {plan.status}, "
               f"gap {plan.gap:.2%}, ${plan.usd_per_month:,.0f}/month")
+        for description in plan.binding_constraints["description"] if what_if else []:
+            print(f"  {description}")
 
 
 def compare_cut() -> None:
@@ -63,8 +100,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (best is shown)")
     parser.add_argument("--skip-cut", action="store_true", help="only the plan timings")
+    parser.add_argument("--scenario", choices=["example", "spot"], default="example",
+                        help="the example, or the example with a binding spot share (SPOT_CAPPED)")
+    parser.add_argument("--resolves", choices=["varied", "rebuilt", "varied+spot"],
+                        default="varied", help="binding limits re-solved on the changed base "
+                        "model (as plans do), all built anew, or the spot share varied too")
     arguments = parser.parse_args()
-    time_plans(arguments.repeat)
+    use_resolves(arguments.resolves)
+    time_plans(arguments.repeat, arguments.scenario)
     if not arguments.skip_cut:
         compare_cut()
 

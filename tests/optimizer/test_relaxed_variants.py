@@ -128,7 +128,8 @@ def test_families_without_a_change_new_rows_and_unsolved_models_get_no_variant()
     assert relaxed_variant(model, "availability", "g0", relaxed) is None  # not solved yet
     solve_fleet(model, EXACT)
     share = model.problem.with_changes(spot_max_share=0.5)
-    assert relaxed_variant(model, "spot_share", "spot", share) is None
+    assert relaxed_variant(model, "spot_share", "spot", share) is None  # built anew
+    assert relaxed_variant(model, "simplicity", "w", model.problem) is None  # not varied
     gpus = model.problem.gpus.assign(max_gpus=[2.0, 5.0])  # a cap the model has no rows of
     new_cap = model.problem.with_changes(gpus=gpus)
     assert relaxed_variant(model, "availability", "g1", new_cap) is None
