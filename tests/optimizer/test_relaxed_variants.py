@@ -7,14 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleetplan.optimizer import marginal_values
+from fleetplan.optimizer import decomposition, marginal_values
 from fleetplan.optimizer.constraint_families import FAMILY
-from fleetplan.optimizer.decomposition import solve_fleet
+from fleetplan.optimizer.decomposition import solve_fleet, solve_whole
 from fleetplan.optimizer.marginal_values import BasePlan
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
 from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.relaxed_variants import relaxed_variant
+from fleetplan.optimizer.reserved_first import ReservedFirst
 from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.instances import make_problem
 from tests.optimizer.test_replanning import tiny
@@ -166,3 +167,25 @@ def test_marginal_values_begin_each_variant_from_the_base_plan(monkeypatch):
     _, relaxed_cost = solved(FAMILY["availability"].relax(model.problem, "g0").problem)
     # one more g0 replaces a g1 in each of the two periods (a one-month horizon)
     assert rows["saving_usd_per_month"].iloc[0] == pytest.approx(base_cost - relaxed_cost) == 2.0
+
+
+def test_a_start_is_the_first_plan_of_either_linked_solve(monkeypatch):
+    # reserved pricing links the periods: solved whole, the start goes to HiGHS; forced onto
+    # the reserved-first solve, it is the first plan offered, before any period is solved
+    problem = make_problem([[10.0]], [[30.0], [10.0], [20.0]],
+                           {("g0", "on_demand"): 1.0, ("g0", "reserved_1y"): 0.6})
+    model, _ = solved(problem)
+    start = model.values.copy()
+    given, offered = [], []
+    solve, offer = solve_whole, ReservedFirst.offer
+    monkeypatch.setattr(decomposition, "solve_whole",
+                        lambda *a, start=None, **k: given.append(start) or solve(
+                            *a, start=start, **k))
+    monkeypatch.setattr(ReservedFirst, "offer",
+                        lambda self, values, *a: offered.append(values) or offer(
+                            self, values, *a))
+    solve_fleet(build_model(problem), EXACT, start=start)
+    assert len(given) == 1 and given[0] is start
+    monkeypatch.setattr(decomposition, "WHOLE_MODEL_COLUMNS", 0)
+    solve_fleet(build_model(problem), EXACT, start=start)
+    assert offered[0] is start
