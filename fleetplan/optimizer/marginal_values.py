@@ -169,8 +169,8 @@ class ReSolves:
 
     def finish(self, resolves: list[ReSolve], started: list[Started]) -> tuple[list, list]:
         """``relaxed_cost`` of ``resolves`` (solved here) and of the ``started`` ones."""
-        own = [relaxed_cost(*resolve[:1], self.options, self.deadline, *resolve[1:])
-               for resolve in resolves]
+        own = [relaxed_cost(one.problem, self.options, self.deadline, one.variant, one.start)
+               for one in resolves]
         taken = {}
         for index in reversed(range(len(started))):  # the worker takes them first to last
             if started[index].future.cancel():
