@@ -59,7 +59,7 @@ def use_resolves(kind: str) -> None:
     if kind == "rebuilt":
         relaxed_variants.CHANGES.clear()
     elif kind == "varied+spot":
-        relaxed_variants.CHANGES["spot_share"] = relaxed_variants.rows_change("spot_share")
+        relaxed_variants.CHANGES["spot_share"] = relaxed_variants.change_rows
 
 
 def time_plans(repeat: int, scenario_name: str = "example") -> None:

@@ -92,15 +92,15 @@ def capacity_req_s(configs: pd.DataFrame, output_tokens: float, input_tokens: fl
     return np.where(fits, slo_factor / seconds, 0.0)
 
 
-#: What ``--spot`` makes of spot pricing: its share cap, or no spot offers at all (None).
-SPOT = {"capped": 0.3, "uncapped": 1.0, "none": None}
+#: ``--spot``: spot pricing capped at 30 % of the GPUs, at any share, or not offered.
+SPOT = ("capped", "uncapped", "none")
 
 
 def portfolio(case: str, seed: int = 5, redundancy_k: int = 1, spot: str = "capped") -> Problem:
     """The benchmark problem for ``case`` (day, week or year); ``redundancy_k`` spares on half
     the workloads (0 measures how much of the gap the N+k rows make); ``spot`` (:data:`SPOT`)
-    measures how much the fleet-wide spot share, the one limit that ties the pools together,
-    makes."""
+    measures how much the spot share, the one limit that ties the pools together, and spot
+    pricing itself make."""
     rng = np.random.default_rng(seed)
     n_hours, n_months = CASES[case]
     configs = configurations()
@@ -122,7 +122,7 @@ def portfolio(case: str, seed: int = 5, redundancy_k: int = 1, spot: str = "capp
     periods = profile_periods(n_hours, n_months, 730.0, 12.0)
     demand = _demand(workloads["workload"], periods, n_hours, n_months, rng)
     pricing = {p: f for p, f in PRICING.items() if case not in FLEXIBLE or p != "reserved_1y"}
-    if SPOT[spot] is None:
+    if spot == "none":
         pricing.pop("spot")
     offers = pd.DataFrame([(g, p, price * factor, math.nan) for g, (_, _, price) in GPUS.items()
                            for p, factor in pricing.items()],
@@ -132,7 +132,7 @@ def portfolio(case: str, seed: int = 5, redundancy_k: int = 1, spot: str = "capp
                       gpus=pd.DataFrame({"gpu": list(GPUS), "gpus_per_node": 1,
                                          "max_gpus": math.nan}),
                       target_utilization=0.8, hours_per_month=730.0, horizon_months=12.0,
-                      spot_max_share=SPOT[spot] if SPOT[spot] and SPOT[spot] < 1 else None)
+                      spot_max_share=0.3 if spot == "capped" else None)
     return with_demand_factors(problem, OUTCOMES) if case == "stochastic" else problem
 
 
@@ -182,12 +182,13 @@ def run_case(case: str, time_limit_s: float | None, redundancy_k: int = 1,
             "target_s": target_s, "target_gap": target_gap}
 
 
-def fixed_reserved_bounds(case: str, seconds: float, redundancy_k: int = 1) -> dict:
+def fixed_reserved_bounds(case: str, seconds: float, redundancy_k: int = 1,
+                          spot: str = "capped") -> dict:
     """Where the gap lies: the whole MILP with the reserved counts fixed at the LP's rounded up
     and rounded to nearest, each solved for ``seconds`` on one thread. Its dual bound is the
     least any plan with those reserved counts costs: when it sits well above the plan's reported
     bound, the bound, not the plan, holds the gap open (for those reserved counts)."""
-    problem = portfolio(case, redundancy_k=redundancy_k)
+    problem = portfolio(case, redundancy_k=redundancy_k, spot=spot)
     merged, _ = merge_identical_periods(problem)
     model = build_model(prune_dominated(merged)[0])
     lp = open_solver(model.program, model.cost, SolveOptions()).solve(
@@ -212,7 +213,7 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, help="seconds (default: the case's target)")
     parser.add_argument("--redundancy-k", type=int, default=1,
                         help="spare replicas of the N+k half of the workloads (default 1)")
-    parser.add_argument("--spot", choices=list(SPOT), default="capped",
+    parser.add_argument("--spot", choices=SPOT, default="capped",
                         help="spot pricing: capped at 30%% of GPUs (default), uncapped, or none")
     parser.add_argument("--fixed-reserved", type=float, metavar="S",
                         help="with --case: solve with the LP's reserved counts fixed for S "
@@ -220,7 +221,7 @@ def main() -> None:
     arguments = parser.parse_args()
     if arguments.case and arguments.fixed_reserved:
         print(json.dumps(fixed_reserved_bounds(arguments.case, arguments.fixed_reserved,
-                                               arguments.redundancy_k)))
+                                               arguments.redundancy_k, arguments.spot)))
         return
     if arguments.case:
         print(json.dumps(run_case(arguments.case, arguments.time_limit, arguments.redundancy_k,

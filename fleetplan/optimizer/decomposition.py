@@ -101,7 +101,7 @@ def solve_fleet(model: FleetModel, options: SolveOptions, deadline: Deadline | N
     deadline = deadline or Deadline(options.time_limit_s)
     n_periods = len(model.problem.periods)
     if n_periods == 1 or model.elastic or model.program.n_rows == 0:
-        return solve_whole(model, options, deadline, start=None if model.elastic else start)
+        return solve_whole(model, options, deadline, start=start)
     if is_separable(model.problem):
         return solve_separable(model, options, deadline)
     if model.program.n_cols <= WHOLE_MODEL_COLUMNS:

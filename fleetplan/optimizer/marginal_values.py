@@ -104,15 +104,14 @@ def relaxed_cost(problem: Problem, options: SolveOptions, deadline: Deadline,
                  start: np.ndarray | None = None) -> tuple[float, float]:
     """Cost [USD/month] and gap of the relaxed ``problem``'s plan; NaN when the call's time is
     up or no plan was found. ``variant``: the base model changed to ``problem``, solved from
-    ``start`` (the base plan) instead of a model built anew."""
+    ``start`` (the base plan, a plan of ``variant``) instead of a model built anew."""
     seconds = min(options.time_limit_s, deadline.remaining())
     if seconds < MIN_RESOLVE_S:
         return math.nan, math.nan
-    # Without the cost-cover cut: a valid cut changes no optimum, and building it takes a small
-    # MILP per pool, longer than the re-solve itself on plans of the example's size.
+    # Built anew without the cost-cover cut: a valid cut changes no optimum, and building it
+    # takes a small MILP per pool, longer than the re-solve itself on plans of the example's size.
     model = variant if variant is not None else build_model(problem, cost_cover=False)
-    outcome = solve_fleet(model, options, Deadline(seconds),
-                          start=start if variant is not None else None)
+    outcome = solve_fleet(model, options, Deadline(seconds), start=start)
     if not outcome.has_solution:
         return math.nan, math.nan
     return outcome.objective / problem.horizon_months, outcome.gap
@@ -204,9 +203,9 @@ def binding_relaxations(model: FleetModel) -> tuple[list[dict], list]:
 def binding_resolves(model: FleetModel, limits: list[dict], relaxations: list) -> list[ReSolve]:
     """Each relaxation's re-solve: the solved base ``model`` changed to it where its family
     allows (``relaxed_variants``), begun from the base plan; otherwise its problem, rebuilt."""
-    resolves = []
+    resolves, table = [], model.constraint_table()
     for row, (problem, _, _) in zip(limits, relaxations, strict=True):
-        variant = relaxed_variant(model, row["family"], str(row["subject"]), problem)
+        variant = relaxed_variant(model, row["family"], str(row["subject"]), problem, table)
         resolves.append(ReSolve(problem, variant, None if variant is None else model.values))
     return resolves
 

@@ -42,21 +42,23 @@ from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.milp_constraints import pool_cover_bounds
 
-#: A family's change: (model, its constraint table, subject, relaxed problem) -> the new matrix
-#: (None: unchanged), row lower bounds, row upper bounds and constraint table, or None when
-#: the relaxation is not a change of this model's rows.
-Change = Callable[[FleetModel, pd.DataFrame, str, Problem], tuple | None]
+#: A family's change: (model, its constraint table, family, subject, relaxed problem) -> the
+#: new matrix, row lower bounds, row upper bounds and constraint table, or None when the
+#: relaxation is not a change of this model's rows.
+Change = Callable[[FleetModel, pd.DataFrame, str, str, Problem], tuple | None]
 
 
-def relaxed_variant(model: FleetModel, family: str, subject: str,
-                    relaxed: Problem) -> FleetModel | None:
+def relaxed_variant(model: FleetModel, family: str, subject: str, relaxed: Problem,
+                    table: pd.DataFrame | None = None) -> FleetModel | None:
     """The solved base ``model`` changed to the ``relaxed`` problem (``family``'s limit on
     ``subject`` one step looser), unsolved; None when the family has no change here, the model
-    is elastic or unsolved, or the relaxation touches rows the model does not have."""
+    is elastic or unsolved, or the relaxation touches rows the model does not have.
+    ``table``: the model's constraint table, when the caller has it already."""
     change = CHANGES.get(family)
     if change is None or model.elastic or model.values is None:
         return None
-    changed = change(model, model.constraint_table(), subject, relaxed)
+    table = model.constraint_table() if table is None else table
+    changed = change(model, table, family, subject, relaxed)
     if changed is None:
         return None
     matrix, row_lower, row_upper, table = changed
@@ -72,15 +74,16 @@ def _rows(table: pd.DataFrame, family: str, subject: str | None = None) -> pd.Da
     return table[mine]
 
 
-def _with_limits(model: FleetModel, table: pd.DataFrame, rows: pd.DataFrame,
-                 lower: np.ndarray, upper: np.ndarray) -> tuple:
-    """Row bounds and table with ``rows`` bounded by ``lower`` and ``upper``."""
-    row_lower, row_upper = model.program.row_lower.copy(), model.program.row_upper.copy()
+def _bound(row_lower: np.ndarray, row_upper: np.ndarray, table: pd.DataFrame,
+           rows: pd.DataFrame, lower, upper=None) -> None:
+    """In place: ``rows`` bounded below by ``lower`` and, when given, above by ``upper``; the
+    table's limit is the finite one of the two (the upper where both are)."""
     index = rows["row"].to_numpy(dtype=np.int64)
-    row_lower[index], row_upper[index] = lower, upper
-    table = table.copy()
-    table.loc[rows.index, "limit"] = np.where(np.isfinite(upper), upper, lower)
-    return None, row_lower, row_upper, table
+    row_lower[index] = lower
+    if upper is not None:
+        row_upper[index] = upper
+    limit = lower if upper is None else np.where(np.isfinite(upper), upper, lower)
+    table.loc[rows.index, "limit"] = limit
 
 
 def family_rows(model: FleetModel, family: str, problem: Problem) -> FleetModel:
@@ -96,7 +99,7 @@ def family_rows(model: FleetModel, family: str, problem: Problem) -> FleetModel:
     return scratch
 
 
-def change_rows(model: FleetModel, table: pd.DataFrame, family: str,
+def change_rows(model: FleetModel, table: pd.DataFrame, family: str, subject: str,
                 relaxed: Problem) -> tuple | None:
     """The family's rows as its builder makes them for ``relaxed`` (terms and bounds), when it
     makes rows of the same keys on the same columns as for the base problem; None otherwise."""
@@ -119,13 +122,14 @@ def change_rows(model: FleetModel, table: pd.DataFrame, family: str,
     matrix = (sp.diags(kept) @ model.program.matrix.tocsr()
               + place @ scratch.program.matrix.tocsr()[built_index]).tocsr()
     matrix.eliminate_zeros()
-    _, row_lower, row_upper, table = _with_limits(
-        model, table, rows, scratch.program.row_lower[built_index],
-        scratch.program.row_upper[built_index])
+    row_lower, row_upper = model.program.row_lower.copy(), model.program.row_upper.copy()
+    table = table.copy()
+    _bound(row_lower, row_upper, table, rows, scratch.program.row_lower[built_index],
+           scratch.program.row_upper[built_index])
     return matrix, row_lower, row_upper, table
 
 
-def change_redundancy(model: FleetModel, table: pd.DataFrame, subject: str,
+def change_redundancy(model: FleetModel, table: pd.DataFrame, family: str, subject: str,
                       relaxed: Problem) -> tuple | None:
     """The workload's N+k rows with its relaxed k, the pool-cover cut recomputed and the
     cost-cover cut of its pool dropped (module docstring)."""
@@ -149,15 +153,11 @@ def change_redundancy(model: FleetModel, table: pd.DataFrame, subject: str,
     table = table.copy()
     cover = _rows(table, "pool_cover")
     if not cover.empty:
-        bound = pool_cover_bounds(relaxed, model.routes)
         keys = pd.MultiIndex.from_arrays([cover["subject"].to_numpy(), cover["period"].to_numpy()])
-        limits = bound.reindex(keys).fillna(0.0).to_numpy()
-        row_lower[cover["row"].to_numpy(np.int64)] = limits
-        table.loc[cover.index, "limit"] = limits
+        bound = pool_cover_bounds(relaxed, model.routes).reindex(keys).fillna(0.0).to_numpy()
+        _bound(row_lower, row_upper, table, cover, bound)
     pool = str(workloads.loc[subject, "pool"])
-    cost = _rows(table, "cost_cover", pool)
-    row_lower[cost["row"].to_numpy(np.int64)] = -np.inf
-    table.loc[cost.index, "limit"] = -np.inf
+    _bound(row_lower, row_upper, table, _rows(table, "cost_cover", pool), -np.inf)
     return matrix, row_lower, row_upper, table
 
 
@@ -169,14 +169,6 @@ def change_redundancy(model: FleetModel, table: pd.DataFrame, subject: str,
 ROW_FAMILIES = ("availability", "offer_cap", "budget", "power", "api_rate", "min_committed")
 
 
-def rows_change(family: str) -> Change:
-    """The change that replaces ``family``'s rows by those built for the relaxed problem."""
-    def change(model: FleetModel, table: pd.DataFrame, subject: str,
-               relaxed: Problem) -> tuple | None:
-        return change_rows(model, table, family, relaxed)
-    return change
-
-
 #: Families whose relaxation is a change of the built model's rows.
-CHANGES: dict[str, Change] = {**{name: rows_change(name) for name in ROW_FAMILIES},
+CHANGES: dict[str, Change] = {**dict.fromkeys(ROW_FAMILIES, change_rows),
                               "redundancy": change_redundancy}
