@@ -32,6 +32,11 @@ from fleetplan.optimizer.solver import SolveOutcome
 #: Shares and counts below this are solver noise.
 EPSILON = 1e-7
 
+#: Routing shares at or below this are not routing: HiGHS accepts a binary within its MIP
+#: feasibility tolerance (1e-6) of 0 or 1, so a workload may keep a share that small on a
+#: configuration whose "used" binary says it carries none (and keeps no N+k spares for it).
+ROUTE_NOISE = 1e-6
+
 
 def values(model: FleetModel, table: pd.DataFrame, *, integer=False) -> np.ndarray:
     """Solution values of a variable table's columns (``rounded``)."""
@@ -200,7 +205,7 @@ def _monthly_costs(model: FleetModel, nodes: pd.DataFrame, api_costs: pd.DataFra
 def routing_table(model: FleetModel, solution: dict) -> pd.DataFrame:
     """Share of each bucket's demand sent to each configuration in each period."""
     routes = solution["routes"]
-    routes = routes[routes["value"] > EPSILON]
+    routes = routes[routes["value"] > ROUTE_NOISE]
     keys = ["workload", "bucket", "config"]
     extras = [c for c in ("input_len", "output_len", "batch", "tpot_ms", "ttft_ms")
               if c in model.problem.candidates]
@@ -260,7 +265,7 @@ def _workload_summary(model: FleetModel, solution: dict, routes: pd.DataFrame,
     table["tokens_per_month"] = grouped["tokens"] / p.horizon_months
     table["served_fraction"] = grouped["served"] / grouped["weight"]
     slo = p.workloads.set_index("workload")
-    served_routes = routes[routes["value"] > EPSILON].merge(
+    served_routes = routes[routes["value"] > ROUTE_NOISE].merge(
         p.candidates, on=["workload", "bucket", "config"], how="left", suffixes=("", "_c"))
     for metric in ("tpot", "ttft"):
         table[f"{metric}_slo_ms"] = _optional(slo, f"{metric}_slo_ms")

@@ -14,8 +14,10 @@ from fleetplan.optimizer.constraint_families import (
     priced_families,
     verify_plan,
 )
+from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
+from fleetplan.optimizer.solution_tables import assemble_plan
 from fleetplan.optimizer.solver import SolveOptions
 from fleetplan.optimizer.stochastic_problem import with_demand_factors
 from tests.optimizer.instances import make_problem
@@ -111,3 +113,21 @@ def test_unserved_demand_and_uneven_reserves_are_named():
     messages = verify_plan(plan, problem)
     assert any(m.startswith("demand: ") for m in messages)
     assert any(m.startswith("reserved_baseline: ") for m in messages)
+
+
+@pytest.mark.parametrize(("share", "flagged"), [(5e-7, False), (1e-3, True)])
+def test_a_share_within_the_solvers_tolerance_asks_for_no_spares(share, flagged):
+    # eleven small replicas serve 10 req/s with N+1; the large configuration is left unused.
+    # HiGHS may leave a share as small as its MIP tolerance on it while its "used" binary says
+    # 0, so it keeps no spare: that is not routing. A real share of 1e-3 needs one.
+    problem = make_problem([[100.0], [1.0]], [[10.0]],
+                           {("g0", "on_demand"): 10.0, ("g1", "on_demand"): 1.5}, redundancy_k=1)
+    model = build_model(problem, cost_cover=False)
+    outcome = solve_fleet(model, SolveOptions(mip_gap=0.0))
+    config = model.routes["config"].to_numpy()
+    cols = model.routes["col"].to_numpy()
+    model.values[cols[config == "c0"]] += share
+    model.values[cols[config == "c1"]] -= share
+    plan = assemble_plan(model, outcome, "optimal")
+    assert (plan.routing["config"] == "c0").any() == flagged
+    assert any(m.startswith("redundancy: c0") for m in verify_plan(plan, problem)) == flagged
