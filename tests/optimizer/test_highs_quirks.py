@@ -1,6 +1,7 @@
-"""Two HiGHS quirks the solver wrapper absorbs: its per-thread scheduler (a solve asking for
-another thread count than the thread's first ends with an error and no solution) and a MILP
-started from a plan that returns that plan while reporting another objective."""
+"""HiGHS as the solver wrapper sets it up (no root restarts), and two quirks it absorbs: its
+per-thread scheduler (a solve asking for another thread count than the thread's first ends with
+an error and no solution) and a MILP started from a plan that returns that plan while reporting
+another objective."""
 
 from __future__ import annotations
 
@@ -78,3 +79,11 @@ def test_a_milp_started_from_a_plan_reports_the_cost_of_the_plan_it_returns():
         assert result.outcome.bound <= result.outcome.objective + 1e-6
     if result.outcome.status == "optimal":
         assert result.outcome.gap <= 1e-3
+
+
+def test_highs_solves_without_root_restarts():
+    solver = open_solver(_tiny_milp(), np.array([1.0, 2.0]), SolveOptions())
+    result = solver.solve(time_limit_s=10.0, mip_gap=1e-6)
+    assert result.outcome.objective == pytest.approx(4.0)
+    status, allowed = solver.highs.getOptionValue("mip_allow_restart")
+    assert str(status).endswith("kOk") and allowed is False
