@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
@@ -144,40 +146,76 @@ class SloPricing(NamedTuple):
 
 
 class ReSolves:
-    """Relaxed problems solved two at a time: one on a worker thread, one on the caller's.
+    """Relaxed problems solved two at a time from one queue, by a worker thread and by the
+    caller's.
 
     Problems handed to ``start`` begin on the worker at once, so a caller may start those that
-    do not depend on the base plan (looser SLOs) before solving it; ``finish`` solves the rest
-    on the caller's thread and takes over started problems the worker has not reached. HiGHS
-    releases the interpreter while it solves, so the two share the 2-core machines this is
-    sized for.
+    do not depend on the base plan (looser SLOs) before solving it. ``finish`` queues the rest
+    behind them, models built anew before those begun from the base plan, and the caller then
+    takes problems from the head of the queue as the worker does. A re-solve built anew from
+    scratch takes longer than one begun from the base plan, so the longest come first and the
+    two threads end close together. HiGHS releases the interpreter while it solves, so the two
+    share the 2-core machines this is sized for.
     """
 
     def __init__(self, options: SolveOptions, deadline: Deadline) -> None:
         self.options, self.deadline = options, deadline
+        self._queue: deque[tuple[Callable[[], tuple[float, float]], Future]] = deque()
+        self._lock = threading.Lock()
         self._worker = ThreadPoolExecutor(max_workers=PARALLEL_RESOLVES - 1,
                                           thread_name_prefix="fleetplan-resolve")
 
     def _solve(self, make_problem: Callable[[], Problem]) -> tuple[float, float]:
         return relaxed_cost(make_problem(), self.options, self.deadline)
 
+    def _queued(self, solves: list[Callable[[], tuple[float, float]]]) -> list[Future]:
+        """Futures of ``solves``, queued; the worker is told once per solve to take the next."""
+        futures = [Future() for _ in solves]
+        with self._lock:
+            self._queue.extend(zip(solves, futures, strict=True))
+        for _ in solves:
+            self._worker.submit(self._run_next)
+        return futures
+
+    def _run_next(self) -> bool:
+        """Solve the problem at the head of the queue; False when none is left."""
+        with self._lock:
+            if not self._queue:
+                return False
+            solve, future = self._queue.popleft()
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(solve())
+            except BaseException as error:  # handed to whoever waits for it
+                future.set_exception(error)
+        return True
+
     def start(self, make_problems: list[Callable[[], Problem]]) -> list[Started]:
         """Begin solving the problems ``make_problems`` build (callables, so building them runs
         on the worker too)."""
-        return [Started(make, self._worker.submit(self._solve, make)) for make in make_problems]
+        futures = self._queued([partial(self._solve, make) for make in make_problems])
+        return [Started(make, future) for make, future in zip(make_problems, futures, strict=True)]
 
     def finish(self, resolves: list[ReSolve], started: list[Started]) -> tuple[list, list]:
-        """``relaxed_cost`` of ``resolves`` (solved here) and of the ``started`` ones."""
-        own = [relaxed_cost(one.problem, self.options, self.deadline, one.variant, one.start)
-               for one in resolves]
-        taken = {}
-        for index in reversed(range(len(started))):  # the worker takes them first to last
-            if started[index].future.cancel():
-                taken[index] = self._solve(started[index].make)
-        return own, [taken[i] if i in taken else one.future.result() for i, one in enumerate(started)]
+        """``relaxed_cost`` of ``resolves`` and of the ``started`` ones, each solved by
+        whichever thread reaches it first."""
+        order = sorted(range(len(resolves)), key=lambda i: resolves[i].variant is not None)
+        futures = self._queued([partial(relaxed_cost, resolves[i].problem, self.options,
+                                        self.deadline, resolves[i].variant, resolves[i].start)
+                                for i in order])
+        while self._run_next():
+            pass
+        own = [math.nan] * len(resolves)
+        for index, future in zip(order, futures, strict=True):
+            own[index] = future.result()
+        return own, [one.future.result() for one in started]
 
     def close(self) -> None:
         """Drop problems not yet begun and wait for the one running (bounded by its limit)."""
+        with self._lock:
+            dropped, self._queue = self._queue, deque()
+        for _, future in dropped:
+            future.cancel()
         self._worker.shutdown(wait=True, cancel_futures=True)
 
     def __enter__(self) -> ReSolves:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -61,14 +62,14 @@ def test_pricing_begun_during_the_base_solve_equals_pricing_after_it(catalogs, m
 
 def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch):
     running, release = threading.Event(), threading.Event()
+    solved = []
 
     def fake_relaxed_cost(problem, options, deadline, variant=None, start=None):
         if problem == "slow":
             running.set()
             release.wait(10)
-        if problem == "own":  # the worker is busy with "slow" before the caller goes on
-            running.wait(10)
-        if problem == "b":  # taken over while the worker is still on "slow"
+        solved.append(problem)
+        if problem == "own":  # taken over while the worker is still on "slow"
             release.set()
         return problem, threading.current_thread().name
 
@@ -76,6 +77,7 @@ def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch):
     resolves = ReSolves(SolveOptions(), Deadline(30))
     try:
         started = resolves.start([lambda: "slow", lambda: "a", lambda: "b"])
+        assert running.wait(10)  # the worker is busy with "slow" before the caller goes on
         own, begun = resolves.finish([ReSolve("own")], started)
     finally:
         resolves.close()
@@ -83,8 +85,47 @@ def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch):
     assert own == [("own", caller)]
     assert [problem for problem, _ in begun] == ["slow", "a", "b"]  # in the order started
     assert begun[0][1].startswith("fleetplan-resolve")
-    # "a" and "b" were waiting behind "slow"; the caller takes them last first
-    assert begun[2][1] == caller
+    # "a" and "b" were waiting behind "slow": the caller takes them, first to last, then its own
+    assert [thread for _, thread in begun[1:]] == [caller, caller]
+    assert solved == ["a", "b", "own", "slow"]
+
+
+def test_models_built_anew_are_solved_before_those_begun_from_the_base_plan(monkeypatch):
+    running, release = threading.Event(), threading.Event()
+    solved = []
+
+    def fake_relaxed_cost(problem, options, deadline, variant=None, start=None):
+        if problem == "slow":
+            running.set()
+            release.wait(10)
+        solved.append(problem)
+        if problem == "varied too":
+            release.set()
+        return problem, threading.current_thread().name
+
+    monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
+    changed_base = object()  # stands for the base model changed to the relaxed problem
+    resolves = ReSolves(SolveOptions(), Deadline(30))
+    try:
+        started = resolves.start([lambda: "slow"])
+        assert running.wait(10)
+        own, _ = resolves.finish([ReSolve("varied", changed_base, np.zeros(1)),
+                                  ReSolve("rebuilt"), ReSolve("varied too", changed_base)],
+                                 started)
+    finally:
+        resolves.close()
+    assert [problem for problem, _ in own] == ["varied", "rebuilt", "varied too"]  # as given
+    assert solved[:3] == ["rebuilt", "varied", "varied too"]  # the longest first
+
+
+def test_a_failed_resolve_reaches_the_caller(monkeypatch):
+    def fake_relaxed_cost(problem, options, deadline, variant=None, start=None):
+        raise RuntimeError(f"solver lost {problem}")
+
+    monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
+    with ReSolves(SolveOptions(), Deadline(30)) as resolves, \
+            pytest.raises(RuntimeError, match="solver lost"):
+        resolves.finish([ReSolve("own")], resolves.start([lambda: "started"]))
 
 
 def test_an_infeasible_base_drops_the_pricing_it_began(catalogs, monkeypatch):
