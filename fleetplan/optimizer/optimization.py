@@ -3,6 +3,7 @@ demand cannot be met, explain, and price the binding limits."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from dataclasses import dataclass, field
@@ -47,6 +48,13 @@ AFTER_SOLVE_SHARE = 0.03
 #: they would otherwise wait for it; a larger model keeps both cores for its own solve.
 EARLY_PRICING_COLUMNS = 5_000
 
+#: HiGHS threads of a solve that runs beside another (the base plan beside the looser SLOs'
+#: re-solves, re-solves two at a time) unless the scenario sets ``solver.threads``: two solves
+#: of one thread each fill the 2-core machines this is sized for. With two threads each the
+#: example plan took 0.07-0.10 s longer (``bench_example_plan.py``); alone, a solve keeps
+#: HiGHS's default.
+SIDE_BY_SIDE_THREADS = 1
+
 
 @dataclass
 class WhatIfOptions:
@@ -72,6 +80,14 @@ def optimize_problem(problem: Problem, options: SolveOptions | None = None,
     plan = _solve(problem, options, what_if or WhatIfOptions(enabled=False), metadata, deadline)
     plan = spread_periods(plan, representative, original.periods, original.demand)
     return recheck(plan, original)
+
+
+def side_by_side(options: SolveOptions) -> SolveOptions:
+    """``options`` for a solve that runs beside another: the scenario's ``solver.threads`` when
+    it sets them, else :data:`SIDE_BY_SIDE_THREADS`."""
+    if options.threads is not None:
+        return options
+    return dataclasses.replace(options, threads=SIDE_BY_SIDE_THREADS)
 
 
 def solve_deadline(options: SolveOptions) -> Deadline:
@@ -107,13 +123,14 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
     pruned, dropped = prune_dominated(problem)
     metadata["assumptions"]["dominated_configs"] = dropped
     model = build_model(pruned, cover_build=CoverBuilds())  # each pool's small model built once
-    resolve_options = SolveOptions(what_if.time_limit_s, options.mip_gap, options.threads,
-                                   options.solver)
+    resolve_options = side_by_side(SolveOptions(what_if.time_limit_s, options.mip_gap,
+                                                options.threads, options.solver))
     with ReSolves(resolve_options, deadline) as resolves:  # starts no thread until given work
-        slo_pricing = None
+        slo_pricing, base_options = None, options
         if what_if.enabled and model.program.n_cols <= EARLY_PRICING_COLUMNS:
             slo_pricing = start_slo_pricing(resolves, problem, what_if.relaxed_candidates)
-        outcome = solve_fleet(model, options, deadline)
+            base_options = side_by_side(options)
+        outcome = solve_fleet(model, base_options, deadline)
         if outcome.status == "infeasible":
             resolves.close()  # no plan to compare with: drop the re-solves begun
             return _elastic_plan(problem, options, metadata, deadline)

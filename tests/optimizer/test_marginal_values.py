@@ -60,6 +60,34 @@ def test_pricing_begun_during_the_base_solve_equals_pricing_after_it(catalogs, m
     pd.testing.assert_frame_equal(early, late)
 
 
+@pytest.mark.parametrize(("threads", "side_by_side"), [(None, 1), (2, 2)])
+def test_solves_side_by_side_run_on_one_thread_each_unless_the_scenario_says(
+        catalogs, monkeypatch, threads, side_by_side):
+    used = {"base": [], "re-solves": []}
+    solve, relaxed_cost = optimization.solve_fleet, marginal_values.relaxed_cost
+
+    def record_base(model, options, *args, **kwargs):
+        used["base"].append(options.threads)
+        return solve(model, options, *args, **kwargs)
+
+    def record_resolve(problem, options, *args, **kwargs):
+        used["re-solves"].append(options.threads)
+        return relaxed_cost(problem, options, *args, **kwargs)
+
+    monkeypatch.setattr(optimization, "solve_fleet", record_base)
+    monkeypatch.setattr(marginal_values, "relaxed_cost", record_resolve)
+    scenario = small_scenario()
+    scenario = scenario.model_copy(update={"solver": scenario.solver.model_copy(
+        update={"threads": threads})})
+    assert not plan_scenario(scenario, catalogs).binding_constraints.empty
+    assert used["base"] == [side_by_side]  # beside the looser SLO's re-solve
+    assert used["re-solves"] and set(used["re-solves"]) == {side_by_side}
+    used["base"].clear()
+    monkeypatch.setattr(optimization, "EARLY_PRICING_COLUMNS", 0)  # the base solve alone
+    plan_scenario(scenario, catalogs)
+    assert used["base"] == [threads]
+
+
 def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch):
     running, release = threading.Event(), threading.Event()
     solved = []
