@@ -10,10 +10,11 @@ Prints, for the scenario ``fleetplan plan`` solves without arguments:
 
 With ``--scenario spot`` the plans are those of the example with a binding spot share
 (:data:`SPOT_CAPPED`); ``--resolves`` chooses which binding limits are re-solved on the changed
-base model (``optimizer/relaxed_variants.py``) rather than built anew.
+base model (``optimizer/relaxed_variants.py``) rather than built anew; ``--side-by-side-threads``
+the HiGHS threads of each solve that runs beside another (``optimization.SIDE_BY_SIDE_THREADS``).
 
 Usage: python benchmarks/bench_example_plan.py [--repeat N] [--skip-cut] [--scenario spot]
-    [--resolves varied|rebuilt|varied+spot]
+    [--resolves varied|rebuilt|varied+spot] [--side-by-side-threads N]
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import argparse
 import time
 
 from fleetplan.catalogs import load_catalogs
-from fleetplan.optimizer import relaxed_variants
+from fleetplan.optimizer import optimization, relaxed_variants
 from fleetplan.optimizer.decomposition import solve_whole
 from fleetplan.optimizer.example import example_data, example_scenario
 from fleetplan.optimizer.milp import build_model
@@ -102,11 +103,15 @@ def main() -> None:
     parser.add_argument("--skip-cut", action="store_true", help="only the plan timings")
     parser.add_argument("--scenario", choices=["example", "spot"], default="example",
                         help="the example, or the example with a binding spot share (SPOT_CAPPED)")
+    parser.add_argument("--side-by-side-threads", type=int, default=1,
+                        help="HiGHS threads of each solve that runs beside another (0: HiGHS's "
+                        "default; plans use 1)")
     parser.add_argument("--resolves", choices=["varied", "rebuilt", "varied+spot"],
                         default="varied", help="binding limits re-solved on the changed base "
                         "model (as plans do), all built anew, or the spot share varied too")
     arguments = parser.parse_args()
     use_resolves(arguments.resolves)
+    optimization.SIDE_BY_SIDE_THREADS = arguments.side_by_side_threads or None
     time_plans(arguments.repeat, arguments.scenario)
     if not arguments.skip_cut:
         compare_cut()

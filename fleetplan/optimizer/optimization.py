@@ -50,9 +50,9 @@ EARLY_PRICING_COLUMNS = 5_000
 
 #: HiGHS threads of a solve that runs beside another (the base plan beside the looser SLOs'
 #: re-solves, re-solves two at a time) unless the scenario sets ``solver.threads``: two solves
-#: of one thread each fill the 2-core machines this is sized for. With two threads each the
-#: example plan took 0.07-0.10 s longer (``bench_example_plan.py``); alone, a solve keeps
-#: HiGHS's default.
+#: of one thread each fill the 2-core machines this is sized for. With HiGHS's default threads
+#: the example plan took 1.88-1.89 s, against 1.72-1.76 s (``bench_example_plan.py
+#: --side-by-side-threads 0``); alone, a solve keeps HiGHS's default.
 SIDE_BY_SIDE_THREADS = 1
 
 

@@ -44,10 +44,11 @@ CONSISTENT = 1e-7
 LAST_RUN_S = 0.05
 
 #: HiGHS's restart of the root node once presolve and the first cuts fix many integer columns.
-#: Off: on the example plan's MILP (469 columns after presolve) the two restarts took 0.30 s
-#: of a 0.70 s solve and proved nothing the first root had not (``bench_example_plan.py``), and
-#: ``bench_portfolio.py``'s day, week and year cases and ``bench_whatif.py`` were as fast and
-#: as close to their bounds without them.
+#: Off: over the built-in example, eleven variants of it and the shipped scenarios
+#: (``benchmarks/bench_solver_settings.py``) whole plans were faster without restarts in six
+#: (the example plan 1.86 s against 2.31 s), within 5 % in nine and slower in one (the example
+#: with spot capped at 20 %); ``bench_portfolio.py``'s cases and ``bench_whatif.py`` were
+#: unchanged.
 MIP_RESTARTS = False
 
 #: Guards the first HiGHS instance of the process (see :func:`new_highs`).
