@@ -88,19 +88,26 @@ def test_solves_side_by_side_run_on_one_thread_each_unless_the_scenario_says(
     assert used["base"] == [threads]
 
 
-def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch):
-    running, release = threading.Event(), threading.Event()
-    solved = []
+def worker_held_by_slow(release_after: str):
+    """A stand-in for ``relaxed_cost`` that holds the thread solving "slow" until the problem
+    ``release_after`` is solved; with the event set once "slow" has begun, and the problems in
+    the order they were solved."""
+    running, release, solved = threading.Event(), threading.Event(), []
 
     def fake_relaxed_cost(problem, options, deadline, variant=None, start=None):
         if problem == "slow":
             running.set()
             release.wait(10)
         solved.append(problem)
-        if problem == "own":  # taken over while the worker is still on "slow"
+        if problem == release_after:
             release.set()
         return problem, threading.current_thread().name
 
+    return fake_relaxed_cost, running, solved
+
+
+def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch):
+    fake_relaxed_cost, running, solved = worker_held_by_slow("own")  # while still on "slow"
     monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
     resolves = ReSolves(SolveOptions(), Deadline(30))
     try:
@@ -119,18 +126,7 @@ def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch):
 
 
 def test_models_built_anew_are_solved_before_those_begun_from_the_base_plan(monkeypatch):
-    running, release = threading.Event(), threading.Event()
-    solved = []
-
-    def fake_relaxed_cost(problem, options, deadline, variant=None, start=None):
-        if problem == "slow":
-            running.set()
-            release.wait(10)
-        solved.append(problem)
-        if problem == "varied too":
-            release.set()
-        return problem, threading.current_thread().name
-
+    fake_relaxed_cost, running, solved = worker_held_by_slow("varied too")
     monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
     changed_base = object()  # stands for the base model changed to the relaxed problem
     resolves = ReSolves(SolveOptions(), Deadline(30))
