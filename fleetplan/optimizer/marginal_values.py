@@ -186,8 +186,11 @@ class ReSolves:
         if future.set_running_or_notify_cancel():
             try:
                 future.set_result(solve())
-            except BaseException as error:  # handed to whoever waits for it
+            except Exception as error:  # handed to whoever waits for it
                 future.set_exception(error)
+            except BaseException as error:  # an interrupt or SIGTERM's exit: stop at once
+                future.set_exception(error)
+                raise
         return True
 
     def start(self, make_problems: list[Callable[[], Problem]]) -> list[Started]:

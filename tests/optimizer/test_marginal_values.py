@@ -152,6 +152,23 @@ def test_a_failed_resolve_reaches_the_caller(monkeypatch):
         resolves.finish([ReSolve("own")], resolves.start([lambda: "started"]))
 
 
+def test_an_exit_during_a_resolve_stops_the_caller_at_once(monkeypatch):
+    solved = []
+
+    def fake_relaxed_cost(problem, options, deadline, variant=None, start=None):
+        solved.append(problem)
+        if problem == "interrupted":
+            raise SystemExit(143)  # as SIGTERM's handler ends the command
+        return problem, 0.0
+
+    monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
+    resolves = ReSolves(SolveOptions(), Deadline(30))
+    resolves._worker.submit(threading.Event().wait, 0.5)  # the worker busy: the caller solves
+    with resolves, pytest.raises(SystemExit):
+        resolves.finish([ReSolve("interrupted"), ReSolve("next")], [])
+    assert solved == ["interrupted"]
+
+
 def test_an_infeasible_base_drops_the_pricing_it_began(catalogs, monkeypatch):
     begun = []
     start = optimization.start_slo_pricing
