@@ -132,9 +132,8 @@ def saving(base: BasePlan, relaxed: tuple[float, float]) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class Started:
-    """A relaxed problem handed to the worker: how to build it, and its result to come."""
+    """A relaxed problem handed to the worker: its result to come."""
 
-    make: Callable[[], Problem]
     future: Future
 
 
@@ -196,22 +195,20 @@ class ReSolves:
     def start(self, make_problems: list[Callable[[], Problem]]) -> list[Started]:
         """Begin solving the problems ``make_problems`` build (callables, so building them runs
         on the worker too)."""
-        futures = self._queued([partial(self._solve, make) for make in make_problems])
-        return [Started(make, future) for make, future in zip(make_problems, futures, strict=True)]
+        return [Started(future)
+                for future in self._queued([partial(self._solve, make) for make in make_problems])]
 
     def finish(self, resolves: list[ReSolve], started: list[Started]) -> tuple[list, list]:
         """``relaxed_cost`` of ``resolves`` and of the ``started`` ones, each solved by
         whichever thread reaches it first."""
         order = sorted(range(len(resolves)), key=lambda i: resolves[i].variant is not None)
-        futures = self._queued([partial(relaxed_cost, resolves[i].problem, self.options,
-                                        self.deadline, resolves[i].variant, resolves[i].start)
-                                for i in order])
+        futures = dict(zip(order, self._queued([
+            partial(relaxed_cost, resolves[i].problem, self.options, self.deadline,
+                    resolves[i].variant, resolves[i].start) for i in order]), strict=True))
         while self._run_next():
             pass
-        own = [math.nan] * len(resolves)
-        for index, future in zip(order, futures, strict=True):
-            own[index] = future.result()
-        return own, [one.future.result() for one in started]
+        return ([futures[i].result() for i in range(len(resolves))],
+                [one.future.result() for one in started])
 
     def close(self) -> None:
         """Drop problems not yet begun and wait for the one running (bounded by its limit)."""
