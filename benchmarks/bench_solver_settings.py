@@ -7,8 +7,8 @@ built-in example each:
 
 - ``x0.5``, ``x2``, ``x4``: every workload's demand scaled;
 - ``spot30``: spot pricing at most 30 % of the GPUs; ``spot30_x2``: that at twice the demand;
-- ``spot_capped``: ``bench_example_plan.py --scenario spot`` (spot at most 20 %, H100s and A100s
-  capped at 16 and 24);
+- ``spot_capped``: ``bench_example_plan.py --scenario spot`` (its ``scenario_of("spot")``: spot
+  at most 20 %, H100s and A100s capped at 16 and 24);
 - ``nodes``, ``nodes_x2``: whole nodes;
 - ``noshare``: no replicas shared between a model's workloads;
 - ``k2``: N+2 for chat;
@@ -22,7 +22,10 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+
+from bench_example_plan import scenario_of
 
 import fleetplan
 from fleetplan.catalogs import load_catalogs
@@ -33,10 +36,6 @@ from fleetplan.optimizer.scenario_planning import plan_scenario
 
 SHIPPED = Path(fleetplan.__file__).parent / "examples"
 
-#: ``spot_capped``'s changes (``bench_example_plan.SPOT_CAPPED``).
-SPOT_CAPS = {"h100-sxm": 16, "a100-80gb-sxm": 24}
-
-
 def scaled(factor: float) -> Callable[[dict], None]:
     def change(data: dict) -> None:
         for workload in data["workloads"]:
@@ -45,13 +44,10 @@ def scaled(factor: float) -> Callable[[dict], None]:
     return change
 
 
-def with_spot(share: float, caps: dict | None = None) -> Callable[[dict], None]:
+def with_spot(share: float) -> Callable[[dict], None]:
     def change(data: dict) -> None:
         data["fleet"]["pricing"].append("spot")
         data["fleet"]["spot_max_share"] = share
-        for gpu in data["fleet"]["gpus"]:
-            if isinstance(gpu, dict) and gpu["id"] in (caps or {}):
-                gpu["max_gpus"] = caps[gpu["id"]]
     return change
 
 
@@ -77,7 +73,7 @@ def both(*changes: Callable[[dict], None]) -> Callable[[dict], None]:
 
 VARIANTS = {"example": both(), "x0.5": scaled(0.5), "x2": scaled(2.0), "x4": scaled(4.0),
             "spot30": with_spot(0.3), "spot30_x2": both(with_spot(0.3), scaled(2.0)),
-            "spot_capped": with_spot(0.2, SPOT_CAPS), "nodes": fleet_setting(whole_nodes=True),
+            "nodes": fleet_setting(whole_nodes=True),
             "nodes_x2": both(fleet_setting(whole_nodes=True), scaled(2.0)),
             "noshare": fleet_setting(share_replicas=False), "k2": n_plus_2, "flat": flat}
 
@@ -88,6 +84,7 @@ def scenarios() -> dict:
         data = example_data()
         change(data)
         cases[name] = lambda data=data, name=name: validate_scenario(data, source=name)
+    cases["spot_capped"] = partial(scenario_of, "spot")
     for path in sorted(SHIPPED.glob("*.yaml")):
         cases[path.stem] = lambda path=path: load_scenario(path)
     return cases
