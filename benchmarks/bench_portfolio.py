@@ -23,7 +23,8 @@ quantization and TP degree; configurations whose weights do not fit are unusable
 benchmark needs neither the performance engine nor the catalogs. Run:
 
     python benchmarks/bench_portfolio.py [--case day|week|year|flexible|flexible_week|stochastic]
-        [--time-limit S] [--redundancy-k K] [--spot capped|uncapped|none] [--fixed-reserved S]
+        [--time-limit S] [--redundancy-k K] [--spot capped|uncapped|none] [--pool MODEL]
+        [--fixed-reserved S | --whole S | --pool-split S]
 """
 
 from __future__ import annotations
@@ -43,10 +44,11 @@ from fleetplan.optimizer import Problem, SolveOptions, optimize_problem
 from fleetplan.optimizer.commitment_risk import add_commitments
 from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.fleet_problem import profile_periods
-from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.milp import FleetModel, build_model
 from fleetplan.optimizer.period_merging import merge_identical_periods
+from fleetplan.optimizer.pool_split import ColumnGroups, pool_bound
 from fleetplan.optimizer.reserved_candidates import reserved_plan, reserved_rows
-from fleetplan.optimizer.solver import open_solver
+from fleetplan.optimizer.solver import Result, open_solver
 from fleetplan.optimizer.stochastic_problem import with_demand_factors
 
 #: model: parameters [billions]
@@ -96,11 +98,13 @@ def capacity_req_s(configs: pd.DataFrame, output_tokens: float, input_tokens: fl
 SPOT = ("capped", "uncapped", "none")
 
 
-def portfolio(case: str, seed: int = 5, redundancy_k: int = 1, spot: str = "capped") -> Problem:
+def portfolio(case: str, seed: int = 5, redundancy_k: int = 1, spot: str = "capped",
+              pool: str | None = None) -> Problem:
     """The benchmark problem for ``case`` (day, week or year); ``redundancy_k`` spares on half
     the workloads (0 measures how much of the gap the N+k rows make); ``spot`` (:data:`SPOT`)
     measures how much the spot share, the one limit that ties the pools together, and spot
-    pricing itself make."""
+    pricing itself make; ``pool`` (a model of :data:`MODELS`) keeps that model's two workloads
+    and configurations alone, with the same demand (how hard one pool is by itself)."""
     rng = np.random.default_rng(seed)
     n_hours, n_months = CASES[case]
     configs = configurations()
@@ -133,7 +137,19 @@ def portfolio(case: str, seed: int = 5, redundancy_k: int = 1, spot: str = "capp
                                          "max_gpus": math.nan}),
                       target_utilization=0.8, hours_per_month=730.0, horizon_months=12.0,
                       spot_max_share=0.3 if spot == "capped" else None)
+    if pool is not None:
+        problem = _one_pool(problem, pool)
     return with_demand_factors(problem, OUTCOMES) if case == "stochastic" else problem
+
+
+def _one_pool(problem: Problem, pool: str) -> Problem:
+    """``problem`` with only ``pool``'s workloads, candidates, configurations and demand."""
+    workloads = problem.workloads[problem.workloads["pool"] == pool].reset_index(drop=True)
+    mine = {name: table[table["workload"].isin(workloads["workload"])].reset_index(drop=True)
+            for name, table in (("demand", problem.demand),
+                                ("candidates", problem.candidates))}
+    configs = problem.configs[problem.configs["pool"] == pool].reset_index(drop=True)
+    return problem.with_changes(workloads=workloads, configs=configs, **mine)
 
 
 def _demand(names: pd.Series, periods: pd.DataFrame, n_hours: int, n_months: int,
@@ -156,11 +172,10 @@ def _demand(names: pd.Series, periods: pd.DataFrame, n_hours: int, n_months: int
                          "req_s": req_s.ravel().round(3)})
 
 
-def run_case(case: str, time_limit_s: float | None, redundancy_k: int = 1,
-             spot: str = "capped") -> dict:
-    """Solve one case; its figures as a dict."""
+def run_case(case: str, time_limit_s: float | None, **variant) -> dict:
+    """Solve one case (``variant``: :func:`portfolio`'s keywords); its figures as a dict."""
     target_s, target_gap = TARGETS[case]
-    problem = portfolio(case, redundancy_k=redundancy_k, spot=spot)
+    problem = portfolio(case, **variant)
     options = SolveOptions(time_limit_s=time_limit_s or target_s, mip_gap=target_gap)
     started = time.perf_counter()
     plan = optimize_problem(problem, options)
@@ -182,19 +197,24 @@ def run_case(case: str, time_limit_s: float | None, redundancy_k: int = 1,
             "target_s": target_s, "target_gap": target_gap}
 
 
-def fixed_reserved_bounds(case: str, seconds: float, redundancy_k: int = 1,
-                          spot: str = "capped") -> dict:
-    """Where the gap lies: the whole MILP with the reserved counts fixed at the LP's rounded up
-    and rounded to nearest, each solved for ``seconds`` on one thread. Its dual bound is the
-    least any plan with those reserved counts costs: when it sits well above the plan's reported
-    bound, the bound, not the plan, holds the gap open (for those reserved counts)."""
-    problem = portfolio(case, redundancy_k=redundancy_k, spot=spot)
+def _relaxed(case: str, **variant) -> tuple[float, FleetModel, Result]:
+    """The case's hours, its whole MILP (periods merged, dominated configurations pruned, as
+    the planner builds it) and that MILP's LP relaxation."""
+    problem = portfolio(case, **variant)
     merged, _ = merge_identical_periods(problem)
     model = build_model(prune_dominated(merged)[0])
     lp = open_solver(model.program, model.cost, SolveOptions()).solve(
         time_limit_s=120.0, mip_gap=1e-4, relax=True)
+    return problem.horizon_hours, model, lp
+
+
+def fixed_reserved_bounds(case: str, seconds: float, **variant) -> dict:
+    """Where the gap lies: the whole MILP with the reserved counts fixed at the LP's rounded up
+    and rounded to nearest, each solved for ``seconds`` on one thread. Its dual bound is the
+    least any plan with those reserved counts costs: when it sits well above the plan's reported
+    bound, the bound, not the plan, holds the gap open (for those reserved counts)."""
+    hours, model, lp = _relaxed(case, **variant)
     reserved = lp.values[reserved_rows(model)["col"].to_numpy()]
-    hours = problem.horizon_hours
     figures = {"case": case, "lp_usd_per_hour": lp.outcome.objective / hours}
     for name, counts in (("ceil", np.ceil(reserved - 1e-6)), ("round", np.round(reserved))):
         fixed = reserved_plan(model, counts + 0.0)
@@ -207,6 +227,47 @@ def fixed_reserved_bounds(case: str, seconds: float, redundancy_k: int = 1,
     return figures
 
 
+def whole_milp(case: str, seconds: float, **variant) -> dict:
+    """The whole MILP handed to HiGHS alone for ``seconds`` (one thread, gap 0.01 %): how far
+    plain branch and bound gets, and, where it proves its plan, how far the optimum lies above
+    the LP relaxation (the integrality gap any bound must close)."""
+    hours, model, lp = _relaxed(case, **variant)
+    solver = open_solver(model.program, model.cost, SolveOptions(threads=1))
+    result = solver.solve(time_limit_s=seconds, mip_gap=1e-4)
+    return {"case": case, "columns": model.program.n_cols, "status": result.outcome.status,
+            "lp_usd_per_hour": lp.outcome.objective / hours,
+            "usd_per_hour": result.outcome.objective / hours,
+            "bound_usd_per_hour": result.outcome.bound / hours,
+            "seconds": result.outcome.seconds}
+
+
+def pool_split_bound(case: str, seconds: float, **variant) -> dict:
+    """The whole horizon split by model pool (``pool_split.pool_bound``): the rows that tie two
+    pools (the spot share) priced at the LP's duals, each pool's MILP, all its periods and
+    reserved columns together, solved for ``seconds``. Its Lagrangian bound keeps every
+    integrality inside the pools; where it stays near the LP, the pools themselves, not their
+    coupling, hold the bound down."""
+    hours, model, lp = _relaxed(case, **variant)
+    program = model.program
+    groups = ColumnGroups.of(program.n_cols, model.routes, model.replicas)
+    pools = int(groups.pool.max()) + 1
+    started = time.perf_counter()
+    split = pool_bound(program, model.cost, program.col_lower, program.col_upper, lp.duals,
+                       groups, SolveOptions(threads=1, mip_gap=1e-3), seconds * pools)
+    figures = {"case": case, "pools": pools, "lp_usd_per_hour": lp.outcome.objective / hours,
+               "seconds": time.perf_counter() - started}
+    if split is None:
+        return {**figures, "bound_usd_per_hour": math.nan}
+    return {**figures, "bound_usd_per_hour": split.bound / hours,
+            "pools_usd_per_hour": float(model.cost @ split.values) / hours,
+            "pools_keep_every_row": bool(program.violation(split.values) <= 1e-6)}
+
+
+#: ``--fixed-reserved``, ``--whole`` and ``--pool-split``: where the gap lies.
+DIAGNOSTICS = {"fixed_reserved": fixed_reserved_bounds, "whole": whole_milp,
+               "pool_split": pool_split_bound}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", choices=list(CASES), help="one case, in this process")
@@ -215,17 +276,27 @@ def main() -> None:
                         help="spare replicas of the N+k half of the workloads (default 1)")
     parser.add_argument("--spot", choices=SPOT, default="capped",
                         help="spot pricing: capped at 30%% of GPUs (default), uncapped, or none")
+    parser.add_argument("--pool", choices=list(MODELS),
+                        help="with --case: that model's pool alone (portfolio)")
     parser.add_argument("--fixed-reserved", type=float, metavar="S",
                         help="with --case: solve with the LP's reserved counts fixed for S "
                              "seconds each instead (fixed_reserved_bounds)")
+    parser.add_argument("--whole", type=float, metavar="S",
+                        help="with --case: the whole MILP in HiGHS alone for S seconds instead "
+                             "(whole_milp)")
+    parser.add_argument("--pool-split", type=float, metavar="S",
+                        help="with --case: the pools' Lagrangian bound, S seconds per pool, "
+                             "instead (pool_split_bound)")
     arguments = parser.parse_args()
-    if arguments.case and arguments.fixed_reserved:
-        print(json.dumps(fixed_reserved_bounds(arguments.case, arguments.fixed_reserved,
-                                               arguments.redundancy_k, arguments.spot)))
-        return
+    variant = {"redundancy_k": arguments.redundancy_k, "spot": arguments.spot}
     if arguments.case:
-        print(json.dumps(run_case(arguments.case, arguments.time_limit, arguments.redundancy_k,
-                                  arguments.spot)))
+        variant["pool"] = arguments.pool
+        for name, diagnostic in DIAGNOSTICS.items():
+            if getattr(arguments, name):
+                print(json.dumps(diagnostic(arguments.case, getattr(arguments, name),
+                                            **variant)))
+                return
+        print(json.dumps(run_case(arguments.case, arguments.time_limit, **variant)))
         return
     for case in CASES:
         command = [sys.executable, __file__, "--case", case,
