@@ -162,7 +162,8 @@ def pool_bound(program: LinearProgram, cost: np.ndarray, lower: np.ndarray,
     bound, values = constant, np.zeros(program.n_cols)
     components = np.unique(col_label)
     tolerance = COST_TOLERANCE * max(float(np.abs(cost).max(initial=0.0)), 1.0)
-    each_s = max(seconds / max(len(components), 1), MIN_SOLVE_S)
+    solved = len(np.unique(row_label))  # components with rows; the others take no solve
+    each_s = max(seconds / max(solved, 1), MIN_SOLVE_S)
     for component in components:
         cols = np.flatnonzero(col_label == component)
         rows = kept[row_label == component]

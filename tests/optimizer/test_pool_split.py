@@ -10,6 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from fleetplan.optimizer import pool_split
 from fleetplan.optimizer.linear_program import LinearProgram
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
@@ -137,3 +138,29 @@ def test_the_separable_solve_is_as_cheap_as_the_whole_milp_within_its_gap():
     assert plan.objective_usd <= whole.outcome.objective * (1 + 5e-3) + 1e-6
     assert plan.bound_usd <= whole.outcome.objective * (1 + 1e-9) + 1e-6
     assert math.isfinite(plan.bound_usd)
+
+
+def test_each_pool_gets_its_share_of_the_time_and_free_columns_none(split_period, monkeypatch):
+    # the period's node columns sit in no kept row, each a component of its own: they are set
+    # to a bound, so the time is shared by the pools alone (before, 6 s over 3 pools gave each
+    # pool 6 s divided by every component, free columns included)
+    limits = []
+
+    def recording(program, cost, options):
+        solver = open_solver(program, cost, options)
+        solve = solver.solve
+
+        def solve_recorded(*, time_limit_s, **kwargs):
+            limits.append(time_limit_s)
+            return solve(time_limit_s=time_limit_s, **kwargs)
+
+        solver.solve = solve_recorded
+        return solver
+
+    monkeypatch.setattr(pool_split, "open_solver", recording)
+    program = split_period["part"].program
+    pools = len(np.unique(split_period["groups"].pool[split_period["groups"].pool >= 0]))
+    split = pool_bound(program, split_period["cost"], program.col_lower, program.col_upper,
+                       split_period["duals"], split_period["groups"], EXACT_OPTIONS, 6.0)
+    assert split is not None and pools == 3
+    assert limits == pytest.approx([6.0 / pools] * pools)
