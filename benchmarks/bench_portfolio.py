@@ -24,7 +24,7 @@ benchmark needs neither the performance engine nor the catalogs. Run:
 
     python benchmarks/bench_portfolio.py [--case day|week|year|flexible|flexible_week|stochastic]
         [--time-limit S] [--redundancy-k K] [--spot capped|uncapped|none] [--pool MODEL]
-        [--fixed-reserved S | --whole S | --pool-split S]
+        [--fixed-reserved S | --whole S | --pool-split S | --partial S]
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from fleetplan.optimizer import Problem, SolveOptions, optimize_problem
 from fleetplan.optimizer.commitment_risk import add_commitments
 from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.fleet_problem import profile_periods
+from fleetplan.optimizer.linear_program import LinearProgram
 from fleetplan.optimizer.milp import FleetModel, build_model
 from fleetplan.optimizer.period_merging import merge_identical_periods
 from fleetplan.optimizer.pool_split import ColumnGroups, pool_bound
@@ -259,9 +260,39 @@ def pool_split_bound(case: str, seconds: float, **variant) -> dict:
     return {**figures, "bound_usd_per_hour": split.bound / hours if split else math.nan}
 
 
-#: ``--fixed-reserved``, ``--whole`` and ``--pool-split``: where the gap lies.
+def partial_integrality(case: str, seconds: float, **variant) -> dict:
+    """The whole MILP with one family of integer columns kept integer and the others relaxed,
+    each solved for ``seconds`` on one thread: the reserved counts, the N+k binaries (does a
+    workload use a configuration), the replicas of each period. Each is a relaxation, so its
+    dual bound is a bound of the whole MILP; how far each rises above the LP shows which
+    integrality the LP misses."""
+    hours, model, lp = _relaxed(case, **variant)
+    program = model.program
+    replicas = model.replicas
+    spares = model.extras.get("redundancy", pd.DataFrame({"col": []}))["col"]
+    families = {"reserved": replicas.loc[replicas["period"] < 0, "col"], "spares": spares,
+                "period_replicas": replicas.loc[replicas["period"] >= 0, "col"]}
+    figures = {"case": case, "lp_usd_per_hour": lp.outcome.objective / hours}
+    for name, cols in families.items():
+        integer = np.zeros(program.n_cols, dtype=bool)
+        integer[cols.to_numpy(dtype=np.int64)] = True
+        part = LinearProgram()
+        part.add_columns(program.n_cols, lower=program.col_lower, upper=program.col_upper,
+                         integer=integer & program.integer)
+        matrix = program.matrix.tocoo()
+        part.add_rows(program.n_rows, matrix.row, matrix.col, matrix.data,
+                      lower=program.row_lower, upper=program.row_upper)
+        result = open_solver(part, model.cost, SolveOptions(threads=1)).solve(
+            time_limit_s=seconds, mip_gap=1e-4)
+        figures[name] = {"integer_columns": int(part.integer.sum()),
+                         "status": result.outcome.status,
+                         "bound_usd_per_hour": result.outcome.bound / hours}
+    return figures
+
+
+#: ``--fixed-reserved``, ``--whole``, ``--pool-split`` and ``--partial``: where the gap lies.
 DIAGNOSTICS = {"fixed_reserved": fixed_reserved_bounds, "whole": whole_milp,
-               "pool_split": pool_split_bound}
+               "pool_split": pool_split_bound, "partial": partial_integrality}
 
 
 def main() -> None:
@@ -283,6 +314,9 @@ def main() -> None:
     parser.add_argument("--pool-split", type=float, metavar="S",
                         help="with --case: the pools' Lagrangian bound, S seconds per pool, "
                              "instead (pool_split_bound)")
+    parser.add_argument("--partial", type=float, metavar="S",
+                        help="with --case: one family of integer columns at a time, S seconds "
+                             "each, instead (partial_integrality)")
     arguments = parser.parse_args()
     variant = {"redundancy_k": arguments.redundancy_k, "spot": arguments.spot}
     if arguments.case:
