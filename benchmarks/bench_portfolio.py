@@ -235,7 +235,8 @@ def whole_milp(case: str, seconds: float, **variant) -> dict:
     hours, model, lp = _relaxed(case, **variant)
     solver = open_solver(model.program, model.cost, SolveOptions(threads=1))
     result = solver.solve(time_limit_s=seconds, mip_gap=1e-4)
-    return {"case": case, "columns": model.program.n_cols, "status": result.outcome.status,
+    return {"case": case, "columns": model.program.n_cols,
+            "integer_columns": int(model.program.integer.sum()), "status": result.outcome.status,
             "lp_usd_per_hour": lp.outcome.objective / hours,
             "usd_per_hour": result.outcome.objective / hours,
             "bound_usd_per_hour": result.outcome.bound / hours,
