@@ -291,9 +291,14 @@ def partial_integrality(case: str, seconds: float, **variant) -> dict:
     return figures
 
 
-#: ``--fixed-reserved``, ``--whole``, ``--pool-split`` and ``--partial``: where the gap lies.
-DIAGNOSTICS = {"fixed_reserved": fixed_reserved_bounds, "whole": whole_milp,
-               "pool_split": pool_split_bound, "partial": partial_integrality}
+#: ``--fixed-reserved``, ``--whole``, ``--pool-split`` and ``--partial``: where the gap lies,
+#: each with its help text.
+DIAGNOSTICS = {
+    "fixed_reserved": (fixed_reserved_bounds, "the LP's reserved counts fixed, S seconds each"),
+    "whole": (whole_milp, "the whole MILP in HiGHS alone for S seconds"),
+    "pool_split": (pool_split_bound, "the pools' Lagrangian bound, S seconds per pool"),
+    "partial": (partial_integrality, "one family of integer columns at a time, S seconds each"),
+}
 
 
 def main() -> None:
@@ -306,23 +311,15 @@ def main() -> None:
                         help="spot pricing: capped at 30%% of GPUs (default), uncapped, or none")
     parser.add_argument("--pool", choices=list(MODELS),
                         help="with --case: that model's pool alone (portfolio)")
-    parser.add_argument("--fixed-reserved", type=float, metavar="S",
-                        help="with --case: solve with the LP's reserved counts fixed for S "
-                             "seconds each instead (fixed_reserved_bounds)")
-    parser.add_argument("--whole", type=float, metavar="S",
-                        help="with --case: the whole MILP in HiGHS alone for S seconds instead "
-                             "(whole_milp)")
-    parser.add_argument("--pool-split", type=float, metavar="S",
-                        help="with --case: the pools' Lagrangian bound, S seconds per pool, "
-                             "instead (pool_split_bound)")
-    parser.add_argument("--partial", type=float, metavar="S",
-                        help="with --case: one family of integer columns at a time, S seconds "
-                             "each, instead (partial_integrality)")
+    diagnostics = parser.add_mutually_exclusive_group()
+    for name, (function, text) in DIAGNOSTICS.items():
+        diagnostics.add_argument("--" + name.replace("_", "-"), type=float, metavar="S",
+                                 help=f"with --case: {text}, instead ({function.__name__})")
     arguments = parser.parse_args()
     variant = {"redundancy_k": arguments.redundancy_k, "spot": arguments.spot}
     if arguments.case:
         variant["only_pool"] = arguments.pool
-        for name, diagnostic in DIAGNOSTICS.items():
+        for name, (diagnostic, _) in DIAGNOSTICS.items():
             if getattr(arguments, name):
                 print(json.dumps(diagnostic(arguments.case, getattr(arguments, name),
                                             **variant)))
