@@ -61,6 +61,17 @@ def test_only_large_mips_outside_a_child_are_watched(monkeypatch):
     assert not wants_watchdog(50_000, True)
 
 
+def test_the_day_portfolios_whole_milp_is_watched():
+    # bench_portfolio.py --case day --whole 5: HiGHS's root cut loop on this 13,967-column MILP
+    # ran 110.8 s against a 5 s limit in the process, and --case day --time-limit 30 took
+    # 45.8 s while the watchdog started at 20,000 columns
+    assert wants_watchdog(13_967, True)
+    # bench_optimizer.py (b)'s 7,465 columns and the year portfolio's 7,043 are watched too
+    assert wants_watchdog(7_043, True)
+    # the example plan's MILPs (under 600 columns) pay no child start-up
+    assert not wants_watchdog(600, True)
+
+
 def test_a_watched_solve_equals_the_solve_in_this_process(monkeypatch):
     model = build_model(portfolio_problem(n_models=1, n_gpus=2, n_periods=2))
     options = SolveOptions(time_limit_s=30, mip_gap=0.0)
