@@ -44,7 +44,6 @@ from fleetplan.optimizer import Problem, SolveOptions, optimize_problem
 from fleetplan.optimizer.commitment_risk import add_commitments
 from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.fleet_problem import profile_periods
-from fleetplan.optimizer.linear_program import LinearProgram
 from fleetplan.optimizer.milp import FleetModel, build_model
 from fleetplan.optimizer.period_merging import merge_identical_periods
 from fleetplan.optimizer.pool_split import ColumnGroups, pool_bound
@@ -277,12 +276,7 @@ def partial_integrality(case: str, seconds: float, **variant) -> dict:
     for name, cols in families.items():
         integer = np.zeros(program.n_cols, dtype=bool)
         integer[cols.to_numpy(dtype=np.int64)] = True
-        part = LinearProgram()
-        part.add_columns(program.n_cols, lower=program.col_lower, upper=program.col_upper,
-                         integer=integer & program.integer)
-        matrix = program.matrix.tocoo()
-        part.add_rows(program.n_rows, matrix.row, matrix.col, matrix.data,
-                      lower=program.row_lower, upper=program.row_upper)
+        part = program.with_changes(integer=integer & program.integer)
         result = open_solver(part, model.cost, SolveOptions(threads=1)).solve(
             time_limit_s=seconds, mip_gap=1e-4)
         figures[name] = {"integer_columns": int(part.integer.sum()),

@@ -93,12 +93,14 @@ class LinearProgram:
 
     def with_changes(self, *, matrix: sp.csr_matrix | None = None,
                      row_lower: np.ndarray | None = None,
-                     row_upper: np.ndarray | None = None) -> LinearProgram:
-        """A copy with another matrix (same shape) or other row bounds; columns unchanged."""
+                     row_upper: np.ndarray | None = None,
+                     integer: np.ndarray | None = None) -> LinearProgram:
+        """A copy with another matrix (same shape), other row bounds or other integrality
+        (bool per column); column bounds unchanged."""
         matrix = self.matrix if matrix is None else matrix
         program = LinearProgram()
         program.add_columns(self.n_cols, lower=self.col_lower, upper=self.col_upper,
-                            integer=self.integer)
+                            integer=self.integer if integer is None else integer)
         coo = matrix.tocoo()
         program.add_rows(self.n_rows, coo.row, coo.col, coo.data,
                          lower=self.row_lower if row_lower is None else row_lower,
