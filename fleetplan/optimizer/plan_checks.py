@@ -21,6 +21,12 @@ from fleetplan.optimizer.node_packing import nodes_needed
 #: Slack allowed for solver round-off [replicas, shares, GPUs].
 TOLERANCE = 1e-5
 
+#: Routing shares at or below this are not routing: HiGHS accepts a binary within its MIP
+#: feasibility tolerance (1e-6) of 0 or 1, so a workload may keep a share that small on a
+#: configuration whose "used" binary says it carries none (and keeps no N+k spares for it).
+#: The plan's routing table drops them (``solution_tables``), and the N+k check counts no less.
+ROUTE_NOISE = 1e-6
+
 
 @dataclass
 class PlanView:
@@ -202,7 +208,7 @@ def check_redundancy(view: PlanView) -> list[str]:
     routes = view.loads()
     load = routes.groupby(["config", "period"])["load"].sum()
     have = view.replicas.groupby(["config", "period"])["replicas"].sum()
-    used = routes[routes["fraction"] > 1e-9].assign(k=lambda r: r["workload"].map(k))
+    used = routes[routes["fraction"] > ROUTE_NOISE].assign(k=lambda r: r["workload"].map(k))
     need = used[used["k"] > 0].groupby(["config", "period"])["k"].max()
     spare = (have.reindex(need.index, fill_value=0.0) - load.reindex(need.index, fill_value=0.0))
     short = need.index[(spare < need - TOLERANCE).to_numpy()]

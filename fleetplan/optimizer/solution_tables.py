@@ -26,17 +26,12 @@ from fleetplan.optimizer.fleet_problem import charged_offers
 from fleetplan.optimizer.hosted_apis import break_even_table
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.milp_tables import per_period
+from fleetplan.optimizer.plan_checks import ROUTE_NOISE
 from fleetplan.optimizer.power_envelope import power_table
 from fleetplan.optimizer.solver import SolveOutcome
 
 #: Shares and counts below this are solver noise.
 EPSILON = 1e-7
-
-#: Routing shares at or below this are not routing: HiGHS accepts a binary within its MIP
-#: feasibility tolerance (1e-6) of 0 or 1, so a workload may keep a share that small on a
-#: configuration whose "used" binary says it carries none (and keeps no N+k spares for it).
-ROUTE_NOISE = 1e-6
-
 
 def values(model: FleetModel, table: pd.DataFrame, *, integer=False) -> np.ndarray:
     """Solution values of a variable table's columns (``rounded``)."""
