@@ -130,18 +130,11 @@ def saving(base: BasePlan, relaxed: tuple[float, float]) -> tuple[float, float]:
             gaps[0] * base.usd_per_month + gaps[1] * usd_per_month)
 
 
-@dataclass(frozen=True)
-class Started:
-    """A relaxed problem handed to the worker: its result to come."""
-
-    future: Future
-
-
 class SloPricing(NamedTuple):
     """The workloads whose looser TPOT SLO is priced, (workload, SLO [ms]), and their re-solves."""
 
     subjects: list[tuple[str, float]]
-    started: list[Started]
+    started: list[Future]
 
 
 class ReSolves:
@@ -185,20 +178,18 @@ class ReSolves:
         if future.set_running_or_notify_cancel():
             try:
                 future.set_result(solve())
-            except Exception as error:  # handed to whoever waits for it
+            except BaseException as error:  # handed to whoever waits for it
                 future.set_exception(error)
-            except BaseException as error:  # an interrupt or SIGTERM's exit: stop at once
-                future.set_exception(error)
-                raise
+                if not isinstance(error, Exception):  # an interrupt or SIGTERM's exit
+                    raise  # stops this thread at once
         return True
 
-    def start(self, make_problems: list[Callable[[], Problem]]) -> list[Started]:
+    def start(self, make_problems: list[Callable[[], Problem]]) -> list[Future]:
         """Begin solving the problems ``make_problems`` build (callables, so building them runs
         on the worker too)."""
-        return [Started(future)
-                for future in self._queued([partial(self._solve, make) for make in make_problems])]
+        return self._queued([partial(self._solve, make) for make in make_problems])
 
-    def finish(self, resolves: list[ReSolve], started: list[Started]) -> tuple[list, list]:
+    def finish(self, resolves: list[ReSolve], started: list[Future]) -> tuple[list, list]:
         """``relaxed_cost`` of ``resolves`` and of the ``started`` ones, each solved by
         whichever thread reaches it first."""
         order = sorted(range(len(resolves)), key=lambda i: resolves[i].variant is not None)
@@ -208,7 +199,7 @@ class ReSolves:
         while self._run_next():
             pass
         return ([futures[i].result() for i in range(len(resolves))],
-                [one.future.result() for one in started])
+                [future.result() for future in started])
 
     def close(self) -> None:
         """Drop problems not yet begun and wait for the one running (bounded by its limit)."""

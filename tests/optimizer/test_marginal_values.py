@@ -182,5 +182,5 @@ def test_an_infeasible_base_drops_the_pricing_it_began(catalogs, monkeypatch):
     assert plan.status == "infeasible" and not plan.unmet_demand.empty  # the elastic plan
     assert plan.binding_constraints.empty
     assert [subject for subject, _ in begun[0][0]] == ["chat"]  # its looser SLO was being priced
-    assert all(started.future.done() for started in begun[0][1])
+    assert all(future.done() for future in begun[0][1])
     assert not [t for t in threading.enumerate() if t.name.startswith("fleetplan-resolve")]
