@@ -36,6 +36,7 @@ from fleetplan.optimizer.scenario_planning import plan_scenario
 
 SHIPPED = Path(fleetplan.__file__).parent / "examples"
 
+
 def scaled(factor: float) -> Callable[[dict], None]:
     def change(data: dict) -> None:
         for workload in data["workloads"]:
