@@ -124,7 +124,8 @@ def main() -> None:
         verdict = "meets" if figures["seconds"] <= 60 and figures["gap"] <= 0.01 else "MISSES"
         print(f"(c) 3 demand scenarios x the 24-period portfolio: status {figures['status']}, "
               f"gap {figures['gap']:.3%}, {figures['seconds']:.1f} s (target <= 60 s within "
-              f"1 %: {verdict}), peak memory {figures['peak_rss_mb']:,.0f} MB; commitments "
+              f"1 %: {verdict}), peak memory {figures['peak_rss_mb']:,.0f} MB (solver child "
+              f"{figures['child_peak_rss_mb']:,.0f} MB); commitments "
               f"table {figures['commitments_seconds']:.1f} s, VSS "
               f"${figures['vss_usd_per_hour']:,.2f}/h")
         return
