@@ -31,6 +31,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # help texts give units in brackets ([ms]): not Rich markup
 )
 
 for _group in (catalog, sweep, estimate, calibration, plan, compare, whatif, export):

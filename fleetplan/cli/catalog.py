@@ -40,6 +40,7 @@ catalog_app = typer.Typer(
     help="Browse the GPU, model, quantization, price, efficiency and ownership catalogs; "
          "check your own.",
     no_args_is_help=True,
+    rich_markup_mode="markdown",  # as the main app: brackets in help texts are units
 )
 
 

@@ -95,6 +95,16 @@ def test_the_example_points_to_commands_that_exist(capsys):
         assert run(capsys, *command.split(), "--help")[0] == 0, command
 
 
+@pytest.mark.parametrize(("command", "unit"), [("sweep", "Context lengths [tokens]"),
+                                             ("compare", "Peak demand [requests/s]"),
+                                             ("plan", "whole optimization [s];")])
+def test_help_texts_keep_their_units_in_brackets(capsys, command, unit):
+    """Help is rendered as Markdown, not Rich markup, which would take ``[tokens]`` for a style
+    tag and drop it."""
+    code, out, _ = run(capsys, *command.split(), "--help")
+    assert code == 0 and unit in " ".join(re.sub(r"[│ ]+", " ", out).split())
+
+
 def test_bulk_estimates_number_their_cases(tmp_path, capsys):
     cases = tmp_path / "cases.csv"
     pd.DataFrame({"gpu": ["h100-sxm", "l4"], "model": "llama-3.1-8b", "quant": "bf16", "tp": 1, "input_len": 512,
