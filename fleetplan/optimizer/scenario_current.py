@@ -9,9 +9,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from fleetplan.catalogs.conventions import EXISTING_PRICING
+from fleetplan.optimizer.strict_model import StrictModel
 
 #: Largest count one row may give [GPUs] (the scenario's availability cap bound).
 MAX_CURRENT_GPUS = 1_000_000
@@ -21,12 +22,11 @@ CURRENT_COLUMNS = ("gpu", "pricing_type", "count", "model", "quant", "tp", "prov
                    "end_month", "end_date", "usd_per_month")
 
 
-class CurrentGpus(BaseModel):
+class CurrentGpus(StrictModel):
     """GPUs the company has when it plans: a reserved commitment made before the plan
     (``committed``, sunk until its end) or servers it owns (``owned``)."""
 
-    model_config = ConfigDict(extra="forbid", validate_default=True, allow_inf_nan=False,
-                              protected_namespaces=())
+    model_config = ConfigDict(protected_namespaces=())  # a field is named "model"
 
     gpu: str = Field(min_length=1, description="GPU id (gpus catalog); one of fleet.gpus")
     pricing_type: Literal[EXISTING_PRICING] = Field(

@@ -41,6 +41,7 @@ from fleetplan.errors import ScenarioError, did_you_mean
 from fleetplan.optimizer.example import example_data
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.scenario_files import error_message, read_data
+from fleetplan.optimizer.strict_model import NumbersNotBooleans
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ FLEET_AXES = ("engine",)
 _DEMAND_FIELDS = ("requests_per_s", "tokens_per_s", "tokens_per_month")
 
 
-class Axes(BaseModel):
+class Axes(NumbersNotBooleans):
     # inf/nan survive the JSON trip to worker processes: each case is checked on its own there
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 

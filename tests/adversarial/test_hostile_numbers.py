@@ -71,6 +71,16 @@ SCENARIO_CASES = {
     "price inf": (gpu_option("usd_per_gpu_hour", {"on_demand": INF}), r"usd_per_gpu_hour"),
     "price 1e300": (gpu_option("usd_per_gpu_hour", {"on_demand": 1e300}), r"usd_per_gpu_hour.*<="),
     "price negative": (gpu_option("usd_per_gpu_hour", {"on_demand": -1.0}), r"usd_per_gpu_hour.*>= 0"),
+    # YAML's true/false would be read as 1 and 0: refused wherever a number is due
+    "horizon_months true": (fleet("horizon_months", True),
+                            r"fleet.horizon_months: must be a number, not a boolean, got True"),
+    "input_tokens true": (workload("input_tokens", True), r"input_tokens: must be a number"),
+    "tp list with false": (fleet("tp", [1, False]), r"fleet.tp: must be a number.*got \[1, False\]"),
+    "price true": (gpu_option("usd_per_gpu_hour", {"on_demand": True}),
+                   r"usd_per_gpu_hour: must be a number, not a boolean"),
+    "current count true": (lambda d: d["fleet"].update(current=[
+        {"gpu": "l40s", "pricing_type": "owned", "count": True}]),
+        r"fleet.current\[0\].count: must be a number, not a boolean"),
     "time limit inf": (top("solver", "time_limit_s", INF), r"time_limit_s"),
     "mip gap nan": (top("solver", "mip_gap", NAN), r"mip_gap"),
 }
@@ -162,3 +172,10 @@ def test_one_infinite_whatif_value_fails_only_its_own_case(sandbox):
     text = sandbox.path("grid.csv").read_text()
     assert "demand_multiplier" in text and "requests_per_s" in text  # the bad case names its field
     assert text.count("optimal") >= 1
+
+
+def test_a_boolean_in_a_whatif_axis_is_refused(sandbox):
+    base = sandbox.scenario("base.yaml")
+    grid = sandbox.write("grid.yaml", f"base: {base.name}\naxes:\n  demand_multiplier: [1.0, true]\n")
+    sandbox.fails(["whatif", grid, "-o", "grid.csv"], 2,
+                  r"axes.demand_multiplier: must be a number, not a boolean")
