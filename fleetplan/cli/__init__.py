@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 #: Exit code of an interruption by SIGINT (128 + 2).
 INTERRUPTED = 130
 _state = {"debug": False}
+#: The parser's usage errors (bad or missing options, unknown commands): Click's class, which
+#: recent Typer releases vendor, so it is found through Typer's own BadParameter.
+USAGE_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
 class Interrupted(BaseException):
@@ -136,6 +139,9 @@ def _usage_exit(error: BaseException) -> int | None:
     exit_code = getattr(error, "exit_code", None)
     if exit_code is None or isinstance(error, FleetplanError):
         return None
+    if isinstance(error, USAGE_ERROR) and type(error).__name__ != "NoArgsIsHelpError":
+        path = error.ctx.command_path if error.ctx is not None else "fleetplan"
+        return _fail(f"{error.format_message().rstrip('.')} (see '{path} --help')", exit_code)
     show = getattr(error, "show", None)
     if show is not None:
         show()
