@@ -13,7 +13,7 @@ from rich.table import Table
 
 from fleetplan.catalogs import CatalogErrors, check_files, load_catalogs
 from fleetplan.catalogs.schema import CATALOG_NAMES, INDEXED_CATALOGS, catalog_name, load_schema
-from fleetplan.cli.options import CatalogOption, ids
+from fleetplan.cli.options import CatalogOption, named_ids
 from fleetplan.cli.tables import WIDTH, exact_text
 from fleetplan.errors import CatalogError, did_you_mean, one_line
 from fleetplan.exports.sanitize import safe_frame
@@ -125,9 +125,9 @@ for _name in CATALOG_NAMES:
 
 def _rows_of(frame: pd.DataFrame, canonical: str, gpus: str | None, overrides) -> pd.DataFrame:
     """Rows of the ``--gpu`` ids (the id of gpus, the gpu column elsewhere)."""
-    if not gpus:
+    if gpus is None:
         return frame
-    wanted = load_catalogs(overrides=list(overrides)).require("gpu", ids(gpus))
+    wanted = load_catalogs(overrides=list(overrides)).require("gpu", named_ids(gpus, "--gpu"))
     column = "id" if canonical == "gpus" else "gpu"
     if column not in frame.columns:
         message = f"--gpu filters gpus, prices, efficiency and ownership, not {canonical}"

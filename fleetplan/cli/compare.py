@@ -18,7 +18,7 @@ from fleetplan.cli.options import (
     RegionOption,
     catalogs_from,
     echo_price_warnings,
-    ids,
+    named_ids,
     price_rule,
 )
 from fleetplan.cli.tables import print_table
@@ -56,7 +56,7 @@ def compare_command(
     catalogs = catalogs_from(catalog, price_rule(price_choice, provider, region, max_price_age_days, mix_providers))
     workload = {"model": model, "quant": quant, "input_len": input_len, "output_len": output_len,
                 "tpot_slo_ms": tpot_slo_ms, "ttft_slo_ms": ttft_slo_ms, "demand_req_s": demand_req_s}
-    table = compare(workload, ids(gpus), catalogs, utilization=utilization, usd_per_kwh=usd_per_kwh, pue=pue,
+    table = compare(workload, named_ids(gpus, "--gpus"), catalogs, utilization=utilization, usd_per_kwh=usd_per_kwh, pue=pue,
                     power_load=power_load)
     echo_price_warnings(catalogs.chosen_prices(list(table["gpu"]), PRICING_TYPES))
     _print(table, catalogs.price_rule.describe())

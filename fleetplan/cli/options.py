@@ -69,6 +69,15 @@ def ids(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+def named_ids(text: str, option: str) -> list[str]:
+    """Comma-separated ids of an option that must name at least one."""
+    found = ids(text)
+    if not found:
+        message = f"{option} must name at least one id, got {text!r}"
+        raise InvalidValueError(message)
+    return found
+
+
 def catalogs_from(paths, rule: PriceRule | None = None) -> Catalogs:
     """The shipped catalogs merged with the ``--catalog`` files, priced by ``rule``."""
     catalogs = load_catalogs(overrides=list(paths or ()))

@@ -23,6 +23,30 @@ def test_unknown_names_on_the_command_line(sandbox, args, pattern):
     sandbox.fails(args, 2, pattern)
 
 
+@pytest.mark.parametrize(("args", "pattern"), [
+    (["estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--tp", "abc"],
+     r"^error: Invalid value for '--tp': .*integer \(see 'fleetplan estimate --help'\)$"),
+    (["estimate", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--bogus", "1"],
+     r"No such option: --bogus .*\(see 'fleetplan estimate --help'\)$"),
+    (["compare", "--model", "llama-3.1-8b", "--demand-req-s", "1"], r"Missing option '--gpus' \(see"),
+    (["plann"], r"No such command 'plann'\. Did you mean 'plan'\? \(see 'fleetplan --help'\)$"),
+    (["catalog", "shwo"], r"Did you mean 'show'\? \(see 'fleetplan catalog --help'\)$"),
+])
+def test_the_parsers_own_errors_are_one_line_too(sandbox, args, pattern):
+    """Bad, missing or unknown options and commands: one line, not the parser's usage block."""
+    sandbox.fails(args, 2, pattern)
+
+
+@pytest.mark.parametrize(("args", "pattern"), [
+    (["compare", "--model", "llama-3.1-8b", "--gpus", ",", "--demand-req-s", "1"],
+     r"--gpus must name at least one id, got ','"),
+    (["catalog", "show", "prices", "--gpu", ""], r"--gpu must name at least one id, got ''"),
+    (["catalog", "gpus", "--gpu", " , "], r"--gpu must name at least one id, got ' , '"),
+])
+def test_an_id_list_with_no_ids_is_refused(sandbox, args, pattern):
+    sandbox.fails(args, 2, pattern)
+
+
 def workload(field, value):
     def edit(data):
         data["workloads"][0][field] = value
