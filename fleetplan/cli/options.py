@@ -38,7 +38,7 @@ PriceRuleOption = Annotated[str, typer.Option(
 ProviderOption = Annotated[str | None, typer.Option(rich_help_panel=_PRICES, help="Prices from this provider only")]
 RegionOption = Annotated[str | None, typer.Option(rich_help_panel=_PRICES, help="Prices from this region only")]
 MaxAgeOption = Annotated[int, typer.Option(
-    "--max-price-age-days", rich_help_panel=_PRICES, help="Warn about prices older than this [days]")]
+    "--max-price-age-days", rich_help_panel=_PRICES, min=0, help="Warn about prices older than this [days]")]
 MixOption = Annotated[bool, typer.Option(
     "--mix-providers", rich_help_panel=_PRICES,
     help="Choose spot and reserved prices on their own; default: from the on-demand price's provider")]
