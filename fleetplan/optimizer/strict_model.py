@@ -4,6 +4,7 @@ numbers and bad defaults are errors, each reported as one line naming the field
 
 from __future__ import annotations
 
+import types
 import typing
 from typing import Any
 
@@ -12,21 +13,20 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 NUMBERS = (int, float)
 
 
-def _types_in(annotation: Any) -> set:
-    """Every type an annotation names, through unions, lists and dicts."""
-    found = {annotation}
-    for argument in typing.get_args(annotation):
-        found |= _types_in(argument)
-    return found
-
-
-def _booleans_in(value: Any) -> bool:
-    """Whether ``value``, a list's items or a mapping's values hold a boolean."""
-    if isinstance(value, bool):
-        return True
-    items = value.values() if isinstance(value, dict) else value if isinstance(
-        value, list) else ()
-    return any(isinstance(item, bool) for item in items)
+def boolean_for_number(value: Any, annotation: Any) -> bool:
+    """Whether ``value`` holds a boolean where ``annotation`` wants a number, at any depth of
+    lists and mappings whose shape matches (a list given for a mapping is pydantic's to refuse).
+    """
+    if annotation in NUMBERS:
+        return isinstance(value, bool)
+    origin, arguments = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return bool not in arguments and any(boolean_for_number(value, a) for a in arguments)
+    if origin in (list, tuple, set) and isinstance(value, list) and arguments:
+        return any(boolean_for_number(item, arguments[0]) for item in value)
+    if origin is dict and isinstance(value, dict) and len(arguments) == 2:
+        return any(boolean_for_number(item, arguments[1]) for item in value.values())
+    return False
 
 
 class NumbersNotBooleans(BaseModel):
@@ -36,8 +36,7 @@ class NumbersNotBooleans(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        types = _types_in(cls.model_fields[info.field_name].annotation)
-        if bool not in types and types & set(NUMBERS) and _booleans_in(value):
+        if boolean_for_number(value, cls.model_fields[info.field_name].annotation):
             message = f"must be a number, not a boolean, got {value}"
             raise ValueError(message)
         return value

@@ -7,6 +7,8 @@ import math
 
 import pytest
 
+from fleetplan.optimizer.strict_model import boolean_for_number
+
 INF, NAN = math.inf, math.nan
 
 
@@ -174,8 +176,24 @@ def test_one_infinite_whatif_value_fails_only_its_own_case(sandbox):
     assert text.count("optimal") >= 1
 
 
-def test_a_boolean_in_a_whatif_axis_is_refused(sandbox):
+@pytest.mark.parametrize(("axis", "pattern"), [
+    ("demand_multiplier: [1.0, true]", r"axes.demand_multiplier: must be a number, not a boolean"),
+    ("price_multiplier: {l40s: [1.0, false]}",
+     r"axes.price_multiplier: must be a number, not a boolean, got \{'l40s': \[1.0, False\]\}"),
+    # a list where a mapping is due is the wrong shape, whatever it holds
+    ("price_multiplier: [1.0, true]", r"axes.price_multiplier: must be a valid dictionary"),
+])
+def test_a_boolean_in_a_whatif_axis_is_refused(sandbox, axis, pattern):
     base = sandbox.scenario("base.yaml")
-    grid = sandbox.write("grid.yaml", f"base: {base.name}\naxes:\n  demand_multiplier: [1.0, true]\n")
-    sandbox.fails(["whatif", grid, "-o", "grid.csv"], 2,
-                  r"axes.demand_multiplier: must be a number, not a boolean")
+    grid = sandbox.write("grid.yaml", f"base: {base.name}\naxes:\n  {axis}\n")
+    sandbox.fails(["whatif", grid, "-o", "grid.csv"], 2, pattern)
+
+
+@pytest.mark.parametrize(("value", "annotation", "refused"), [
+    (True, int, True), (1, int, False), (True, bool, False), (True, bool | None, False),
+    (True, float | None, True), ([1, False], list[int] | None, True), ([1, 2], list[int], False),
+    ({"a": [1.0, True]}, dict[str, list[float]], True), ([True], dict[str, float], False),
+    (True, str, False), ({"a": True}, dict[str, bool], False),
+])
+def test_booleans_are_found_where_numbers_are_due(value, annotation, refused):
+    assert boolean_for_number(value, annotation) is refused
