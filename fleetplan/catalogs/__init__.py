@@ -32,6 +32,7 @@ from fleetplan.catalogs.prices import (
                                             choose_prices,
                                             parse_price_rule,
                                             price_usd_per_gpu_hour,
+                                            unpriced_gpus,
                                             warning_lines,
 )
 from fleetplan.catalogs.registry import Catalogs
@@ -61,5 +62,6 @@ __all__ = [
                                             "load_schema",
                                             "parse_price_rule",
                                             "price_usd_per_gpu_hour",
+                                            "unpriced_gpus",
                                             "warning_lines",
 ]

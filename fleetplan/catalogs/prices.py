@@ -239,6 +239,13 @@ def warning_lines(chosen: pd.DataFrame) -> list[str]:
                      "warning"]].itertuples(index=False)]
 
 
+def unpriced_gpus(chosen: pd.DataFrame, gpus: Iterable[str], pricing_type: str = "on_demand") -> list[str]:
+    """The ``gpus`` for which the rule found no ``pricing_type`` row (``chosen``: from
+    :func:`choose_prices`), in their order."""
+    priced = set(chosen.loc[chosen["pricing_type"] == pricing_type, "gpu"].astype(str))
+    return [gpu for gpu in dict.fromkeys(map(str, gpus)) if gpu not in priced]
+
+
 def price_usd_per_gpu_hour(prices: pd.DataFrame, gpus: Iterable[str], rule: PriceRule | None = None,
                            pricing_type: str = "on_demand") -> np.ndarray:
     """The rule's price of each element of ``gpus`` for one pricing type; NaN if none

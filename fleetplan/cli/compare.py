@@ -58,7 +58,7 @@ def compare_command(
                 "tpot_slo_ms": tpot_slo_ms, "ttft_slo_ms": ttft_slo_ms, "demand_req_s": demand_req_s}
     table = compare(workload, named_ids(gpus, "--gpus"), catalogs, utilization=utilization, usd_per_kwh=usd_per_kwh, pue=pue,
                     power_load=power_load)
-    echo_price_warnings(catalogs.chosen_prices(list(table["gpu"]), PRICING_TYPES))
+    echo_price_warnings(catalogs.chosen_prices(list(table["gpu"]), PRICING_TYPES), list(table["gpu"]))
     _print(table, catalogs.price_rule.describe())
     if output is not None:
         params = {"hours_per_month": HOURS_PER_MONTH, "usd_per_kwh": usd_per_kwh, "pue": pue, "power_load": power_load}

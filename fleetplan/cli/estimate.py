@@ -119,9 +119,10 @@ def estimate_command(
             raise InvalidValueError(message)
         frame[name] = value
     result = estimate_cases(frame, catalogs, capacity_quantile=capacity_quantile.strip().lower(), **given)
-    chosen = catalogs.chosen_prices(result["gpu"].astype(str).unique(), ["on_demand"])
+    gpus = result["gpu"].astype(str).unique()
+    chosen = catalogs.chosen_prices(gpus, ["on_demand"])
     if "usd_per_gpu_hour" not in given:
-        echo_price_warnings(chosen)
+        echo_price_warnings(chosen, gpus)
     result = with_price_provenance(result, chosen).rename(columns=VLLM_NAMES)
     if cases is None:
         _check_runs(result.iloc[0], allow_invalid)
@@ -182,9 +183,10 @@ def _print_disaggregated(gpu, model, quant, kv_quant, tp, input_len, output_len,
                           "decode_gpu": gpu, "decode_tp": tp, **slos}])
     result = disaggregated(case, catalogs, **given)
     _check_runs(result.iloc[0], allow_invalid)
-    chosen = catalogs.chosen_prices(catalogs.require("gpu", [gpu, prefill_gpu]), ["on_demand"])
+    gpus = catalogs.require("gpu", [gpu, prefill_gpu])
+    chosen = catalogs.chosen_prices(gpus, ["on_demand"])
     if "usd_per_gpu_hour" not in given:
-        echo_price_warnings(chosen)
+        echo_price_warnings(chosen, gpus)
     if as_json:
         typer.echo(result.to_json(orient="records", indent=2, double_precision=15))
         return
@@ -256,6 +258,8 @@ def _price_caption(row: pd.Series) -> str:
     stages = row.get("pp", 1.0)
     price = row["usd_per_hour"] / (row["tp"] * (stages if pd.notna(stages) else 1.0))
     provider = row.get("price_provider", "")
+    if pd.isna(price):
+        return f"Price: none listed for {row['gpu']} (give --price or a --catalog prices row)."
     if pd.isna(provider) or provider in ("", "given"):
         return f"Price: ${price:,.2f} per GPU-hour as given."
     return (f"Price: ${price:,.2f} per GPU-hour on demand from {provider}, as of {row['price_as_of']} "

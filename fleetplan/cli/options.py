@@ -15,6 +15,7 @@ from fleetplan.catalogs import (
     Catalogs,
     PriceRule,
     load_catalogs,
+    unpriced_gpus,
     warning_lines,
 )
 from fleetplan.errors import InvalidValueError
@@ -38,7 +39,7 @@ PriceRuleOption = Annotated[str, typer.Option(
 ProviderOption = Annotated[str | None, typer.Option(rich_help_panel=_PRICES, help="Prices from this provider only")]
 RegionOption = Annotated[str | None, typer.Option(rich_help_panel=_PRICES, help="Prices from this region only")]
 MaxAgeOption = Annotated[int, typer.Option(
-    "--max-price-age-days", rich_help_panel=_PRICES, min=0, help="Warn about prices older than this [days]")]
+    "--max-price-age-days", rich_help_panel=_PRICES, help="Warn about prices older than this [days]")]
 MixOption = Annotated[bool, typer.Option(
     "--mix-providers", rich_help_panel=_PRICES,
     help="Choose spot and reserved prices on their own; default: from the on-demand price's provider")]
@@ -90,10 +91,15 @@ def price_rule(choice: str = DEFAULT_PRICE_RULE, provider: str | None = None, re
     return PriceRule(choice, provider or None, region or None, max_age_days, mix_providers)
 
 
-def echo_price_warnings(chosen: pd.DataFrame) -> None:
-    """Old or single-provider prices, one line each on stderr."""
+def echo_price_warnings(chosen: pd.DataFrame, gpus=()) -> None:
+    """Old or single-provider prices, one line each on stderr, and the ``gpus`` with no
+    on-demand price at all."""
     for line in warning_lines(chosen):
         typer.echo(f"warning: {line}", err=True)
+    missing = unpriced_gpus(chosen, gpus)
+    if missing:
+        typer.echo(f"warning: no on_demand price for {', '.join(missing)} in the catalogs: its cost "
+                   f"columns are empty (give one in a --catalog prices row)", err=True)
 
 
 def factors(mbu, mfu, step_overhead_ms, price, reserve_fraction, max_num_seqs, engine=None) -> dict:

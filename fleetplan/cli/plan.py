@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from fleetplan.catalogs import PriceRule
 from fleetplan.cli.options import (
     CatalogOption,
     MaxAgeOption,
@@ -74,6 +75,8 @@ def with_price_options(scenario: dict, catalogs: list | None, choice: str | None
                        region: str | None, max_age_days: int | None, mix_providers: bool) -> dict:
     """A scenario mapping with the command line's price rule and catalog files; options not
     given keep the scenario's own."""
+    if max_age_days is not None:  # the option's own message, not the scenario field's
+        PriceRule(max_age_days=max_age_days)
     data = {**scenario, "fleet": dict(scenario.get("fleet") or {})}
     given = {"price_rule": choice, "provider": provider, "region": region, "max_price_age_days": max_age_days,
              "mix_providers": mix_providers or None}

@@ -105,7 +105,7 @@ def sweep_command(
     gpus = list(dict.fromkeys([*catalogs.require("gpu", ids(gpu)), *_prefill_gpus(catalogs, prefill_gpu)]))
     chosen = catalogs.chosen_prices(gpus, ["on_demand"])
     if "usd_per_gpu_hour" not in overrides:
-        echo_price_warnings(chosen)
+        echo_price_warnings(chosen, gpus)
     on_dask = bool(scheduler or workers is not None or os.environ.get("FLEETPLAN_SCHEDULER"))
     chosen_columns = ids(columns) if columns is not None else None
     if chosen_columns is not None:

@@ -3,7 +3,8 @@
 A sweep or estimate row is priced at ``usd_per_hour = price x GPUs``; ``price_provider``,
 ``price_as_of`` and ``price_source`` name the prices-catalog row the rule chose for the row's
 GPU (``fleetplan.catalogs.prices``). A row whose price is not that row's (``--price`` or a case's
-own ``usd_per_gpu_hour``) says ``given``; a disaggregated row (``prefill_tp`` > 0) is priced with
+own ``usd_per_gpu_hour``) says ``given``, a row of a GPU no catalog row prices (its cost columns
+empty) says ``none``; a disaggregated row (``prefill_tp`` > 0) is priced with
 its prefill replicas too and names its decode GPU's row.
 """
 
@@ -15,6 +16,7 @@ import pandas as pd
 #: Columns added after the sweep or estimate columns, all categorical.
 PROVENANCE_COLUMNS = ("price_provider", "price_as_of", "price_source")
 GIVEN = "given"
+UNPRICED = "none"
 
 
 def with_price_provenance(frame: pd.DataFrame, chosen: pd.DataFrame) -> pd.DataFrame:
@@ -32,10 +34,12 @@ def with_price_provenance(frame: pd.DataFrame, chosen: pd.DataFrame) -> pd.DataF
         same |= frame["prefill_tp"].to_numpy(dtype=float) > 0
     labels = {"price_provider": (rows["provider"] + " " + rows["region"]).str.strip(),
               "price_as_of": rows["as_of"].astype(str), "price_source": rows["source"].astype(str)}
+    unpriced = np.isnan(frame["usd_per_hour"].to_numpy(dtype=float))
     extra = {}
     for name, by_gpu in labels.items():
         text = gpu.map(by_gpu).to_numpy(dtype=object)
-        extra[name] = pd.Categorical(np.where(same, text, GIVEN if name != "price_as_of" else ""))
+        other = np.where(unpriced, UNPRICED, GIVEN) if name != "price_as_of" else ""
+        extra[name] = pd.Categorical(np.where(same, text, other))
     return frame.assign(**extra)
 
 

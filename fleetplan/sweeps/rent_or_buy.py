@@ -69,14 +69,19 @@ def buy_usd_per_month(nodes, usd_per_node, life_years, power_usd, hosting_usd_pe
 
 
 def break_even_months(capex_usd, rent_usd_per_month, opex_usd_per_month):
-    """Months after which buying has cost less than renting; infinite if renting stays cheaper.
+    """Months after which buying has cost less than renting; infinite if renting stays cheaper,
+    NaN where a price is unknown (no rent price listed, or no ownership row).
 
     >>> float(break_even_months(240000.0, 13000.0, 3000.0))
     24.0
+    >>> [float(m) for m in break_even_months([240000.0, 1.0, np.nan], [2000.0, np.nan, 9.0], 3000.0)]
+    [inf, nan, nan]
     """
+    capex = np.asarray(capex_usd, dtype=float)
     saving = np.asarray(rent_usd_per_month, dtype=float) - opex_usd_per_month
+    unknown = np.isnan(saving) | np.isnan(capex)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(saving > 0, np.asarray(capex_usd, dtype=float) / saving, np.inf)
+        return np.where(saving > 0, capex / saving, np.where(unknown, np.nan, np.inf))
 
 
 def rent_prices(catalogs, gpus: list[str]) -> pd.DataFrame:
@@ -186,6 +191,9 @@ def _reserved_sentence(row: dict) -> str:
               row[f"price_{kind}_same_provider_on_demand_usd_per_gpu_hour"])
              for kind, label in (("reserved_1y", "1-year"), ("reserved_3y", "3-year"))]
     listed = [t for t in terms if np.isfinite(t[1])]
+    if not listed and not np.isfinite(on_demand):
+        return (f"No price is listed for {row['gpu']}: give one in a --catalog prices row to cost "
+                f"renting it.")
     if not listed:
         return f"No reserved price is listed for {row['gpu']}: renting is on demand only ({renter} ${on_demand:,.2f}/GPU-hour)."
     seller = listed[0][2]

@@ -142,6 +142,7 @@ def test_bad_start_date():
      "unknown price rule 'cheap'; did you mean 'cheapest'"),
     (["compare", "--model", "llama-3.1-8b", "--gpus", "l4", "--demand-req-s", "1", "--max-price-age-days", "-1"],
      "max price age must be a whole number of days >= 0, got -1"),
+    (["plan", "--max-price-age-days", "-5"], "max price age must be a whole number of days >= 0, got -5"),
     (["catalog", "show", "quants", "--gpu", "l4"], "--gpu filters gpus, prices, efficiency and ownership, not quants"),
 ])
 def test_bad_options_exit_2_with_one_line(capsys, args, message):

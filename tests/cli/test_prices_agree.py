@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from fleetplan.catalogs import load_catalogs, unpriced_gpus
 from fleetplan.cli import main
+from fleetplan.sweeps.rent_or_buy import compare
 
 CONFIG = ["--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--quant", "fp8", "--input-len", "1000",
           "--output-len", "250"]
@@ -79,3 +81,35 @@ def test_every_command_gives_the_same_cost_per_token(tmp_path, capsys, rule):
     workloads = json.loads((tmp_path / "plan.json").read_text())["tables"]["workloads"]
     assert workloads[0]["usd_per_m_tokens"] == pytest.approx(loaded["usd_per_m_total_tokens"], rel=1e-9)
     assert (rule == "median") == (loaded["usd_per_hour"] > 3.0)  # the rules price the same GPU differently
+
+
+@pytest.fixture(scope="module")
+def unpriced_gpu() -> str:
+    """A GPU of the shipped catalogs that no on-demand price row lists (mi250x, gaudi3, ...)."""
+    catalogs = load_catalogs()
+    gpus = list(catalogs.gpus.index)
+    missing = unpriced_gpus(catalogs.chosen_prices(gpus, ["on_demand"]), gpus)
+    assert missing, "every GPU is priced now: these tests need a GPU without a price row"
+    return missing[0]
+
+
+def test_a_gpu_without_a_price_is_named_not_passed_off_as_given(capsys, unpriced_gpu):
+    out = run(capsys, "estimate", "--gpu", unpriced_gpu, "--model", "llama-3.1-8b", "--batch", "8")
+    assert f"Price: none listed for {unpriced_gpu}" in " ".join(out.split())
+    code = main(["sweep", "--gpu", f"{unpriced_gpu},h100-sxm", "--model", "llama-3.1-8b", "--batch", "8"])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert f"warning: no on_demand price for {unpriced_gpu} in the catalogs" in captured.err
+    rows = pd.read_csv(io.StringIO(captured.out)).set_index("gpu")
+    assert rows.loc[unpriced_gpu, "price_provider"] == "none"
+    assert pd.isna(rows.loc[unpriced_gpu, "usd_per_hour"])
+    assert rows.loc["h100-sxm", "price_provider"] not in ("none", "given")
+
+
+def test_compare_says_a_gpu_has_no_price_and_no_break_even(capsys, unpriced_gpu):
+    code = main(["compare", "--model", "llama-3.1-8b", "--gpus", f"{unpriced_gpu},h100-sxm", "--demand-req-s", "2"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0 and f"No price is listed for {unpriced_gpu}" in out and "$nan" not in out
+    table = compare({"model": "llama-3.1-8b", "quant": "bf16", "input_len": 1024, "output_len": 256,
+                     "demand_req_s": 2.0}, [unpriced_gpu], load_catalogs())
+    assert table["break_even_months_vs_on_demand"].isna().all()
