@@ -206,13 +206,16 @@ def _check_column(cases, column, low, inclusive, high, *, integer, required) -> 
     blank = raw.isna().to_numpy() | (raw.astype(str).str.strip() == "").to_numpy()
     too_low = values < low if inclusive else values <= low
     bad = (np.isnan(values) & (required | ~blank)) | too_low | (values > high) | ~np.isfinite(values) & ~blank
+    bad |= raw.map(type).isin([bool, np.bool_]).to_numpy()  # True would count as 1
     if integer:
         bad |= ~np.isnan(values) & (values != np.round(values))
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         kind = "a whole number" if integer else "a number"
         bound = f"{'>=' if inclusive else '>'} {low:g} and <= {high:g}"
-        message = f"cases row {row + 1}, column {column}: must be {kind} {bound}, got {raw.iloc[row]!r}"
+        value = raw.iloc[row]
+        shown = repr(value) if isinstance(value, str) else str(value)  # 8.5, not np.float64(8.5)
+        message = f"cases row {row + 1}, column {column}: must be {kind} {bound}, got {shown}"
         raise InvalidValueError(message)
     cases[column] = values.astype(np.int64) if required and integer else np.where(blank, np.nan, values)
 
