@@ -32,6 +32,7 @@ from fleetplan.optimizer.current_fleet import (
 from fleetplan.optimizer.lead_times import LEAD_COLUMNS
 from fleetplan.optimizer.scenario import Scenario
 from fleetplan.optimizer.scenario_current import CURRENT_COLUMNS, CurrentGpus
+from fleetplan.optimizer.scenario_files import error_message
 
 
 @dataclass
@@ -194,8 +195,6 @@ def read_current_csv(path: str | os.PathLike) -> list[dict]:
         try:
             rows.append(CurrentGpus.model_validate(given).model_dump(mode="json"))
         except ValidationError as problem:
-            first = problem.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "row"
-            message = f"{path}: line {line}: {where}: {first['msg']}"
+            message = f"{path}: line {line}: {error_message(problem.errors()[0], CurrentGpus)}"
             raise ScenarioError(message) from None
     return rows

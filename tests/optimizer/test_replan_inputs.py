@@ -101,8 +101,10 @@ def test_a_current_fleet_csv_gives_the_scenarios_rows(tmp_path):
 @pytest.mark.parametrize(("text", "message"), [
     ("gpu,pricing_type,count,colour\nl40s,owned,4,red\n",
      r"unknown column 'colour'"),
-    ("gpu,pricing_type,count\nl40s,rented,4\n", r"line 2: pricing_type: Input should be"),
-    ("gpu,pricing_type,count\nl40s,owned,-4\n", r"line 2: count: Input should be greater than 0"),
+    ("gpu,pricing_type,count\nl40s,rented,4\n",
+     r"line 2: pricing_type: must be 'committed' or 'owned', got 'rented'$"),
+    ("gpu,pricing_type,count\nl40s,owned,-4\n", r"line 2: count: must be > 0, got '-4'$"),
+    ("gpu,pricing_type,count\nl40s,owned,True\n", r"line 2: count: must be a valid integer.*got 'True'$"),
     ("gpu,pricing_type,count,end_month\nl40s,committed,4,soon\n", r"line 2: end_month"),
     ("gpu,pricing_type,count\nl40s,owned,inf\n", r"line 2: count"),
     ("gpu,pricing_type,count\n=cmd(),owned,4\n", None),
