@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ValidationError
 
-from fleetplan.catalogs.input_files import read_csv_table, read_mapping
+from fleetplan.catalogs.input_files import csv_frame, read_mapping, read_text
 from fleetplan.errors import ScenarioError
 from fleetplan.optimizer.profile_checks import MAX_PROFILE_HOURS, check_profile, check_profile_cycle
 from fleetplan.optimizer.scenario import MAX_WORKLOADS, Scenario
@@ -155,7 +155,10 @@ def read_profile_csv(path: Path, where: str) -> list[float]:
     if not path.is_file():
         message = f"{where}: file not found: {path}"
         raise ScenarioError(message)
-    table = read_csv_table(path, "hourly profile", error=ScenarioError)
+    text = read_text(path, "hourly profile", error=ScenarioError)
+    first = csv_frame(text, str(path), ScenarioError, header=None, nrows=1)
+    header = bool(pd.isna(pd.to_numeric(first.iloc[0, -1], errors="coerce")))  # a name, no value
+    table = csv_frame(text, str(path), ScenarioError, header=0 if header else None)
     stamps = _timestamps(table)
     if stamps is not None:
         order = np.argsort(stamps.to_numpy(), kind="stable")
@@ -168,8 +171,15 @@ def read_profile_csv(path: Path, where: str) -> list[float]:
             raise ScenarioError(message)
         table = table.drop(columns=stamps.name)
     values = pd.to_numeric(table.iloc[:, -1], errors="coerce") if len(table.columns) else None
-    if values is None or not 1 <= len(values) <= MAX_PROFILE_HOURS or values.isna().any():
-        count = 0 if values is None else int(values.notna().sum())
+    if values is not None and values.isna().any():
+        row = int(np.flatnonzero(values.isna().to_numpy())[0])
+        line = int(table.index[row]) + (2 if header else 1)
+        column = f"{table.columns[-1]}" if header else "the last column"
+        message = (f"{where}: {path.name} line {line}: {column} must be a number, "
+                   f"got {_shown(table.iloc[row, -1])}")
+        raise ScenarioError(message)
+    if values is None or not 1 <= len(values) <= MAX_PROFILE_HOURS:
+        count = 0 if values is None else len(values)
         message = (f"{where}: {path.name} must hold 1 to {MAX_PROFILE_HOURS} numbers in its "
                    f"last column, got {count}")
         raise ScenarioError(message)

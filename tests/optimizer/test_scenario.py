@@ -167,9 +167,22 @@ def test_hourly_profile_csv_is_read_relative_to_the_scenario(tmp_path):
     assert scenario.workloads[0].hourly_profile == [1.0] * 12 + [2.0] * 12
 
 
+@pytest.mark.parametrize("header", ["", "demand\n"])
+def test_a_profile_csv_may_have_a_header_row_or_none(tmp_path, header):
+    # without a header every row is an hour: the first is not taken for a column name
+    (tmp_path / "profile.csv").write_text(header + "".join(f"{1 + h / 10}\n" for h in range(24)))
+    data = changed(set_in(("workloads", 0, "hourly_profile"), "profile.csv"))
+    path = tmp_path / "s.yaml"
+    path.write_text(json.dumps(data))
+    profile = load_scenario(path).workloads[0].hourly_profile
+    assert len(profile) == 24 and profile[1] / profile[0] == pytest.approx(1.1)
+
+
 @pytest.mark.parametrize(("content", "message"), [
     (None, "file not found"),
-    ("hour,demand\n0,x\n", r"must hold 1 to 8784 numbers in its last column, got 0"),
+    ("hour,demand\n0,x\n", r"profile.csv line 2: demand must be a number, got 'x'"),
+    ("1\n2\nTrue\n", r"profile.csv line 3: the last column must be a number, got 'True'"),
+    ("hour,demand\n", r"must hold 1 to 8784 numbers in its last column, got 0"),
     ("time,demand\n2026-01-05T00:00Z,1\n2026-01-05T02:00Z,2\n",
      r"timestamps must be one hour apart, 2026-01-05 00:00:00\+00:00 is followed by"),
     ("v\n" + "-1\n" * 24, r"hour 0: must be a finite number >= 0"),
