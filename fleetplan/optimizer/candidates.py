@@ -118,6 +118,16 @@ def bucket_cases(scenario: Scenario, buckets: pd.DataFrame, names: dict) -> pd.D
     return cases
 
 
+def node_sizes(scenario: Scenario, gpu_ids: list[str], catalog_gpus: pd.DataFrame) -> pd.Series:
+    """GPUs per node of each allowed GPU type (``gpu_ids``: canonical ids in ``fleet.gpus``
+    order) [GPUs]: the scenario's own ``gpus_per_node`` where given, else the catalog's. It caps
+    the TP degree of a replica, whether or not the plan buys whole nodes."""
+    catalog = catalog_gpus["gpus_per_node"].reindex(gpu_ids).to_numpy(dtype=float)
+    own = np.array([np.nan if o.gpus_per_node is None else o.gpus_per_node
+                    for o in scenario.fleet.gpus], dtype=float)
+    return pd.Series(np.where(np.isnan(own), catalog, own), index=gpu_ids)
+
+
 def replica_options(gpus: list[str], tps: list[int], gpus_per_node: pd.Series) -> pd.DataFrame:
     """(gpu, tp) pairs; TP degrees larger than a GPU's node are left out (TP stays in a node)."""
     options = pd.DataFrame({"gpu": gpus}).merge(pd.DataFrame({"tp": tps}), how="cross")
@@ -128,6 +138,12 @@ def engine_cases(scenario: Scenario, buckets: pd.DataFrame, names: dict,
                  gpus_per_node: pd.Series) -> pd.DataFrame:
     """Every (workload bucket, GPU, quant, TP) case, and a looser-TPOT variant per workload."""
     configs = replica_options(names["gpus"], scenario.fleet.tp, gpus_per_node)
+    if configs.empty:
+        nodes = ", ".join(f"{gpu} {int(gpus_per_node[gpu])}" for gpu in names["gpus"])
+        message = (f"fleet.tp: no allowed TP degree ({', '.join(map(str, scenario.fleet.tp))}) fits "
+                   f"in one node of an allowed GPU (GPUs per node: {nodes}); tensor parallelism "
+                   f"stays inside a node")
+        raise ScenarioError(message)
     cases = bucket_cases(scenario, buckets, names).merge(configs, how="cross")
     has_slo = cases["tpot_slo_ms"].notna() | cases["ttft_slo_ms"].notna()
     with_slo = "max_rate" if scenario.fleet.capacity_model == "load" else "slo"

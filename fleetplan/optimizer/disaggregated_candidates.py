@@ -16,7 +16,7 @@ import pandas as pd
 
 from fleetplan.catalogs import Catalogs
 from fleetplan.errors import ScenarioError
-from fleetplan.optimizer.candidates import bucket_cases, fleet_gpu_id, replica_options
+from fleetplan.optimizer.candidates import bucket_cases, fleet_gpu_id, node_sizes, replica_options
 from fleetplan.optimizer.scenario import Scenario
 from fleetplan.sweeps.disaggregation import disaggregated
 
@@ -89,7 +89,8 @@ def disaggregated_candidates(scenario: Scenario, catalogs: Catalogs, buckets: pd
         message = ("fleet.disaggregation: not available with capacity_profiles (measured "
                    "capacities are for whole replicas)")
         raise ScenarioError(message)
-    gpus_per_node = catalogs.gpus["gpus_per_node"]
+    gpus_per_node = catalogs.gpus["gpus_per_node"].astype(float)  # pools may name other GPUs
+    gpus_per_node.update(node_sizes(scenario, names["gpus"], catalogs.gpus))
     pools = pool_gpus(scenario, catalogs, names["gpus"])
     cases = pair_cases(scenario, buckets, names, pools, gpus_per_node)
     return from_pairs(cases, catalogs, scenario.fleet.capacity_model)

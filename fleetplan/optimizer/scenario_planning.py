@@ -100,6 +100,19 @@ def _within_terms(scenario: Scenario, prices: pd.DataFrame) -> tuple[pd.DataFram
     return kept, notes
 
 
+def _check_profile_nodes(profiles: pd.DataFrame, node_gpus: pd.Series) -> None:
+    """A measured replica larger than its GPU's node is refused: tensor parallelism stays inside
+    a node, and the node rows could not place it."""
+    limit = profiles["gpu"].map(node_gpus).to_numpy(dtype=float)
+    too_large = profiles["tp"].to_numpy(dtype=float) > limit  # NaN (a GPU not in the fleet): no
+    if too_large.any():
+        row = profiles[too_large].iloc[0]
+        message = (f"capacity_profiles: {row['gpu']} tp {int(row['tp'])} does not fit in one node of "
+                   f"{int(node_gpus[row['gpu']])} GPUs (tensor parallelism stays inside a node; "
+                   f"fleet.gpus[].gpus_per_node sets the node size)")
+        raise ScenarioError(message)
+
+
 def _workload_table(scenario: Scenario, models: list[str]) -> pd.DataFrame:
     workloads = scenario.workloads
     names = [w.name for w in workloads]
@@ -116,8 +129,10 @@ def _candidates(scenario: Scenario, catalogs: Catalogs, buckets: pd.DataFrame, n
     if scenario.capacity_profiles is not None:
         quants = {w.name: q for w, q in zip(scenario.workloads, names["quants"], strict=True)}
         profiles = read_profiles(scenario.capacity_profiles, catalogs.gpus.index)
-        table = profile_candidates(profiles[profiles["tp"].isin(scenario.fleet.tp)], buckets,
-                                   names, quants)
+        profiles = profiles[profiles["tp"].isin(scenario.fleet.tp)]
+        _check_profile_nodes(profiles, candidate_tables.node_sizes(scenario, names["gpus"],
+                                                                   catalogs.gpus))
+        table = profile_candidates(profiles, buckets, names, quants)
         own_level = slo_levels(candidate_tables.workload_slos(scenario, names), shared=False)
         table = table.merge(own_level, on="workload")
         uncovered = uncovered_reasons(buckets, table)
@@ -127,8 +142,8 @@ def _candidates(scenario: Scenario, catalogs: Catalogs, buckets: pd.DataFrame, n
     options = scenario.fleet.disaggregation
     if options is not None and not options.colocated:
         return pairs, "engine", []
-    cases = candidate_tables.engine_cases(scenario, buckets, names,
-                                          catalogs.gpus["gpus_per_node"])
+    cases = candidate_tables.engine_cases(
+        scenario, buckets, names, candidate_tables.node_sizes(scenario, names["gpus"], catalogs.gpus))
     colocated = candidate_tables.from_engine(cases, catalogs, estimate, scenario.fleet.capacity_quantile)
     return pd.concat([colocated, pairs], ignore_index=True), "engine", []
 

@@ -177,6 +177,8 @@ def test_measured_capacity_profiles_replace_the_engine(shipped, tmp_path):
      r"row 2, column max_req_s: must be 0 \(cannot meet the SLO\) or a finite number >= 0.001 and <= 1e\+06, got '-3'"),
     ("gpu,tp,input_tokens,output_tokens,max_req_s\nl4,0.5,1,1,3\n",
      r"row 2, column tp: must be a whole number >= 1 and <= 64"),
+    ("gpu,tp,input_tokens,output_tokens,max_req_s\nl4,16,1024,256,5\n",
+     r"capacity_profiles: l4 tp 16 does not fit in one node of 8 GPUs"),
 ])
 def test_bad_capacity_profiles(shipped, tmp_path, content, message):
     profile = tmp_path / "capacity.csv"
@@ -221,3 +223,20 @@ def test_capacity_model_load_is_queueing_aware_and_knee_is_available(shipped):
     # The load model keeps the SLO under queueing, so a replica is never credited with more than the
     # knee's rate.
     assert (load.loc[shared, "req_s_per_replica"] <= knee.loc[shared, "req_s_per_replica"] * 1.0001).all()
+
+
+def test_a_gpus_own_node_size_caps_its_tp_degree(shipped):
+    # the scenario's gpus_per_node, not only the catalog's, bounds a replica: TP stays in a node
+    data = scenario(tp=[1, 2, 4], gpus=[{"id": "h100-sxm", "gpus_per_node": 2}, "l4"])
+    engine = FakeEngine()
+    prepare(validate_scenario(data), shipped, estimate=engine)
+    cases = pd.concat(engine.calls)
+    assert sorted(cases.loc[cases["gpu"] == "h100-sxm", "tp"].unique()) == [1, 2]
+    assert sorted(cases.loc[cases["gpu"] == "l4", "tp"].unique()) == [1, 2, 4]
+
+
+def test_no_tp_degree_that_fits_a_node_is_an_error(shipped):
+    data = scenario(tp=[4], gpus=[{"id": "h100-sxm", "gpus_per_node": 2}])
+    with pytest.raises(ScenarioError, match=r"fleet.tp: no allowed TP degree \(4\) fits in one node of "
+                                            r"an allowed GPU \(GPUs per node: h100-sxm 2\)"):
+        prepare(validate_scenario(data), shipped, estimate=FakeEngine())
