@@ -298,7 +298,8 @@ def disaggregated(cases: pd.DataFrame, catalogs: Catalogs | None = None, *, capa
     ttft_slo_ms = cases["ttft_slo_ms"].to_numpy(dtype=float) if "ttft_slo_ms" in cases else np.full(len(cases), np.nan)
     utilization = prefill_utilization(fixed_ms, prefill_work_ms, ttft_slo_ms, queueing=capacity_model == "load")
     out["prefill_req_s"] = utilization * 1e3 / prefill_work_ms
-    out["decode_req_s"] = 1e3 / decode_ms_per_request
+    with np.errstate(divide="ignore"):  # 0 ms: a decode side that cannot run serves nothing
+        out["decode_req_s"] = np.where(decode_ms_per_request > 0, 1e3 / decode_ms_per_request, 0.0)
     out["prefill_replicas_per_decode_replica"] = throughput.safe_divide(out["decode_req_s"], out["prefill_req_s"])
     out["decode_batch"] = decode["batch"].to_numpy()
     out["kv_transfer_ms"] = transfer_ms

@@ -45,6 +45,13 @@ def test_invalid_sides_are_reported():
         disaggregated(pair().drop(columns=["decode_tp"]))
 
 
+def test_a_decode_side_that_cannot_run_serves_nothing():
+    # fp4 on an H200 has no decode step (TPOT 0): its pool completes 0 requests/s, not 1e3 / 0
+    out = disaggregated(pair(model="gemma-2-27b", quant="fp4", prefill_gpu="b200")).iloc[0]
+    assert not out["valid"] and "decode: h200 has no native fp4" in out["reason"]
+    assert out["decode_req_s"] == 0.0
+
+
 def test_cli_disaggregated_estimate(capsys):
     import json
 
