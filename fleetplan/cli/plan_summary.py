@@ -11,7 +11,7 @@ from fleetplan.cli.plan_supply import print_supply
 from fleetplan.cli.tables import number_text, print_table
 from fleetplan.optimizer.chargeback import chargeback_table
 from fleetplan.optimizer.fleet_changes import monthly_diff
-from fleetplan.optimizer.plan_summary import fixed_cost_line
+from fleetplan.optimizer.plan_summary import fixed_cost_line, months_text
 
 MAX_ROWS = 12
 
@@ -22,7 +22,7 @@ def print_plan(plan) -> None:
     gap = "" if plan.gap is None or not math.isfinite(plan.gap) else f", gap {plan.gap:.2%}"
     typer.echo(f"status: {plan.status}{gap} ({plan.solver}, {plan.solve_seconds:.1f} s)")
     typer.echo(f"cost: ${number_text(plan.usd_per_month)} per month, ${number_text(plan.objective_usd)} over "
-               f"{months:g} months")
+               f"{months_text(months)}")
     fixed = fixed_cost_line(plan)
     if fixed:
         typer.echo(fixed)

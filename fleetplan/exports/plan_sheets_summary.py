@@ -31,6 +31,7 @@ from fleetplan.exports.xlsx_package import Book
 from fleetplan.exports.xlsx_print import PageOptions, chart_rows
 from fleetplan.exports.xlsx_sheets import write_frame
 from fleetplan.optimizer.fleet_plan import STATUSES
+from fleetplan.optimizer.plan_summary import months_text
 
 REOPTIMIZE_NOTE = ("Costs are live: edit the yellow cells on Assumptions (prices, hours per "
                    "month) and every total recalculates. The fleet itself (replica counts) was "
@@ -154,7 +155,7 @@ def _key_figures(book: Book, ws: Worksheet, plan, cells: CostCells, row: int,
     put(ws, row, 4, "Solve", font=LABEL_FONT)
     figures = [("Total cost per month", "total_usd_per_month", monthly, plan.usd_per_month),
                ("Total cost per year", f"B{row + 1}*12", monthly * 12, plan.usd_per_month * 12),
-               (f"Total over the horizon ({months:g} months)", f"B{row + 1}*horizon_months",
+               (f"Total over the horizon ({months_text(months)})", f"B{row + 1}*horizon_months",
                 monthly * months, plan.objective_usd)]
     for offset, (label, formula, value, reported) in enumerate(figures, start=1):
         put(ws, row + offset, 1, label)

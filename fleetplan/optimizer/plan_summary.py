@@ -67,13 +67,22 @@ def fixed_cost_line(plan: FleetPlan) -> str:
             f"{usd(fixed['usd'].sum())} over the horizon ({count} configuration{'s' if count != 1 else ''})")
 
 
+def months_text(months: float) -> str:
+    """A horizon in words.
+
+    >>> months_text(1), months_text(12), months_text(1.5)
+    ('1 month', '12 months', '1.5 months')
+    """
+    return f"{months:g} month" + ("" if months == 1 else "s")
+
+
 def summary_text(plan: FleetPlan, max_rows: int = 12) -> str:
     """Status, cost, fleet, costs by pricing, binding constraints, unmet demand."""
     months = plan.assumptions.get("horizon_months", float("nan"))
     lines = [
         _status_line(plan),
         f"cost: {usd(plan.usd_per_month)} per month, {usd(plan.objective_usd)} over "
-        f"{months:g} months",
+        f"{months_text(months)}",
     ]
     fixed = fixed_cost_line(plan)
     if fixed:

@@ -7,7 +7,7 @@ import pytest
 
 MODULES = ["fleetplan.catalogs.prices", "fleetplan.cli.tables", "fleetplan.exports.labels", "fleetplan.exports.csv",
            "fleetplan.exports.xlsx_common", "fleetplan.exports.xlsx_print", "fleetplan.exports.xlsx_sources",
-           "fleetplan.exports.plan_quantities", "fleetplan.sweeps.rent_or_buy"]
+           "fleetplan.exports.plan_quantities", "fleetplan.sweeps.rent_or_buy", "fleetplan.optimizer.plan_summary"]
 
 
 @pytest.mark.parametrize("name", MODULES)
