@@ -48,10 +48,19 @@ class ReplanTables:
 
 def replans(scenario: Scenario) -> bool:
     """True when the scenario starts from a fleet, limits how it changes, or waits for GPUs."""
+    return bool(replan_fields(scenario))
+
+
+def replan_fields(scenario: Scenario) -> list[str]:
+    """The re-planning fields the scenario sets (today's fleet, change limits, lead times)."""
     fleet = scenario.fleet
-    return bool(fleet.current) or fleet.max_changes_per_month is not None or \
-        fleet.min_committed_gpus is not None or any(
-            o.lead_time_months or o.max_new_gpus_per_month is not None for o in fleet.gpus)
+    named = {"fleet.current": bool(fleet.current),
+             "fleet.max_changes_per_month": fleet.max_changes_per_month is not None,
+             "fleet.min_committed_gpus": fleet.min_committed_gpus is not None,
+             "fleet.gpus[].lead_time_months": any(o.lead_time_months for o in fleet.gpus),
+             "fleet.gpus[].max_new_gpus_per_month": any(o.max_new_gpus_per_month is not None
+                                                        for o in fleet.gpus)}
+    return [name for name, given in named.items() if given]
 
 
 def months_between(start: dt.date, end: dt.date) -> int:

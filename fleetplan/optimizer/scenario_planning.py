@@ -19,7 +19,7 @@ from fleetplan.optimizer.capacity_profiles import (
 )
 from fleetplan.optimizer.commitment_risk import add_commitments
 from fleetplan.optimizer.constraint_families import scenario_settings
-from fleetplan.optimizer.current_fleet_inputs import replan_tables, replans
+from fleetplan.optimizer.current_fleet_inputs import replan_fields, replan_tables, replans
 from fleetplan.optimizer.demand import cycle_hours, demand_table, plan_periods, workload_buckets
 from fleetplan.optimizer.disaggregated_candidates import disaggregated_candidates
 from fleetplan.optimizer.fleet_plan import FleetPlan
@@ -186,8 +186,9 @@ def prepare(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=No
         existing=replan.existing, lead_times=replan.lead_times, **scenario_settings(scenario),
         **supply)
     if replans(scenario) and not scenario_set(scenario).empty:
-        message = ("demand scenarios cannot be combined with fleet.current or lead times yet: "
-                   "plan each demand scenario on its own, or drop demand_scenarios")
+        message = (f"demand scenarios cannot be combined with re-planning "
+                   f"({', '.join(replan_fields(scenario))}) yet: plan each demand scenario on its "
+                   f"own, or drop demand_scenarios")
         raise ScenarioError(message)
     problem = with_demand_scenarios(scenario, problem, buckets)
     return PreparedScenario(problem, prices, base, relaxed, source, catalogs.versions())

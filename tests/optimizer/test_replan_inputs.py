@@ -157,6 +157,23 @@ def test_bad_current_fleet_rows_name_the_field(catalogs, rows, fleet, message):
         prepare(scenario, catalogs)
 
 
+@pytest.mark.parametrize(("fleet", "named"), [
+    ({}, r"\(fleet.current, fleet.max_changes_per_month, fleet.gpus\[\].lead_time_months, "
+         r"fleet.gpus\[\].max_new_gpus_per_month\)"),
+    ({"current": None, "max_changes_per_month": None, "min_committed_gpus": 2},
+     r"\(fleet.min_committed_gpus, fleet.gpus\[\].lead_time_months, "
+     r"fleet.gpus\[\].max_new_gpus_per_month\)"),
+])
+def test_demand_scenarios_with_replanning_name_the_fields_in_the_way(catalogs, fleet, named):
+    data = _with_current([{"gpu": "l40s", "pricing_type": "committed", "count": 4,
+                           "usd_per_month": 2500}], **fleet)
+    data["workloads"][0]["demand_quantiles"] = {"p10": 0.7, "p50": 1.0, "p90": 1.4}
+    scenario = validate_scenario(data, source="test")
+    with pytest.raises(ScenarioError, match=r"demand scenarios cannot be combined with "
+                                            r"re-planning " + named):
+        prepare(scenario, catalogs)
+
+
 @pytest.mark.parametrize(("row", "message"), [
     ({"gpu": "l40s", "pricing_type": "owned", "count": 4, "end_month": 3,
       "end_date": "2027-05-01"}, "give end_month or end_date, not both"),
