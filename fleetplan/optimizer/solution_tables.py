@@ -227,7 +227,8 @@ def workload_tables(model: FleetModel, solution: dict) -> dict[str, pd.DataFrame
     routes["replica_hours"] = routes["share"] * routes["replicas"].fillna(0.0) * routes["hours"]
     by_workload = routes.groupby("workload").agg(
         usd_total=("usd", "sum"), replica_hours=("replica_hours", "sum"))
-    api_usd = solution["api_costs"].groupby("workload")["usd"].sum()
+    # float even when empty: an empty object column would turn usd_total into Python objects
+    api_usd = solution["api_costs"].groupby("workload")["usd"].sum().astype(float)
     by_workload = by_workload.reindex(by_workload.index.union(api_usd.index)).fillna(
         {"usd_total": 0.0, "replica_hours": 0.0})
     fixed_usd = fixed_cost_by_workload(p, routes, solution["fixed_costs"])
@@ -270,8 +271,11 @@ def _workload_summary(model: FleetModel, solution: dict, routes: pd.DataFrame,
     table["utilization"] = by_workload["utilization"]
     table["usd_per_month"] = by_workload["usd_total"].reindex(table.index).fillna(0.0) \
         / p.horizon_months
-    table["usd_per_m_tokens"] = table["usd_per_month"] / (table["tokens_per_month"] / 1e6)
-    table["usd_per_m_tokens"] = table["usd_per_m_tokens"].replace([np.inf, -np.inf], np.nan)
+    usd = table["usd_per_month"].to_numpy(dtype=float)  # object columns divide by 0 in Python
+    tokens_m = table["tokens_per_month"].to_numpy(dtype=float) / 1e6
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_m = usd / tokens_m
+    table["usd_per_m_tokens"] = np.where(np.isfinite(per_m), per_m, np.nan)
     return table.reset_index()
 
 

@@ -243,3 +243,20 @@ def test_mixed_slos_on_shared_configurations_match_brute_force(demand, base_req_
     plan = optimize_problem(problem, EXACT)
     expected = level_brute_force(demand, base_req_s, 1.0)
     assert plan.objective_usd == pytest.approx(expected, abs=1e-6)  # one 1-hour period
+
+
+def test_a_workload_left_unserved_has_no_unit_cost():
+    # w is served on g0; v's only GPU type has no availability, so the elastic plan serves none
+    # of it: its cost per 1M tokens is unknown (NaN), not a division by zero
+    base = make_problem([[10.0], [10.0]], [[5.0]], {("g0", "on_demand"): 1.0,
+                                                     ("g1", "on_demand"): 1.0},
+                        gpu=["g0", "g1"], max_gpus={"g1": 0})
+    problem = base.with_changes(
+        workloads=pd.DataFrame({"workload": ["w", "v"], "pool": ["p", "q"], "redundancy_k": 0}),
+        configs=base.configs.assign(pool=["p", "q"]),
+        candidates=base.candidates.assign(workload=["w", "v"]),
+        demand=pd.concat([base.demand, base.demand.assign(workload="v")], ignore_index=True))
+    plan = optimize_problem(problem, SolveOptions(time_limit_s=10))
+    table = plan.workloads.set_index("workload")
+    assert table.loc["v", "served_fraction"] == 0.0 and table.loc["w", "served_fraction"] == 1.0
+    assert np.isnan(table.loc["v", "usd_per_m_tokens"])
