@@ -141,6 +141,11 @@ def _candidates(scenario: Scenario, catalogs: Catalogs, buckets: pd.DataFrame, n
         return table, "profiles", notes
     options = scenario.fleet.disaggregation
     if options is not None and not options.colocated:
+        if pairs.empty:
+            message = ("fleet.disaggregation: no prefill/decode pair of the allowed GPUs and TP "
+                       "degrees fits (each side's TP within its GPU's node), and colocated: false "
+                       "leaves no other configuration")
+            raise ScenarioError(message)
         return pairs, "engine", []
     cases = candidate_tables.engine_cases(
         scenario, buckets, names, candidate_tables.node_sizes(scenario, names["gpus"], catalogs.gpus))

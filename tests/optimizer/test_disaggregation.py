@@ -151,6 +151,13 @@ def test_pair_candidates_follow_the_performance_model():
     assert decode_l40s["req_s_per_replica"] == pytest.approx(slow["decode_req_s"] if slow["valid"] else 0.0)
 
 
+def test_pairs_only_with_no_pair_that_fits_a_node_is_an_error():
+    # decode TP 16 fits no node of 8 GPUs, and colocated: false leaves nothing else
+    with pytest.raises(ScenarioError, match=r"fleet.disaggregation: no prefill/decode pair .* and "
+                                            r"colocated: false leaves no other configuration"):
+        prepare(scenario(prefill_tp=[2], decode_tp=[16], colocated=False))
+
+
 def test_a_ttft_slo_no_pair_can_meet_is_explained():
     tight = scenario(colocated=False)
     tight.workloads[0].ttft_slo_ms, tight.workloads[0].tpot_slo_ms = 50.0, None
