@@ -11,6 +11,7 @@ from fleetplan.cli.plan_supply import print_supply
 from fleetplan.cli.tables import number_text, print_table
 from fleetplan.optimizer.chargeback import chargeback_table
 from fleetplan.optimizer.fleet_changes import monthly_diff
+from fleetplan.optimizer.fleet_plan import STATUSES
 from fleetplan.optimizer.plan_summary import fixed_cost_line, months_text
 
 MAX_ROWS = 12
@@ -21,6 +22,9 @@ def print_plan(plan) -> None:
     months = plan.assumptions.get("horizon_months", math.nan)
     gap = "" if plan.gap is None or not math.isfinite(plan.gap) else f", gap {plan.gap:.2%}"
     typer.echo(f"status: {plan.status}{gap} ({plan.solver}, {plan.solve_seconds:.1f} s)")
+    if plan.status == "no_solution" and not plan.messages:  # a failed re-check says its own
+        typer.echo(f"  {STATUSES['no_solution']}: give it more time (--time-limit, or "
+                   f"solver.time_limit_s in the scenario)")
     typer.echo(f"cost: ${number_text(plan.usd_per_month)} per month, ${number_text(plan.objective_usd)} over "
                f"{months_text(months)}")
     fixed = fixed_cost_line(plan)

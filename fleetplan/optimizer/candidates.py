@@ -14,6 +14,7 @@ import pandas as pd
 
 from fleetplan.catalogs import Catalogs
 from fleetplan.errors import ScenarioError, UnknownNameError, did_you_mean
+from fleetplan.optimizer.problem_checks import MIN_REQ_S_PER_REPLICA
 from fleetplan.optimizer.scenario import Scenario
 from fleetplan.optimizer.slo_levels import slo_levels
 from fleetplan.sweeps import estimate_cases
@@ -203,6 +204,10 @@ def finish(candidates: pd.DataFrame, share_replicas: bool) -> pd.DataFrame:
                          + pairs["decode_tp"].astype(int).astype(str) + level[staged])
         config[staged] = route[staged] + "#" + stage[staged]
     candidates["stage"], candidates["stages"] = stage, np.where(staged, 2, 1)
+    # a replica serving under 3.6 requests an hour (a huge prompt on a slow GPU) is unusable:
+    # thousands of them per request/s, and a coefficient the solver cannot take
+    trickle = candidates["req_s_per_replica"].to_numpy(dtype=float) < MIN_REQ_S_PER_REPLICA
+    candidates["req_s_per_replica"] = np.where(trickle, 0.0, candidates["req_s_per_replica"])
     if share_replicas:
         candidates["config"], candidates["route"] = config, route
         candidates["pool"] = candidates["model"].astype(str)

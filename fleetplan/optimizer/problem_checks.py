@@ -13,10 +13,12 @@ import pandas as pd
 
 from fleetplan.errors import InvalidValueError, shown
 
+#: Least capacity a replica may have [requests/s] (3.6 requests an hour); below, 0 (unusable).
+MIN_REQ_S_PER_REPLICA = 1e-3
 #: (table, column): (lowest, highest, zero allowed, missing allowed). Capacity and price bounds
 #: are those of capacity profiles and of the prices catalog.
 BOUNDS = {
-    ("candidates", "req_s_per_replica"): (1e-3, 1e6, True, False),
+    ("candidates", "req_s_per_replica"): (MIN_REQ_S_PER_REPLICA, 1e6, True, False),
     ("demand", "req_s"): (-np.inf, 1e7, True, False),
     ("offers", "usd_per_gpu_hour"): (0.0, 1000.0, True, False),
     ("offers", "max_gpus"): (0.0, 1e6, True, True),

@@ -4,6 +4,7 @@ units in headers, readable catalog tables, and the README's promises."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -13,8 +14,10 @@ import pytest
 import fleetplan
 from fleetplan.cli import main
 from fleetplan.cli.plan import parse_date
+from fleetplan.cli.plan_summary import print_plan
 from fleetplan.cli.tables import exact_text, number_text
 from fleetplan.errors import InvalidValueError
+from fleetplan.optimizer.fleet_plan import FleetPlan
 
 
 def run(capsys, *args):
@@ -165,3 +168,13 @@ def test_the_scenario_start_date_is_month_zero_of_every_output(tmp_path):
     assert pd.read_csv(tmp_path / "b.csv")["BillingPeriodStart"].min().startswith("2027-03-01")
     plan = json.loads((tmp_path / "q.json").read_text())
     assert plan["scenario"]["fleet"]["start_date"] == "2027-03-01"
+
+
+def test_a_plan_without_a_solution_says_what_to_do(capsys):
+    plan = FleetPlan(status="no_solution", gap=math.nan, objective_usd=math.nan,
+                     usd_per_month=math.nan, solver="HiGHS", solve_seconds=5.0,
+                     assumptions={"horizon_months": 1})
+    print_plan(plan)
+    out = capsys.readouterr().out
+    assert "the solver found no plan within the time limit: give it more time (--time-limit" in out
+    assert "over 1 month\n" in out

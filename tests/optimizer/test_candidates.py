@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from fleetplan.errors import ScenarioError
+from fleetplan.optimizer.candidates import finish
 from fleetplan.optimizer.scenario_files import validate_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario, prepare
 from tests.optimizer.plan_checker import check_plan
@@ -240,3 +241,9 @@ def test_no_tp_degree_that_fits_a_node_is_an_error(shipped):
     with pytest.raises(ScenarioError, match=r"fleet.tp: no allowed TP degree \(4\) fits in one node of "
                                             r"an allowed GPU \(GPUs per node: h100-sxm 2\)"):
         prepare(validate_scenario(data), shipped, estimate=FakeEngine())
+
+
+def test_a_replica_below_the_capacity_floor_is_unusable():
+    table = pd.DataFrame({"workload": "w", "bucket": 0, "model": "m", "gpu": "g", "quant": "bf16",
+                          "tp": 1, "req_s_per_replica": [5e-4, 2e-3], "variant": "base"})
+    assert list(finish(table, share_replicas=True)["req_s_per_replica"]) == [0.0, 2e-3]
