@@ -22,6 +22,7 @@ from fleetplan.optimizer.constraint_families import FAMILIES, FAMILY, FAMILY_PRO
 from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.fleet_problem import Problem, complete_routes
 from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.solution_tables import solution_tables
 from fleetplan.optimizer.solver import SolveOptions
 
@@ -81,9 +82,10 @@ def _slo(workloads: pd.DataFrame, workload: str, metric: str) -> float:
     return workloads.loc[workload, column] if column in workloads else np.nan
 
 
-def _unmet_share(problem: Problem, options: SolveOptions) -> tuple[float, dict | None]:
+def _unmet_share(problem: Problem, options: SolveOptions,
+                 seconds: float) -> tuple[float, dict | None]:
     model = build_model(problem, elastic=True)
-    outcome = solve_fleet(model, options)
+    outcome = solve_fleet(model, options, Deadline(seconds))
     if not outcome.has_solution:
         return float("inf"), None
     unmet = model.unmet
@@ -99,19 +101,23 @@ def _lifts(problem: Problem) -> dict[str, Problem]:
     return {name: lift for name, lift in lifted.items() if lift is not None}
 
 
-def limit_reasons(problem: Problem, options: SolveOptions, base_unmet: float) -> list[str]:
-    """One-line reasons naming the limits whose lifting serves more demand."""
+def limit_reasons(problem: Problem, options: SolveOptions, base_unmet: float,
+                  seconds: float | None = None) -> list[str]:
+    """One-line reasons naming the limits whose lifting serves more demand, the re-solves
+    sharing ``seconds`` (default: the options' time limit) so the explanation stays within the
+    call's time."""
     lifts = _lifts(problem)
+    deadline = Deadline(options.time_limit_s if seconds is None else seconds)
     reasons = []
-    for name, lifted in lifts.items():
-        unmet, solution = _unmet_share(lifted, options)
+    for done, (name, lifted) in enumerate(lifts.items()):
+        unmet, solution = _unmet_share(lifted, options, deadline.remaining() / (len(lifts) - done + 1))
         if solution is None or unmet >= base_unmet - 1e-6:
             continue
         reasons += FAMILY[name].diagnose(problem, solution)
     if not reasons and len(lifts) > 1:
         everything = problem.with_changes(
             **{k: v for lifted in lifts.values() for k, v in _changed(problem, lifted).items()})
-        unmet, solution = _unmet_share(everything, options)
+        unmet, solution = _unmet_share(everything, options, deadline.remaining())
         if solution is not None and unmet < base_unmet - 1e-6:
             for name in lifts:
                 reasons += FAMILY[name].diagnose(problem, solution)
@@ -124,10 +130,11 @@ def _changed(problem: Problem, lifted: Problem) -> dict:
 
 
 def explain_unmet(problem: Problem, unmet: pd.DataFrame, options: SolveOptions,
-                  base_unmet: float) -> tuple[pd.DataFrame, list[str]]:
-    """Fill ``unmet.reason``; return it with the distinct reasons (one line each)."""
+                  base_unmet: float, seconds: float | None = None) -> tuple[pd.DataFrame, list[str]]:
+    """Fill ``unmet.reason``; return it with the distinct reasons (one line each); the limits'
+    re-solves share ``seconds``."""
     slo = slo_reasons(problem)
-    limits = limit_reasons(problem, options, base_unmet) if base_unmet > 0 else []
+    limits = limit_reasons(problem, options, base_unmet, seconds) if base_unmet > 0 else []
     limit_text = "; ".join(limits) if limits else "not enough capacity within the limits"
     unmet = unmet.drop(columns="reason").merge(slo, on=["workload", "bucket"], how="left")
     unmet["reason"] = unmet["reason"].fillna(limit_text)

@@ -169,8 +169,9 @@ def _elastic_plan(problem: Problem, options: SolveOptions, metadata: dict,
         all_hours = demand["period"].map(problem.periods.set_index("period")["hours"])
         unmet_share = float((plan.unmet_demand["unmet_req_s"] * hours).sum()
                             / (demand["req_s"] * all_hours).sum())
-        plan.unmet_demand, reasons = explain_unmet(problem, plan.unmet_demand, options,
-                                                   unmet_share)
+        plan.unmet_demand, reasons = explain_unmet(  # within the call's time, at least 1 s
+            problem, plan.unmet_demand, options, unmet_share,
+            max(deadline.remaining(), ELASTIC_MIN_S))
         plan.messages = [*plan.messages, *reasons]
     elif not outcome.has_solution:
         plan.messages.append("the elastic model found no plan within the time limit")

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import fleetplan.optimizer.infeasibility as infeasibility
 from fleetplan.optimizer.fleet_problem import Problem, configs_of
 from fleetplan.optimizer.linear_program import LinearProgram
 from fleetplan.optimizer.optimization import optimize_problem
@@ -260,3 +261,20 @@ def test_a_workload_left_unserved_has_no_unit_cost():
     table = plan.workloads.set_index("workload")
     assert table.loc["v", "served_fraction"] == 0.0 and table.loc["w", "served_fraction"] == 1.0
     assert np.isnan(table.loc["v", "usd_per_m_tokens"])
+
+
+def test_explaining_unmet_demand_shares_the_time_it_is_given(monkeypatch):
+    # each limit lifted is re-solved within a share of the seconds given (the call's remaining
+    # time), instead of each taking the whole time limit
+    given = []
+
+    def record(problem, options, seconds):
+        given.append(seconds)
+        return float("inf"), None
+
+    monkeypatch.setattr(infeasibility, "_unmet_share", record)
+    problem = make_problem([[10.0]], [[50.0]], {("g0", "on_demand"): 1.0, ("g0", "spot"): 0.5},
+                           max_gpus={"g0": 2}, budget_usd_per_month=100.0, spot_max_share=0.1)
+    assert infeasibility.limit_reasons(problem, SolveOptions(time_limit_s=60), 0.5, 3.0) == []
+    # the mocked solves take no time, so each is offered a share of what is left, never more
+    assert len(given) >= 2 and given[0] <= 3.0 / 2 and max(given) <= 3.0
