@@ -14,6 +14,7 @@ from fleetplan.optimizer.api_supply import (
     api_shares,
     api_usage_table,
 )
+from fleetplan.optimizer.chargeback import usd_per_m_tokens
 from fleetplan.optimizer.config_fixed_cost import (
     fixed_cost_by_workload,
     fixed_cost_table,
@@ -271,11 +272,8 @@ def _workload_summary(model: FleetModel, solution: dict, routes: pd.DataFrame,
     table["utilization"] = by_workload["utilization"]
     table["usd_per_month"] = by_workload["usd_total"].reindex(table.index).fillna(0.0) \
         / p.horizon_months
-    usd = table["usd_per_month"].to_numpy(dtype=float)  # object columns divide by 0 in Python
-    tokens_m = table["tokens_per_month"].to_numpy(dtype=float) / 1e6
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_m = usd / tokens_m
-    table["usd_per_m_tokens"] = np.where(np.isfinite(per_m), per_m, np.nan)
+    # the chargeback's unit cost: divided as floats, NaN without tokens
+    table["usd_per_m_tokens"] = usd_per_m_tokens(table["usd_per_month"], table["tokens_per_month"])
     return table.reset_index()
 
 
