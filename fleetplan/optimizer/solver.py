@@ -382,7 +382,12 @@ class CbcSolver:
         with warnings.catch_warnings():  # PuLP announces CBC's move in 4.0; this is 3.x
             warnings.simplefilter("ignore", DeprecationWarning)
             solver = pulp.PULP_CBC_CMD(mip=not relax, warmStart=start is not None, **options)
-        lp.solve(solver)
+        try:
+            lp.solve(solver)
+        except pulp.PulpSolverError as error:  # CBC stopped early can leave no solution file
+            logger.warning("CBC returned no solution: %s", str(error).splitlines()[0])
+            return Result(SolveOutcome("no_solution", math.nan, math.nan, self.name,
+                                       time.perf_counter() - started), None)
         seconds = time.perf_counter() - started
         status = _pulp_status(lp)
         if status not in ("optimal", "time_limit"):

@@ -8,11 +8,13 @@ import sys
 
 import numpy as np
 import pandas as pd
+import pulp
 import pytest
 
 from fleetplan.optimizer.fleet_problem import table_problem
+from fleetplan.optimizer.linear_program import LinearProgram
 from fleetplan.optimizer.optimization import optimize_problem, usd_per_hour
-from fleetplan.optimizer.solver import SolveOptions
+from fleetplan.optimizer.solver import SolveOptions, open_solver
 from tests.optimizer.plan_checker import check_plan
 
 EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)
@@ -136,3 +138,18 @@ def test_a_solve_prints_nothing_on_standard_output():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=True)
     assert done.stdout == "optimal\n"
+
+
+def test_cbc_without_a_solution_file_is_no_solution_not_a_crash(monkeypatch):
+    # CBC stopped by a short time limit can exit without writing its solution: PuLP raises
+    def fail(self, solver=None, **kwargs):
+        raise pulp.PulpSolverError("Pulp: Error while trying to execute cbc")
+
+    monkeypatch.setattr(pulp.LpProblem, "solve", fail)
+    program = LinearProgram()
+    program.add_columns(1, lower=0.0, upper=10.0, integer=True)
+    program.add_rows(1, np.array([0]), np.array([0]), np.array([1.0]), lower=np.array([2.0]),
+                     upper=np.array([np.inf]))
+    result = open_solver(program, np.array([1.0]), SolveOptions(solver="cbc")).solve(
+        time_limit_s=1.0, mip_gap=0.0)
+    assert result.outcome.status == "no_solution" and result.values is None
