@@ -102,12 +102,11 @@ def _lifts(problem: Problem) -> dict[str, Problem]:
 
 
 def limit_reasons(problem: Problem, options: SolveOptions, base_unmet: float,
-                  seconds: float | None = None) -> list[str]:
+                  seconds: float) -> list[str]:
     """One-line reasons naming the limits whose lifting serves more demand, the re-solves
-    sharing ``seconds`` (default: the options' time limit) so the explanation stays within the
-    call's time."""
+    sharing ``seconds`` so the explanation stays within the call's time."""
     lifts = _lifts(problem)
-    deadline = Deadline(options.time_limit_s if seconds is None else seconds)
+    deadline = Deadline(seconds)
     reasons = []
     for done, (name, lifted) in enumerate(lifts.items()):
         unmet, solution = _unmet_share(lifted, options, deadline.remaining() / (len(lifts) - done + 1))
@@ -130,7 +129,7 @@ def _changed(problem: Problem, lifted: Problem) -> dict:
 
 
 def explain_unmet(problem: Problem, unmet: pd.DataFrame, options: SolveOptions,
-                  base_unmet: float, seconds: float | None = None) -> tuple[pd.DataFrame, list[str]]:
+                  base_unmet: float, seconds: float) -> tuple[pd.DataFrame, list[str]]:
     """Fill ``unmet.reason``; return it with the distinct reasons (one line each); the limits'
     re-solves share ``seconds``."""
     slo = slo_reasons(problem)
