@@ -229,17 +229,24 @@ def lift_existing(problem: Problem) -> Problem | None:
 
 
 def diagnose_existing(problem: Problem, solution: dict) -> list[str]:
-    """Where the plan without those limits held more of today's GPUs than exist."""
-    nodes = solution["nodes"]
-    nodes = nodes[nodes["pricing_type"].isin(EXISTING_PRICING)]
-    if nodes.empty:
+    """Where the plan without those limits ran more of today's GPUs than exist.
+
+    The need is counted from the replicas, in whole nodes, not from the nodes held: committed
+    GPUs cost nothing, so the plan without limits may hold any number of them (up to
+    :data:`LIFTED_GPUS`) at the same cost."""
+    replicas = solution["replicas"]
+    replicas = replicas[replicas["pricing_type"].isin(EXISTING_PRICING)]
+    if replicas.empty:
         return []
     month = problem.periods.set_index("period")["month"]
-    held = nodes.assign(month=nodes["period"].map(month)).groupby(
-        ["gpu", "pricing_type", "month"], as_index=False)["gpus"].max()
+    held = replicas.assign(month=replicas["period"].map(month)).groupby(
+        ["gpu", "pricing_type", "period", "month"], as_index=False)["gpus"].sum()
+    node = held["gpu"].map(problem.gpus.set_index("gpu")["gpus_per_node"]).to_numpy(dtype=float)
+    held["gpus"] = np.ceil(held["gpus"].to_numpy(dtype=float) / node - 1e-9) * node
+    held = held.groupby(["gpu", "pricing_type", "month"], as_index=False)["gpus"].max()
     held["there"] = existing_cap(problem, held)
     short = held[held["gpus"] > held["there"] + 1e-6].drop_duplicates(["gpu", "pricing_type"])
-    return [f"needs {n:.0f} {pricing} {gpu} in month {m:.0f} but today's fleet has {t:.0f} "
+    return [f"would run {n:.0f} {pricing} {gpu} in month {m:.0f} but today's fleet has {t:.0f} "
             "there and no other pricing type may add them"
             for gpu, pricing, m, n, t in short[["gpu", "pricing_type", "month", "gpus",
                                                  "there"]].to_numpy()]

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.optimizer.constraint_families import FAMILIES
+from fleetplan.optimizer.current_fleet import LIFTED_GPUS, diagnose_existing
 from fleetplan.optimizer.fleet_changes import changes_table, monthly_diff
 from fleetplan.optimizer.fleet_problem import Problem, profile_periods
 from fleetplan.optimizer.milp import build_model
@@ -230,5 +231,18 @@ def test_too_few_of_todays_gpus_are_named_when_nothing_else_may_serve():
         problem.offers["pricing_type"] == "committed"].reset_index(drop=True))
     plan = optimize_problem(problem, SolveOptions(time_limit_s=20, mip_gap=0.0))
     assert plan.status == "infeasible"
-    assert ("needs 3 committed ga in month 0 but today's fleet has 2 there and no other pricing "
-            "type may add them") in " ".join(plan.messages)
+    assert ("would run 3 committed ga in month 0 but today's fleet has 2 there and no other "
+            "pricing type may add them") in " ".join(plan.messages)
+
+
+def test_the_need_for_todays_gpus_is_counted_from_replicas_not_from_free_nodes():
+    # committed GPUs cost nothing, so the plan without their limit may hold any number of them;
+    # the diagnosis counts the GPUs its replicas run, in whole nodes (2-GPU nodes here)
+    problem = tiny([3.0])
+    problem = problem.with_changes(gpus=problem.gpus.assign(gpus_per_node=2))
+    committed = {"gpu": "ga", "pricing_type": "committed", "period": 0}
+    solution = {"replicas": pd.DataFrame([{**committed, "config": "a1", "gpus": 3.0}]),
+                "nodes": pd.DataFrame([{**committed, "gpus": LIFTED_GPUS}])}
+    assert diagnose_existing(problem, solution) == [
+        ("would run 4 committed ga in month 0 but today's fleet has 2 there and no other pricing "
+         "type may add them")]
