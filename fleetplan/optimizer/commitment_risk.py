@@ -105,7 +105,8 @@ def solve_committed(model: FleetModel, commitment: pd.DataFrame, options: SolveO
         return None, "no_solution"
     if whole:
         return result.values, result.outcome.status
-    values = rounded_up(model, result.values, reserved=counts)
+    values = rounded_up(model, result.values, reserved=counts, options=options,
+                        seconds=seconds - result.outcome.seconds)
     return (values, "lp_rounded") if values is not None else (None, "no_solution")
 
 

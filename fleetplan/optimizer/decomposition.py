@@ -27,7 +27,12 @@ from fleetplan.optimizer.constraint_families import FAMILIES, FAMILY
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, PeriodTask, solve_periods
-from fleetplan.optimizer.reserved_first import FLOOR_SHARE, ReservedFirst, floor_bound
+from fleetplan.optimizer.reserved_first import (
+    COMPLETION_SHARE,
+    FLOOR_SHARE,
+    ReservedFirst,
+    floor_bound,
+)
 from fleetplan.optimizer.rounding import greedy_plan, rounded_up
 from fleetplan.optimizer.solver import SolveOptions, SolveOutcome, gap_between, open_solver
 
@@ -71,6 +76,8 @@ def solve_whole(model: FleetModel, options: SolveOptions, deadline: Deadline, *,
         solver = open_solver(program, model.cost, options)
         result = solver.solve(time_limit_s=max(deadline.remaining(), LAST_CHANCE_S),
                               mip_gap=options.mip_gap, start=start)
+        if result.values is None and result.outcome.status == "no_solution":
+            return fallen_back(model, result.outcome, start, options)
         model.values = result.values
         return result.outcome
     solver = open_solver(program, model.unmet_share, options)
@@ -90,6 +97,20 @@ def solve_whole(model: FleetModel, options: SolveOptions, deadline: Deadline, *,
         else chosen.outcome.status
     return SolveOutcome(status, math.nan, float(model.cost @ chosen.values), chosen.outcome.solver,
                         first.outcome.seconds + second.outcome.seconds)
+
+
+def fallen_back(model: FleetModel, outcome: SolveOutcome, start: np.ndarray | None,
+                options: SolveOptions) -> SolveOutcome:
+    """The plan of a solve that found none in time: its start, else the greedy plan
+    (``rounding.greedy_plan``), labelled ``time_limit`` with the solve's bound; ``outcome``
+    itself when there is neither."""
+    plan = start if start is not None else greedy_plan(model, options, LAST_CHANCE_S)
+    if plan is None:
+        return outcome
+    model.values = plan
+    objective = float(model.cost @ plan)
+    return dataclasses.replace(outcome, status="time_limit", objective=objective,
+                               gap=gap_between(objective, outcome.bound))
 
 
 def solve_fleet(model: FleetModel, options: SolveOptions, deadline: Deadline | None = None, *,
@@ -114,9 +135,12 @@ def solve_fleet(model: FleetModel, options: SolveOptions, deadline: Deadline | N
     share = Deadline(deadline.share(START_TIME_SHARE))
     linked.deadline = share
     linked.solve()
-    start = linked.best if linked.best is not None and \
-        model.program.violation(linked.best) <= 1e-6 else None
-    outcome = solve_whole(model, options, deadline, start=start)
+    outcome = solve_whole(model, options, deadline, start=linked.best)  # a plan, or None
+    if model.values is None and linked.best is not None:  # the whole MILP was not run
+        outcome = linked.outcome()
+    if math.isfinite(linked.bound) and not linked.bound <= outcome.bound:
+        outcome = dataclasses.replace(outcome, bound=linked.bound,
+                                      gap=gap_between(outcome.objective, linked.bound))
     return dataclasses.replace(outcome, seconds=deadline.elapsed())
 
 
@@ -130,8 +154,11 @@ def solve_separable(model: FleetModel, options: SolveOptions, deadline: Deadline
         relax=True)
     lp_optimal = lp.values is not None and lp.outcome.status == "optimal"
     # without the LP in time, the greedy plan: periods the deadline leaves unsolved keep it
-    start = rounded_up(model, lp.values) if lp_optimal else \
-        greedy_plan(model) if lp.outcome.status != "infeasible" else None
+    completion_s = deadline.share(COMPLETION_SHARE)
+    start = rounded_up(model, lp.values, options=options, seconds=completion_s) \
+        if lp_optimal else None
+    if start is None and lp.outcome.status != "infeasible":
+        start = greedy_plan(model, options, completion_s)
     programs = PeriodPrograms.of(model)
     task = PeriodTask(model.cost, split_by_pool=True)
     run = solve_periods(programs, task, options, deadline, start=start, keep_start=True)

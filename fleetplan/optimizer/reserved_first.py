@@ -80,6 +80,12 @@ REPRESENTATIVE_SHARE = 0.25
 #: case (b) ran past the call's deadline.
 WHOLE_MIN_S = 2.0
 
+#: Largest row violation of a plan accepted as round-off.
+FEASIBLE = 1e-6
+
+#: Share of the time left a fallback plan's completion may take (presolve settles most).
+COMPLETION_SHARE = 0.1
+
 #: Share of the time left the floor bound's LP may take (it takes well under a second).
 FLOOR_SHARE = 0.2
 
@@ -108,14 +114,25 @@ class ReservedFirst:
 
     def offer(self, values: np.ndarray | None, floor: float = math.nan) -> None:
         """Keep ``values`` if it is the cheapest whole plan so far, with ``floor``, the least
-        any plan with its reserved counts costs (NaN: unknown)."""
+        any plan with its reserved counts costs (NaN: unknown). A plan that breaks a row of
+        the whole model is not kept: period plans may break the rows of families left out of
+        the periods (a monthly budget, lead times), and the best plan must stay a plan."""
         if values is None:
+            return
+        violation = self.model.program.violation(values)
+        if violation > FEASIBLE:
+            logger.debug("plan at %.1f s breaks a row left out of the periods by %.3g",
+                         self.deadline.elapsed(), violation)
             return
         cost = float(self.model.cost @ values)
         logger.debug("plan at %.1f s: %.2f (best %.2f, bound %.2f)", self.deadline.elapsed(),
                      cost, self.best_cost, self.bound)
         if cost < self.best_cost - 1e-9:
             self.best, self.best_cost, self.best_floor = values, cost, floor
+
+    def completion_s(self) -> float:
+        """Time a fallback plan's completion may take (``rounding.completed``) [s]."""
+        return self.deadline.share(COMPLETION_SHARE)
 
     def gap(self) -> float:
         return gap_between(self.best_cost, self.bound)
@@ -215,9 +232,12 @@ class ReservedFirst:
                 return lp.outcome
             self.offer(self.representative_plan())
             if self.best is None:
-                self.offer(greedy_plan(self.model))
+                self.offer(greedy_plan(self.model, self.options, self.completion_s()))
             return self.outcome()
-        self.offer(rounded_up(self.model, lp.values))
+        self.offer(rounded_up(self.model, lp.values, options=self.options,
+                              seconds=self.completion_s()))
+        if self.best is None:  # the LP's routing breaks a rule the greedy plan keeps
+            self.offer(greedy_plan(self.model, self.options, self.completion_s()))
         rows = reserved_rows(self.model)
         lp_reserved = lp.values[rows["col"].to_numpy()]
         keep = set(rows.loc[lp_reserved > 1e-7, "config"])
@@ -309,7 +329,8 @@ class ReservedFirst:
             [(self.model.routes, small.routes, ["workload", "bucket", "route", "config"]),
              (self.model.replicas, small.replicas, ["config", "pricing_type"])],
             values, first, self.model.program.n_cols)
-        return rounded_up(self.model, spread, reserved=self.representative_reserved())
+        return rounded_up(self.model, spread, reserved=self.representative_reserved(),
+                          options=self.options, seconds=self.completion_s())
 
     def whole(self) -> None:
         """The whole MILP from the best plan, with the time left: it can still move reserved

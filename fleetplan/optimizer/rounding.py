@@ -1,12 +1,32 @@
-"""A whole-replica plan from the LP relaxation: the fallback that is always at hand.
+r"""A whole-replica plan from the LP relaxation: the fallback that is always at hand.
 
 The LP relaxation routes every bucket (its shares meet demand exactly); rounding its replicas
 up keeps that routing feasible: each configuration gets the replicas its load needs, rounded
 up, plus k spares where a workload with N+k uses it, and never fewer than the LP bought
 (which keeps the spot share). Reserved replicas are the LP's rounded down (or the given ones),
 spot replicas the LP's rounded down, and on-demand replicas make up the rest. Nodes follow by
-packing. The result is checked against every row; a plan that breaks one (an availability cap
-the extra replicas exceed) is not returned.
+packing. The result is checked against every row. Columns of other families (fleet
+simplicity's flags, deployed-configuration binaries, re-planning's changes, node patterns)
+are left to the solver with the rounding's decisions held (:func:`completed`, below); a plan
+that still breaks a row (an availability cap the extra replicas exceed) is not returned.
+
+The greedy plan needs no LP: every bucket on its cheapest route at on-demand prices, or, under
+a fleet-simplicity rule, every workload on the one route that serves all its buckets most
+cheaply.
+
+Completion. Fleet simplicity's route and quantization flags, the deployed-configuration
+binaries of a fixed cost per configuration, re-planning's bought, released and migrated GPUs,
+node patterns under ``whole_nodes`` and the excess cost of a CVaR objective follow from the
+routing and replicas, each by its own rule. Rather than a rounding rule per family,
+:func:`completed` holds the decided columns at their values and lets the solver choose the
+rest: with the decisions held, the rows left
+
+.. math:: l - A_H x_H \le A_F x_F \le u - A_H x_H
+
+(:math:`H` held, :math:`F` free) form a small problem whose rows only link the free columns to
+decisions already made, which presolve mostly settles. A row with no free column must already
+hold; otherwise the held decisions break it (an availability cap, a budget) and there is no
+completion. The result is checked against every row of the whole program.
 """
 
 from __future__ import annotations
@@ -16,10 +36,11 @@ import logging
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.optimizer.linear_program import LinearProgram
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.milp_tables import per_period
 from fleetplan.optimizer.node_packing import nodes_needed
+from fleetplan.optimizer.solver import SolveOptions, open_solver
 
 logger = logging.getLogger(__name__)
 
@@ -40,15 +61,16 @@ def _needed_replicas(model: FleetModel, values: np.ndarray) -> pd.Series:
     return np.ceil(grouped["load"] - 1e-7) + grouped["k"].fillna(0)
 
 
-def rounded_up(model: FleetModel, values: np.ndarray,
-               reserved: np.ndarray | None = None) -> np.ndarray | None:
+def rounded_up(model: FleetModel, values: np.ndarray, reserved: np.ndarray | None = None, *,
+               options: SolveOptions | None = None, seconds: float = 0.0) -> np.ndarray | None:
     """A feasible whole-replica plan from LP values (None if rounding breaks a limit).
 
     ``reserved``: reserved replica counts to keep (one per reserved replica row of the model);
-    default: the LP's rounded down.
+    default: the LP's rounded down. With ``options``, the columns of other families (and
+    node patterns) are completed by the solver within ``seconds`` (``rounding.completed``);
+    without, a plan that needs them is not returned.
     """
-    if model.extras.get("patterns") is not None:
-        return None  # node patterns: no simple rounding
+    patterns = model.extras.get("patterns") is not None
     out = np.array(values, dtype=float)
     replicas = model.replicas
     lp = replicas.assign(lp=values[replicas["col"]])
@@ -77,14 +99,29 @@ def rounded_up(model: FleetModel, values: np.ndarray,
     if (short > 0).any():
         return None  # no on-demand offer to make up the rest
     _set_uses(model, values, out)
-    _set_nodes(model, out)
+    if not patterns:  # patterns are left to the completion
+        _set_nodes(model, out)
     if not model.spare_shortfall.empty:
         out[model.spare_shortfall["col"]] = 0.0
     violation = model.program.violation(out)
-    if violation > FEASIBLE:
-        logger.debug("rounded-up LP breaks a row by %.3g", violation)
+    if violation <= FEASIBLE:
+        return out
+    logger.debug("rounded-up LP breaks a row by %.3g", violation)
+    if options is None:
         return None
-    return out
+    return completed(model.program, model.cost, out, decided_columns(model, patterns), options,
+                     seconds)
+
+
+def decided_columns(model: FleetModel, patterns: bool) -> np.ndarray:
+    """Columns the rounding decides: routing and hosted-API shares, replicas, the redundancy
+    flags of the routes used, spare shortfalls and (without node patterns) nodes."""
+    tables = [model.routes, model.replicas, model.spare_shortfall,
+              model.extras.get("api_shares"), model.extras.get("redundancy")]
+    if not patterns:
+        tables.append(model.nodes)
+    return np.unique(np.concatenate([t["col"].to_numpy(dtype=np.int64) for t in tables
+                                     if t is not None and not t.empty]))
 
 
 def _set_uses(model: FleetModel, values: np.ndarray, out: np.ndarray) -> None:
@@ -115,29 +152,134 @@ def _with_node_size(counts: pd.Series, nodes: pd.DataFrame):
 
 def cheapest_routes(model: FleetModel) -> np.ndarray:
     """Column values that send every bucket, in every period, wholly to its cheapest route
-    (load x GPUs per replica x the GPU's lowest flexible price, summed over the route's
-    stages), with nothing else bought: the start of the greedy fallback."""
+    (load x GPUs per replica x the GPU's on-demand price, summed over the route's stages),
+    with nothing else bought: the start of the greedy fallback.
+
+    Under a fleet-simplicity rule each workload keeps one route for all its buckets and
+    periods (the cheapest in sum among those that serve all of them), and with one
+    quantization per model that route is in the quantization cheapest for the model's
+    workloads together; a workload no single route serves keeps its per-bucket choice."""
     if model.routes.empty:  # nothing can be routed (no usable configuration)
         return np.zeros(model.program.n_cols)
-    offers = model.problem.offers
-    flexible = offers[~offers["pricing_type"].isin(RESERVED_PRICING)]
-    price = flexible.groupby("gpu")["usd_per_gpu_hour"].min()
-    configs = model.problem.configs.set_index("config")
-    routes = model.routes.assign(
-        usd=model.routes["load"] * model.routes["config"].map(configs["tp"])
-        * model.routes["config"].map(configs["gpu"]).map(price))
-    per_share = routes.groupby("col", as_index=False).agg(
-        usd=("usd", "sum"), workload=("workload", "first"), bucket=("bucket", "first"),
-        period=("period", "first"))
-    per_share = per_share.dropna(subset=["usd"]).sort_values("usd", kind="stable")
-    chosen = per_share.drop_duplicates(["workload", "bucket", "period"])
+    shares = _priced_shares(model)
+    chosen = shares.sort_values("usd", kind="stable").drop_duplicates(
+        ["workload", "bucket", "period"])
+    problem = model.problem
+    if problem.max_configs_per_workload is not None or problem.one_quant_per_model:
+        chosen = _one_route_per_workload(model, shares, chosen)
     values = np.zeros(model.program.n_cols)
     values[chosen["col"].to_numpy(dtype=np.int64)] = 1.0
     return values
 
 
-def greedy_plan(model: FleetModel) -> np.ndarray | None:
-    """A whole plan with no LP at all: every bucket on its cheapest route, bought on flexible
-    pricing and rounded up (None when that breaks a limit such as an availability cap)."""
+def _priced_shares(model: FleetModel) -> pd.DataFrame:
+    """One row per routing-share column: col, workload, bucket, period, route, quant (when
+    the configurations say) and usd, the on-demand cost of its load; routes with a stage that
+    has no on-demand offer are left out (they are unusable for the greedy plan, not free)."""
+    offers = model.problem.offers
+    price = offers[offers["pricing_type"] == "on_demand"].groupby("gpu")["usd_per_gpu_hour"].min()
+    configs = model.problem.configs.set_index("config")
+    routes = model.routes.assign(
+        usd=model.routes["load"] * model.routes["config"].map(configs["tp"])
+        * model.routes["config"].map(configs["gpu"]).map(price))
+    quant = (routes["config"].map(configs["quant"]) if "quant" in configs
+             else pd.Series("", index=routes.index))
+    shares = routes.assign(unpriced=routes["usd"].isna(), quant=quant.fillna("")).groupby(
+        "col", as_index=False).agg(
+        usd=("usd", "sum"), unpriced=("unpriced", "any"), workload=("workload", "first"),
+        bucket=("bucket", "first"), period=("period", "first"), route=("route", "first"),
+        quant=("quant", "first"), quants=("quant", "nunique"))
+    return shares[~shares["unpriced"]].drop(columns="unpriced")
+
+
+def _one_route_per_workload(model: FleetModel, shares: pd.DataFrame,
+                            chosen: pd.DataFrame) -> pd.DataFrame:
+    """``chosen`` with each workload that one route serves wholly moved onto its cheapest
+    such route (in its model's cheapest quantization under one quantization per model)."""
+    needed = chosen.groupby("workload").size().rename("needed")
+    totals = shares.groupby(["workload", "route", "quant"], as_index=False).agg(
+        usd=("usd", "sum"), served=("col", "size"), quants=("quants", "max"))
+    totals = totals.merge(needed, left_on="workload", right_index=True)
+    totals = totals[(totals["served"] == totals["needed"]) & (totals["quants"] == 1)]
+    if model.problem.one_quant_per_model:
+        workload_model = model.routes.groupby("workload")["config"].first().map(
+            model.problem.configs.set_index("config")["model"])
+        totals = totals.assign(model=totals["workload"].map(workload_model))
+        best = totals.sort_values("usd", kind="stable").drop_duplicates(["workload", "quant"])
+        by_quant = best.groupby(["model", "quant"], as_index=False).agg(
+            usd=("usd", "sum"), workloads=("workload", "nunique"))
+        counts = best.groupby("model")["workload"].nunique().rename("all")
+        by_quant = by_quant.merge(counts, left_on="model", right_index=True)
+        by_quant = by_quant[by_quant["workloads"] == by_quant["all"]]
+        keep = by_quant.sort_values("usd", kind="stable").drop_duplicates("model")
+        totals = totals.merge(keep[["model", "quant"]], on=["model", "quant"])
+    single = totals.sort_values("usd", kind="stable").drop_duplicates("workload")
+    moved = shares.merge(single[["workload", "route"]], on=["workload", "route"])
+    return pd.concat([chosen[~chosen["workload"].isin(single["workload"])], moved],
+                     ignore_index=True)
+
+
+def greedy_plan(model: FleetModel, options: SolveOptions | None = None,
+                seconds: float = 0.0) -> np.ndarray | None:
+    """A whole plan with no LP at all: every bucket on its cheapest route, bought on demand
+    and rounded up (None when that breaks a limit such as an availability cap); ``options``
+    and ``seconds`` as for :func:`rounded_up`."""
     reserved = np.zeros(int((model.replicas["period"] < 0).sum()))
-    return rounded_up(model, cheapest_routes(model), reserved=reserved)
+    return rounded_up(model, cheapest_routes(model), reserved=reserved, options=options,
+                      seconds=seconds)
+
+
+#: Least time a completion is given, even when the caller's time is spent [s]: presolve
+#: settles most completions in a few milliseconds.
+LEAST_COMPLETION_S = 0.05
+
+
+def free_problem(program: LinearProgram, values: np.ndarray,
+                 held: np.ndarray) -> tuple[LinearProgram, np.ndarray] | None:
+    """The rows and columns left once the ``held`` columns keep their ``values``: the free
+    columns' program and their indices in ``program`` (None when a row with no free column
+    is broken by the held values)."""
+    free = np.ones(program.n_cols, dtype=bool)
+    free[held] = False
+    matrix = program.matrix.tocsc()
+    held_activity = matrix[:, ~free] @ values[~free]
+    lower = program.row_lower - held_activity
+    upper = program.row_upper - held_activity
+    rest = matrix[:, free].tocsr()
+    has_free = np.diff(rest.indptr) > 0
+    if (lower[~has_free] > FEASIBLE).any() or (upper[~has_free] < -FEASIBLE).any():
+        return None
+    columns = np.flatnonzero(free)
+    rows = rest[has_free].tocoo()
+    sub = LinearProgram()
+    sub.add_columns(len(columns), lower=program.col_lower[columns],
+                    upper=program.col_upper[columns], integer=program.integer[columns])
+    sub.add_rows(int(has_free.sum()), rows.row, rows.col, rows.data,
+                 lower=lower[has_free], upper=upper[has_free])
+    return sub, columns
+
+
+def completed(program: LinearProgram, cost: np.ndarray, values: np.ndarray, held: np.ndarray,
+              options: SolveOptions, seconds: float) -> np.ndarray | None:
+    """``values`` with every column not in ``held`` chosen by the cheapest completion found
+    in ``seconds`` (at least :data:`LEAST_COMPLETION_S`); None when the held values admit
+    none, or none was found in time."""
+    values = np.asarray(values, dtype=float)
+    left = free_problem(program, values, held)
+    if left is None:
+        logger.debug("completion: the held columns break a row of their own")
+        return None
+    sub, columns = left
+    out = values.copy()
+    if len(columns):
+        result = open_solver(sub, cost[columns], options).solve(
+            time_limit_s=max(seconds, LEAST_COMPLETION_S), mip_gap=options.mip_gap)
+        if result.values is None:
+            logger.debug("completion: %s", result.outcome.status)
+            return None
+        out[columns] = result.values
+    violation = program.violation(out)
+    if violation > FEASIBLE:
+        logger.debug("completion breaks a row by %.3g", violation)
+        return None
+    return out

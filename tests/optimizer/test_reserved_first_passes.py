@@ -190,5 +190,19 @@ def test_a_better_plan_from_elsewhere_forgets_the_floor_of_the_old_reserved_choi
     options = SolveOptions(time_limit_s=60, mip_gap=0.01, threads=1)
     linked_solve = _with_a_plan(model, programs, lp, options)
     assert math.isfinite(linked_solve.best_floor)
-    linked_solve.offer(np.zeros(model.program.n_cols))  # cheaper, with other reserved counts
-    assert linked_solve.best_cost == 0.0 and math.isnan(linked_solve.best_floor)
+    exact = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=60, mip_gap=0.0)
+    assert exact.outcome.objective < linked_solve.best_cost - 1e-6
+    linked_solve.offer(exact.values)  # cheaper, found by another solve
+    assert linked_solve.best_cost == pytest.approx(exact.outcome.objective)
+    assert math.isnan(linked_solve.best_floor)
+
+
+def test_a_plan_that_breaks_a_row_of_the_whole_model_is_not_kept(linked):
+    # a period plan may break the rows of families left out of the periods; the best plan
+    # must stay a plan (nothing bought here: demand is not met)
+    model, programs, lp = linked
+    options = SolveOptions(time_limit_s=60, mip_gap=0.01, threads=1)
+    linked_solve = _with_a_plan(model, programs, lp, options)
+    best, cost = linked_solve.best, linked_solve.best_cost
+    linked_solve.offer(np.zeros(model.program.n_cols))
+    assert linked_solve.best is best and linked_solve.best_cost == cost

@@ -1,0 +1,136 @@
+"""The fallback plans a time-limited solve falls back on: the greedy plan and the rounded-up LP
+must be whole and feasible under every family, including those with columns of their own
+(fleet simplicity, a fixed cost per configuration, node patterns), whose columns the solver
+completes with the fallback's routing and replicas held (``rounding.completed``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fleetplan.optimizer import reserved_first
+from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, PeriodRun
+from fleetplan.optimizer.reserved_first import ReservedFirst
+from fleetplan.optimizer.rounding import completed, greedy_plan, rounded_up
+from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, open_solver
+from tests.optimizer.instances import make_problem
+
+OPTIONS = SolveOptions(time_limit_s=30, mip_gap=1e-6, threads=1)
+ON_DEMAND = {("g0", "on_demand"): 1.0, ("g1", "on_demand"): 1.0}
+
+
+def whole_and_feasible(model, plan) -> None:
+    assert plan is not None
+    assert model.program.violation(plan) <= 1e-6
+    integer = model.program.integer
+    np.testing.assert_allclose(plan[integer], plan[integer].round(), atol=1e-9)
+
+
+def routes_used(model, plan) -> set[str]:
+    shares = model.routes.assign(share=plan[model.routes["col"]])
+    return set(shares.loc[shares["share"] > 1e-9, "route"])
+
+
+def lp_values(model) -> np.ndarray:
+    lp = open_solver(model.program, model.cost, OPTIONS).solve(time_limit_s=30, mip_gap=0.0,
+                                                               relax=True)
+    assert lp.outcome.status == "optimal"
+    return lp.values
+
+
+def two_buckets(**scalars):
+    """Bucket 0 is cheapest on c0, bucket 1 on c1; either configuration serves both."""
+    return make_problem([[4.0, 1.0], [1.0, 4.0]], [[2.0, 2.0], [3.0, 1.0]], ON_DEMAND, **scalars)
+
+
+def test_a_gpu_without_an_on_demand_offer_is_not_a_free_route_for_the_greedy_plan():
+    # g0 has only a spot price: the greedy plan buys on demand, so it must use c1; it used
+    # to price c0 at spot (or at nothing) and then find no on-demand offer for it
+    problem = make_problem([[4.0], [1.0]], [[2.0]], {("g0", "spot"): 0.1,
+                                                     ("g1", "on_demand"): 1.0})
+    model = build_model(problem)
+    plan = greedy_plan(model, OPTIONS, 5.0)
+    whole_and_feasible(model, plan)
+    assert routes_used(model, plan) == {"c1"}
+
+
+def test_the_greedy_plan_keeps_one_route_per_workload_under_a_configuration_limit():
+    model = build_model(two_buckets(max_configs_per_workload=1))
+    plan = greedy_plan(model, OPTIONS, 5.0)
+    whole_and_feasible(model, plan)
+    assert len(routes_used(model, plan)) == 1
+    # without the limit every bucket keeps its own cheapest route
+    free = build_model(two_buckets())
+    assert routes_used(free, greedy_plan(free)) == {"c0", "c1"}
+
+
+def test_the_greedy_plan_keeps_one_quantization_per_model():
+    # two workloads of one model: w0 is cheapest on c0 (fp8), w1 on c1 (bf16); fp8 for both
+    # costs 0.5 + 2.0 replica-hours, bf16 for both 2.0 + 0.67, so both run c0
+    base = make_problem([[4.0], [1.0]], [[2.0]], ON_DEMAND, one_quant_per_model=True)
+    second = base.candidates.assign(workload="w1", req_s_per_replica=[1.0, 3.0])
+    problem = base.with_changes(
+        workloads=pd.DataFrame({"workload": ["w", "w1"], "pool": "p", "redundancy_k": 0}),
+        demand=pd.concat([base.demand, base.demand.assign(workload="w1")], ignore_index=True),
+        candidates=pd.concat([base.candidates, second], ignore_index=True),
+        configs=base.configs.assign(model="m", quant=["fp8", "bf16"]))
+    model = build_model(problem)
+    plan = greedy_plan(model, OPTIONS, 5.0)
+    whole_and_feasible(model, plan)
+    assert routes_used(model, plan) == {"c0"}
+
+
+def test_the_rounded_up_lp_completes_the_deployed_configuration_binaries():
+    model = build_model(two_buckets(config_fixed_usd_per_month=5.0))
+    values = lp_values(model)
+    assert rounded_up(model, values) is None  # no completion without a solver
+    whole_and_feasible(model, rounded_up(model, values, options=OPTIONS, seconds=5.0))
+
+
+def test_the_rounded_up_lp_packs_replicas_into_node_patterns():
+    # TP 2 and 3 on 8-GPU nodes are no divisibility chain: nodes are filled by patterns
+    problem = make_problem([[3.0], [5.0]], [[7.0], [11.0]], {("g0", "on_demand"): 1.0},
+                           gpu=["g0", "g0"], tp=[2, 3], gpus_per_node={"g0": 8})
+    model = build_model(problem)
+    assert model.extras.get("patterns") is not None
+    values = lp_values(model)
+    plan = rounded_up(model, values, options=OPTIONS, seconds=5.0)
+    whole_and_feasible(model, plan)
+    replicas = model.replicas.assign(value=plan[model.replicas["col"]])
+    assert (replicas["value"] >= np.floor(values[model.replicas["col"]] - 1e-9)).all()
+
+
+def test_held_columns_that_break_a_row_of_their_own_admit_no_completion():
+    # two replicas of c0 against a cap of one GPU: no other column can repair that row
+    problem = make_problem([[4.0], [1.0]], [[5.0]], ON_DEMAND, max_gpus={"g0": 1})
+    model = build_model(problem)
+    plan = greedy_plan(model)
+    assert plan is None
+    values = np.zeros(model.program.n_cols)
+    c0 = model.replicas[model.replicas["config"] == "c0"]["col"].to_numpy()
+    values[c0] = 2.0
+    assert completed(model.program, model.cost, values, c0, OPTIONS, 5.0) is None
+
+
+def test_a_linked_solve_falls_back_on_the_greedy_plan_when_the_lp_rounds_to_no_plan(
+        monkeypatch):
+    # the LP's routing spreads over both routes, which the configuration limit forbids; with
+    # every later pass finding nothing, the greedy plan is the answer, not "no solution"
+    problem = make_problem([[4.0, 1.0], [1.0, 4.0]], [[2.0, 2.0], [3.0, 1.0]],
+                           {**ON_DEMAND, ("g0", "reserved_1y"): 0.6}, max_configs_per_workload=1)
+    model = build_model(problem)
+    unsolved = Result(SolveOutcome("no_solution", math.nan, math.nan, "HiGHS", 0.0), None)
+    nothing = PeriodRun({0: unsolved}, None, 0.0)
+    monkeypatch.setattr(reserved_first, "solve_periods", lambda *a, **k: nothing)
+    monkeypatch.setattr(ReservedFirst, "whole", lambda self: None)
+    monkeypatch.setattr(ReservedFirst, "lagrangian", lambda self, lp, budget_s: None)
+    monkeypatch.setattr(reserved_first, "rounded_up", lambda *a, **k: None)
+    solve = ReservedFirst(model, PeriodPrograms.of(model), OPTIONS, Deadline(30.0))
+    outcome = solve.solve()
+    assert outcome.has_solution
+    whole_and_feasible(model, solve.best)
+    assert solve.best_cost == pytest.approx(float(model.cost @ greedy_plan(model, OPTIONS, 5)))
