@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fleetplan.optimizer import reserved_first
+from fleetplan.optimizer import decomposition, reserved_first
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, PeriodRun
 from fleetplan.optimizer.reserved_first import ReservedFirst
@@ -134,3 +134,43 @@ def test_a_linked_solve_falls_back_on_the_greedy_plan_when_the_lp_rounds_to_no_p
     assert outcome.has_solution
     whole_and_feasible(model, solve.best)
     assert solve.best_cost == pytest.approx(float(model.cost @ greedy_plan(model, OPTIONS, 5)))
+
+
+class _NothingFound:
+    """A solver that finds no plan in time, whatever it is asked."""
+
+    def __init__(self, *arguments) -> None:
+        pass
+
+    def solve(self, **keywords) -> Result:
+        return Result(SolveOutcome("no_solution", math.nan, math.nan, "HiGHS", 0.0, 3.0), None)
+
+
+def test_a_whole_solve_that_finds_nothing_in_time_reports_the_greedy_plan(monkeypatch):
+    model = build_model(two_buckets(max_configs_per_workload=1))
+    monkeypatch.setattr(decomposition, "open_solver", _NothingFound)
+    outcome = decomposition.solve_whole(model, OPTIONS, Deadline(30.0))
+    assert outcome.status == "time_limit" and outcome.bound == 3.0
+    whole_and_feasible(model, model.values)
+    assert outcome.objective == pytest.approx(float(model.cost @ model.values))
+
+
+def test_a_whole_milp_not_run_keeps_the_linked_solves_plan_and_bound(monkeypatch):
+    # a family left out of the periods (a budget) sends the linked plan to the whole MILP as
+    # its start; when that MILP finds nothing, the plan and the LP bound are kept
+    problem = make_problem([[4.0, 1.0], [1.0, 4.0]], [[2.0, 2.0], [3.0, 1.0]],
+                           {**ON_DEMAND, ("g0", "reserved_1y"): 0.6},
+                           budget_usd_per_month=1e6)
+    model = build_model(problem)
+    monkeypatch.setattr(decomposition, "WHOLE_MODEL_COLUMNS", 0)
+
+    def nothing_found(model, options, deadline, start=None):
+        model.values = None
+        return _NothingFound().solve().outcome
+
+    monkeypatch.setattr(decomposition, "solve_whole", nothing_found)
+    outcome = decomposition.solve_fleet(model, OPTIONS, Deadline(30.0))
+    assert outcome.has_solution
+    whole_and_feasible(model, model.values)
+    assert outcome.objective == pytest.approx(float(model.cost @ model.values))
+    assert math.isfinite(outcome.bound) and outcome.bound <= outcome.objective + 1e-6
