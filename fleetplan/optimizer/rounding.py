@@ -196,10 +196,10 @@ def _one_route_per_workload(model: FleetModel, shares: pd.DataFrame,
                             chosen: pd.DataFrame) -> pd.DataFrame:
     """``chosen`` with each workload that one route serves wholly moved onto its cheapest
     such route (in its model's cheapest quantization under one quantization per model)."""
-    needed = chosen.groupby("workload").size().rename("needed")
+    needed = chosen.groupby("workload", as_index=False).size().rename(columns={"size": "needed"})
     totals = shares.groupby(["workload", "route", "quant"], as_index=False).agg(
         usd=("usd", "sum"), served=("col", "size"), quants=("quants", "max"))
-    totals = totals.merge(needed, left_on="workload", right_index=True)
+    totals = totals.merge(needed, on="workload")
     totals = totals[(totals["served"] == totals["needed"]) & (totals["quants"] == 1)]
     if model.problem.one_quant_per_model:
         workload_model = model.routes.groupby("workload")["config"].first().map(
@@ -208,8 +208,8 @@ def _one_route_per_workload(model: FleetModel, shares: pd.DataFrame,
         best = totals.sort_values("usd", kind="stable").drop_duplicates(["workload", "quant"])
         by_quant = best.groupby(["model", "quant"], as_index=False).agg(
             usd=("usd", "sum"), workloads=("workload", "nunique"))
-        counts = best.groupby("model")["workload"].nunique().rename("all")
-        by_quant = by_quant.merge(counts, left_on="model", right_index=True)
+        counts = best.groupby("model", as_index=False)["workload"].nunique()
+        by_quant = by_quant.merge(counts.rename(columns={"workload": "all"}), on="model")
         by_quant = by_quant[by_quant["workloads"] == by_quant["all"]]
         keep = by_quant.sort_values("usd", kind="stable").drop_duplicates("model")
         totals = totals.merge(keep[["model", "quant"]], on=["model", "quant"])

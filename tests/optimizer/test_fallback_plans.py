@@ -15,7 +15,7 @@ from fleetplan.optimizer import decomposition, reserved_first
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, PeriodRun
 from fleetplan.optimizer.reserved_first import ReservedFirst
-from fleetplan.optimizer.rounding import completed, greedy_plan, rounded_up
+from fleetplan.optimizer.rounding import cheapest_routes, completed, greedy_plan, rounded_up
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, open_solver
 from tests.optimizer.instances import make_problem
 
@@ -66,6 +66,17 @@ def test_the_greedy_plan_keeps_one_route_per_workload_under_a_configuration_limi
     # without the limit every bucket keeps its own cheapest route
     free = build_model(two_buckets())
     assert routes_used(free, greedy_plan(free)) == {"c0", "c1"}
+
+
+def test_no_greedy_plan_without_any_on_demand_offer_even_under_a_configuration_limit():
+    # nothing can be bought on demand, so there is no greedy plan (it used to crash on the
+    # empty table of routes under the limit)
+    spot_only = {("g0", "spot"): 0.5, ("g1", "spot"): 0.5}
+    problem = make_problem([[4.0, 1.0], [1.0, 4.0]], [[2.0, 2.0]], spot_only,
+                           max_configs_per_workload=1)
+    model = build_model(problem)
+    assert not cheapest_routes(model).any()
+    assert greedy_plan(model, OPTIONS, 5.0) is None
 
 
 def test_the_greedy_plan_keeps_one_quantization_per_model():
