@@ -64,7 +64,7 @@ from fleetplan.optimizer.reserved_candidates import (
     reserved_rows,
     support_closure,
 )
-from fleetplan.optimizer.rounding import greedy_plan, rounded_up
+from fleetplan.optimizer.rounding import greedy_plan, is_whole, rounded_up
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, gap_between, open_solver
 
 logger = logging.getLogger(__name__)
@@ -120,9 +120,9 @@ class ReservedFirst:
         if values is None:
             return
         violation = self.model.program.violation(values)
-        if violation > FEASIBLE:
-            logger.debug("plan at %.1f s breaks a row left out of the periods by %.3g",
-                         self.deadline.elapsed(), violation)
+        if violation > FEASIBLE or not is_whole(self.model.program, values):
+            logger.debug("plan at %.1f s breaks a row left out of the periods by %.3g, or "
+                         "is not whole", self.deadline.elapsed(), violation)
             return
         cost = float(self.model.cost @ values)
         logger.debug("plan at %.1f s: %.2f (best %.2f, bound %.2f)", self.deadline.elapsed(),

@@ -104,13 +104,20 @@ def rounded_up(model: FleetModel, values: np.ndarray, reserved: np.ndarray | Non
     if not model.spare_shortfall.empty:
         out[model.spare_shortfall["col"]] = 0.0
     violation = model.program.violation(out)
-    if violation <= FEASIBLE:
+    if violation <= FEASIBLE and is_whole(model.program, out):
         return out
-    logger.debug("rounded-up LP breaks a row by %.3g", violation)
+    # a family's own integer columns keep the LP's fractions (fleet simplicity's flags)
+    logger.debug("rounded-up LP breaks a row by %.3g or keeps a fraction", violation)
     if options is None:
         return None
     return completed(model.program, model.cost, out, decided_columns(model, patterns), options,
                      seconds)
+
+
+def is_whole(program: LinearProgram, values: np.ndarray) -> bool:
+    """True when every integer column of ``values`` is whole (within round-off)."""
+    integer = values[program.integer]
+    return bool((np.abs(integer - np.round(integer)) <= FEASIBLE).all())
 
 
 def decided_columns(model: FleetModel, patterns: bool) -> np.ndarray:
@@ -277,9 +284,10 @@ def completed(program: LinearProgram, cost: np.ndarray, values: np.ndarray, held
         if result.values is None:
             logger.debug("completion: %s", result.outcome.status)
             return None
-        out[columns] = result.values
+        integer = sub.integer
+        out[columns] = np.where(integer, np.round(result.values), result.values)
     violation = program.violation(out)
-    if violation > FEASIBLE:
+    if violation > FEASIBLE or not is_whole(program, out):
         logger.debug("completion breaks a row by %.3g", violation)
         return None
     return out

@@ -79,20 +79,41 @@ def test_no_greedy_plan_without_any_on_demand_offer_even_under_a_configuration_l
     assert greedy_plan(model, OPTIONS, 5.0) is None
 
 
-def test_the_greedy_plan_keeps_one_quantization_per_model():
-    # two workloads of one model: w0 is cheapest on c0 (fp8), w1 on c1 (bf16); fp8 for both
-    # costs 0.5 + 2.0 replica-hours, bf16 for both 2.0 + 0.67, so both run c0
-    base = make_problem([[4.0], [1.0]], [[2.0]], ON_DEMAND, one_quant_per_model=True)
-    second = base.candidates.assign(workload="w1", req_s_per_replica=[1.0, 3.0])
+def two_workloads_one_model(capacity=(4.0, 1.0, 1.0, 3.0), demand=2.0, **scalars):
+    """Workloads w and w1 of one model on c0 (fp8, GPU g0) and c1 (bf16, GPU g1):
+    ``capacity`` is w on c0, w on c1, w1 on c0, w1 on c1 [req/s per replica]."""
+    base = make_problem([[capacity[0]], [capacity[1]]], [[demand]], ON_DEMAND,
+                        one_quant_per_model=True, **scalars)
+    second = base.candidates.assign(workload="w1", req_s_per_replica=list(capacity[2:]))
     problem = base.with_changes(
         workloads=pd.DataFrame({"workload": ["w", "w1"], "pool": "p", "redundancy_k": 0}),
         demand=pd.concat([base.demand, base.demand.assign(workload="w1")], ignore_index=True),
         candidates=pd.concat([base.candidates, second], ignore_index=True),
         configs=base.configs.assign(model="m", quant=["fp8", "bf16"]))
-    model = build_model(problem)
+    return build_model(problem)
+
+
+def test_the_greedy_plan_keeps_one_quantization_per_model():
+    # w is cheapest on c0 (fp8), w1 on c1 (bf16); fp8 for both costs 0.5 + 2.0 replica-hours,
+    # bf16 for both 2.0 + 0.67, so both run c0
+    model = two_workloads_one_model()
     plan = greedy_plan(model, OPTIONS, 5.0)
     whole_and_feasible(model, plan)
     assert routes_used(model, plan) == {"c0"}
+
+
+def test_the_rounded_up_lp_never_keeps_the_lps_fractional_flags():
+    # with one GPU of g0, the LP sends a fifth of each workload to fp8 and the rest to bf16
+    # under flags of 0.2 and 0.8; the rounding used to return them as they were: a plan that
+    # runs the model in two quantizations
+    model = two_workloads_one_model((4.0, 1.0, 1.0, 4.0), 4.0, max_gpus={"g0": 1})
+    values = lp_values(model)
+    flags = values[model.program.integer]
+    assert (np.abs(flags - flags.round()) > 1e-6).any()
+    plan = rounded_up(model, values, options=OPTIONS, seconds=5.0)
+    assert plan is None or len(routes_used(model, plan)) == 1
+    if plan is not None:
+        whole_and_feasible(model, plan)
 
 
 def test_the_rounded_up_lp_completes_the_deployed_configuration_binaries():
