@@ -25,15 +25,17 @@ import numpy as np
 
 from fleetplan.optimizer.constraint_families import FAMILIES, FAMILY
 from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.greedy_fallback import greedy_plan
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, PeriodTask, solve_periods
 from fleetplan.optimizer.reserved_first import (
     COMPLETION_SHARE,
     FLOOR_SHARE,
+    ROUNDING_SHARE,
     ReservedFirst,
     floor_bound,
 )
-from fleetplan.optimizer.rounding import greedy_plan, rounded_up
+from fleetplan.optimizer.rounding import rounded_within_limits
 from fleetplan.optimizer.solver import SolveOptions, SolveOutcome, gap_between, open_solver
 
 logger = logging.getLogger(__name__)
@@ -154,11 +156,10 @@ def solve_separable(model: FleetModel, options: SolveOptions, deadline: Deadline
         relax=True)
     lp_optimal = lp.values is not None and lp.outcome.status == "optimal"
     # without the LP in time, the greedy plan: periods the deadline leaves unsolved keep it
-    completion_s = deadline.share(COMPLETION_SHARE)
-    start = rounded_up(model, lp.values, options=options, seconds=completion_s) \
+    start = rounded_within_limits(model, lp.values, options, deadline.share(ROUNDING_SHARE)) \
         if lp_optimal else None
     if start is None and lp.outcome.status != "infeasible":
-        start = greedy_plan(model, options, completion_s)
+        start = greedy_plan(model, options, deadline.share(COMPLETION_SHARE))
     programs = PeriodPrograms.of(model)
     task = PeriodTask(model.cost, split_by_pool=True)
     run = solve_periods(programs, task, options, deadline, start=start, keep_start=True)

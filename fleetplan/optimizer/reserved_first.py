@@ -37,6 +37,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from fleetplan.optimizer.greedy_fallback import greedy_plan
 from fleetplan.optimizer.lagrangian_prices import (
     hour_weights,
     lp_shares,
@@ -64,7 +65,7 @@ from fleetplan.optimizer.reserved_candidates import (
     reserved_rows,
     support_closure,
 )
-from fleetplan.optimizer.rounding import greedy_plan, is_whole, rounded_up
+from fleetplan.optimizer.rounding import is_whole, rounded_up, rounded_within_limits
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, gap_between, open_solver
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,10 @@ FEASIBLE = 1e-6
 
 #: Share of the time left a fallback plan's completion may take (presolve settles most).
 COMPLETION_SHARE = 0.1
+
+#: Share of the time left the rounded-up LP may take, with its re-solves when the rounding
+#: breaks a cap (``rounding.rounded_within_limits``).
+ROUNDING_SHARE = 0.25
 
 #: Share of the time left the floor bound's LP may take (it takes well under a second).
 FLOOR_SHARE = 0.2
@@ -234,8 +239,8 @@ class ReservedFirst:
             if self.best is None:
                 self.offer(greedy_plan(self.model, self.options, self.completion_s()))
             return self.outcome()
-        self.offer(rounded_up(self.model, lp.values, options=self.options,
-                              seconds=self.completion_s()))
+        self.offer(rounded_within_limits(self.model, lp.values, self.options,
+                                         self.deadline.share(ROUNDING_SHARE)))
         if self.best is None:  # the LP's routing breaks a rule the greedy plan keeps
             self.offer(greedy_plan(self.model, self.options, self.completion_s()))
         rows = reserved_rows(self.model)

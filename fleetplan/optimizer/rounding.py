@@ -10,9 +10,7 @@ simplicity's flags, deployed-configuration binaries, re-planning's changes, node
 are left to the solver with the rounding's decisions held (:func:`completed`, below); a plan
 that still breaks a row (an availability cap the extra replicas exceed) is not returned.
 
-The greedy plan needs no LP: every bucket on its cheapest route at on-demand prices, or, under
-a fleet-simplicity rule, every workload on the one route that serves all its buckets most
-cheaply.
+The greedy plan (``greedy_fallback.py``) is rounded up here too.
 
 Completion. Fleet simplicity's route and quantization flags, the deployed-configuration
 binaries of a fixed cost per configuration, re-planning's bought, released and migrated GPUs,
@@ -32,6 +30,7 @@ completion. The result is checked against every row of the whole program.
 from __future__ import annotations
 
 import logging
+import time
 
 import numpy as np
 import pandas as pd
@@ -46,6 +45,9 @@ logger = logging.getLogger(__name__)
 
 #: Largest row violation accepted as round-off.
 FEASIBLE = 1e-6
+
+#: Times the LP is solved again with the rows its rounding broke tightened.
+TIGHTENINGS = 3
 
 
 def _needed_replicas(model: FleetModel, values: np.ndarray) -> pd.Series:
@@ -71,6 +73,24 @@ def rounded_up(model: FleetModel, values: np.ndarray, reserved: np.ndarray | Non
     without, a plan that needs them is not returned.
     """
     patterns = model.extras.get("patterns") is not None
+    out = _rounded_values(model, values, reserved, patterns)
+    if out is None:
+        return None
+    violation = model.program.violation(out)
+    if violation <= FEASIBLE and is_whole(model.program, out):
+        return out
+    # a family's own integer columns keep the LP's fractions (fleet simplicity's flags)
+    logger.debug("rounded-up LP breaks a row by %.3g or keeps a fraction", violation)
+    if options is None:
+        return None
+    return completed(model.program, model.cost, out, decided_columns(model, patterns), options,
+                     seconds)
+
+
+def _rounded_values(model: FleetModel, values: np.ndarray, reserved: np.ndarray | None,
+                    patterns: bool) -> np.ndarray | None:
+    """The rounding's column values before any check (None without an on-demand offer to make
+    up a configuration's replicas); other families' columns keep ``values``."""
     out = np.array(values, dtype=float)
     replicas = model.replicas
     lp = replicas.assign(lp=values[replicas["col"]])
@@ -103,15 +123,55 @@ def rounded_up(model: FleetModel, values: np.ndarray, reserved: np.ndarray | Non
         _set_nodes(model, out)
     if not model.spare_shortfall.empty:
         out[model.spare_shortfall["col"]] = 0.0
-    violation = model.program.violation(out)
-    if violation <= FEASIBLE and is_whole(model.program, out):
-        return out
-    # a family's own integer columns keep the LP's fractions (fleet simplicity's flags)
-    logger.debug("rounded-up LP breaks a row by %.3g or keeps a fraction", violation)
-    if options is None:
-        return None
-    return completed(model.program, model.cost, out, decided_columns(model, patterns), options,
-                     seconds)
+    return out
+
+
+def rounded_within_limits(model: FleetModel, values: np.ndarray, options: SolveOptions,
+                          seconds: float, reserved: np.ndarray | None = None) -> np.ndarray | None:
+    """:func:`rounded_up`; when the rounding itself breaks rows (an availability or offer cap,
+    a budget: rows of decided columns only), the LP is solved again with each such row
+    tightened by what the rounding exceeded, and rounded again, up to :data:`TIGHTENINGS`
+    times, all within ``seconds``. Rounding up adds at most a replica per configuration and
+    period, so a cap tightened by that excess leaves the rounding room."""
+    started = time.perf_counter()
+
+    def left() -> float:
+        return seconds - (time.perf_counter() - started)
+
+    plan = rounded_up(model, values, reserved, options=options, seconds=left())
+    if plan is None and reserved is None:  # fewer on-demand replicas to make up
+        reserved = np.ceil(values[reserved_columns(model)] - 1e-6) + 0.0
+        plan = rounded_up(model, values, reserved, options=options, seconds=left())
+    program, solver = model.program, None
+    lower, upper = program.row_lower.copy(), program.row_upper.copy()
+    patterns = model.extras.get("patterns") is not None
+    for _ in range(TIGHTENINGS):
+        if plan is not None or left() <= 0:
+            break
+        out = _rounded_values(model, values, reserved, patterns)
+        if out is None:
+            break
+        rows, over, under = broken_rows(program, out, decided_columns(model, patterns))
+        if not len(rows):
+            break
+        upper[rows] -= over
+        lower[rows] += under
+        logger.debug("rounding breaks %d rows by up to %.3g: the LP again with them tightened",
+                     len(rows), max(over.max(), under.max()))
+        solver = solver or open_solver(program, model.cost, options)
+        solver.set_row_bounds(rows, lower[rows], upper[rows])
+        result = solver.solve(time_limit_s=max(left(), LEAST_COMPLETION_S),
+                              mip_gap=options.mip_gap, relax=True)
+        if result.values is None or result.outcome.status != "optimal":
+            break
+        values = result.values
+        plan = rounded_up(model, values, reserved, options=options, seconds=left())
+    return plan
+
+
+def reserved_columns(model: FleetModel) -> np.ndarray:
+    """Columns of the reserved replica counts, in the order ``reserved`` arguments take."""
+    return model.replicas.loc[model.replicas["period"] < 0, "col"].to_numpy(dtype=np.int64)
 
 
 def is_whole(program: LinearProgram, values: np.ndarray) -> bool:
@@ -157,95 +217,14 @@ def _with_node_size(counts: pd.Series, nodes: pd.DataFrame):
         yield (key, group), size[key[0]]
 
 
-def cheapest_routes(model: FleetModel) -> np.ndarray:
-    """Column values that send every bucket, in every period, wholly to its cheapest route
-    (load x GPUs per replica x the GPU's on-demand price, summed over the route's stages),
-    with nothing else bought: the start of the greedy fallback.
-
-    Under a fleet-simplicity rule each workload keeps one route for all its buckets and
-    periods (the cheapest in sum among those that serve all of them), and with one
-    quantization per model that route is in the quantization cheapest for the model's
-    workloads together; a workload no single route serves keeps its per-bucket choice."""
-    if model.routes.empty:  # nothing can be routed (no usable configuration)
-        return np.zeros(model.program.n_cols)
-    shares = _priced_shares(model)
-    chosen = shares.sort_values("usd", kind="stable").drop_duplicates(
-        ["workload", "bucket", "period"])
-    problem = model.problem
-    if problem.max_configs_per_workload is not None or problem.one_quant_per_model:
-        chosen = _one_route_per_workload(model, shares, chosen)
-    values = np.zeros(model.program.n_cols)
-    values[chosen["col"].to_numpy(dtype=np.int64)] = 1.0
-    return values
-
-
-def _priced_shares(model: FleetModel) -> pd.DataFrame:
-    """One row per routing-share column: col, workload, bucket, period, route, quant (when
-    the configurations say) and usd, the on-demand cost of its load; routes with a stage that
-    has no on-demand offer are left out (they are unusable for the greedy plan, not free)."""
-    offers = model.problem.offers
-    price = offers[offers["pricing_type"] == "on_demand"].groupby("gpu")["usd_per_gpu_hour"].min()
-    configs = model.problem.configs.set_index("config")
-    routes = model.routes.assign(
-        usd=model.routes["load"] * model.routes["config"].map(configs["tp"])
-        * model.routes["config"].map(configs["gpu"]).map(price))
-    quant = (routes["config"].map(configs["quant"]) if "quant" in configs
-             else pd.Series("", index=routes.index))
-    shares = routes.assign(unpriced=routes["usd"].isna(), quant=quant.fillna("")).groupby(
-        "col", as_index=False).agg(
-        usd=("usd", "sum"), unpriced=("unpriced", "any"), workload=("workload", "first"),
-        bucket=("bucket", "first"), period=("period", "first"), route=("route", "first"),
-        quant=("quant", "first"), quants=("quant", "nunique"))
-    return shares[~shares["unpriced"]].drop(columns="unpriced")
-
-
-def _one_route_per_workload(model: FleetModel, shares: pd.DataFrame,
-                            chosen: pd.DataFrame) -> pd.DataFrame:
-    """``chosen`` with each workload that one route serves wholly moved onto its cheapest
-    such route (in its model's cheapest quantization under one quantization per model)."""
-    needed = chosen.groupby("workload", as_index=False).size().rename(columns={"size": "needed"})
-    totals = shares.groupby(["workload", "route", "quant"], as_index=False).agg(
-        usd=("usd", "sum"), served=("col", "size"), quants=("quants", "max"))
-    totals = totals.merge(needed, on="workload")
-    totals = totals[(totals["served"] == totals["needed"]) & (totals["quants"] == 1)]
-    if model.problem.one_quant_per_model:
-        workload_model = model.routes.groupby("workload")["config"].first().map(
-            model.problem.configs.set_index("config")["model"])
-        totals = totals.assign(model=totals["workload"].map(workload_model))
-        best = totals.sort_values("usd", kind="stable").drop_duplicates(["workload", "quant"])
-        by_quant = best.groupby(["model", "quant"], as_index=False).agg(
-            usd=("usd", "sum"), workloads=("workload", "nunique"))
-        counts = best.groupby("model", as_index=False)["workload"].nunique()
-        by_quant = by_quant.merge(counts.rename(columns={"workload": "all"}), on="model")
-        by_quant = by_quant[by_quant["workloads"] == by_quant["all"]]
-        keep = by_quant.sort_values("usd", kind="stable").drop_duplicates("model")
-        totals = totals.merge(keep[["model", "quant"]], on=["model", "quant"])
-    single = totals.sort_values("usd", kind="stable").drop_duplicates("workload")
-    moved = shares.merge(single[["workload", "route"]], on=["workload", "route"])
-    return pd.concat([chosen[~chosen["workload"].isin(single["workload"])], moved],
-                     ignore_index=True)
-
-
-def greedy_plan(model: FleetModel, options: SolveOptions | None = None,
-                seconds: float = 0.0) -> np.ndarray | None:
-    """A whole plan with no LP at all: every bucket on its cheapest route, bought on demand
-    and rounded up (None when that breaks a limit such as an availability cap); ``options``
-    and ``seconds`` as for :func:`rounded_up`."""
-    reserved = np.zeros(int((model.replicas["period"] < 0).sum()))
-    return rounded_up(model, cheapest_routes(model), reserved=reserved, options=options,
-                      seconds=seconds)
-
-
 #: Least time a completion is given, even when the caller's time is spent [s]: presolve
 #: settles most completions in a few milliseconds.
 LEAST_COMPLETION_S = 0.05
 
 
-def free_problem(program: LinearProgram, values: np.ndarray,
-                 held: np.ndarray) -> tuple[LinearProgram, np.ndarray] | None:
-    """The rows and columns left once the ``held`` columns keep their ``values``: the free
-    columns' program and their indices in ``program`` (None when a row with no free column
-    is broken by the held values)."""
+def _split(program: LinearProgram, values: np.ndarray, held: np.ndarray):
+    """(free column mask, row bounds left for the free columns, the free columns' matrix,
+    rows with a free column) once the ``held`` columns keep their ``values``."""
     free = np.ones(program.n_cols, dtype=bool)
     free[held] = False
     matrix = program.matrix.tocsc()
@@ -253,7 +232,25 @@ def free_problem(program: LinearProgram, values: np.ndarray,
     lower = program.row_lower - held_activity
     upper = program.row_upper - held_activity
     rest = matrix[:, free].tocsr()
-    has_free = np.diff(rest.indptr) > 0
+    return free, lower, upper, rest, np.diff(rest.indptr) > 0
+
+
+def broken_rows(program: LinearProgram, values: np.ndarray,
+                held: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows of held columns only that the held ``values`` break: (rows, excess over the upper
+    bound, shortfall under the lower bound) [row units; 0 on the side that holds]."""
+    _, lower, upper, _, has_free = _split(program, values, held)
+    over, under = np.maximum(-upper, 0.0), np.maximum(lower, 0.0)
+    rows = np.flatnonzero(~has_free & ((over > FEASIBLE) | (under > FEASIBLE)))
+    return rows, over[rows], under[rows]
+
+
+def free_problem(program: LinearProgram, values: np.ndarray,
+                 held: np.ndarray) -> tuple[LinearProgram, np.ndarray] | None:
+    """The rows and columns left once the ``held`` columns keep their ``values``: the free
+    columns' program and their indices in ``program`` (None when a row with no free column
+    is broken by the held values)."""
+    free, lower, upper, rest, has_free = _split(program, values, held)
     if (lower[~has_free] > FEASIBLE).any() or (upper[~has_free] < -FEASIBLE).any():
         return None
     columns = np.flatnonzero(free)

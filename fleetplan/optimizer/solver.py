@@ -203,6 +203,12 @@ class HighsSolver:
         self.highs.changeColsBounds(len(cols), cols, np.broadcast_to(lower, cols.shape).astype(
             float), np.broadcast_to(upper, cols.shape).astype(float))
 
+    def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        self.changed = True
+        rows = np.asarray(rows, dtype=np.int32)
+        self.highs.changeRowsBounds(len(rows), rows, np.asarray(lower, dtype=float),
+                                    np.asarray(upper, dtype=float))
+
     def add_row(self, cols: np.ndarray, coefs: np.ndarray, lower: float, upper: float) -> None:
         self.changed = True
         cols = np.asarray(cols, dtype=np.int32)
@@ -341,6 +347,9 @@ class CbcSolver:
 
     def set_col_bounds(self, cols, lower, upper) -> None:
         self.col_lower[cols], self.col_upper[cols] = lower, upper
+
+    def set_row_bounds(self, rows, lower, upper) -> None:
+        self.row_lower[rows], self.row_upper[rows] = lower, upper
 
     def add_row(self, cols, coefs, lower, upper) -> None:
         self.extra.append((np.asarray(cols), np.asarray(coefs, dtype=float), lower, upper))

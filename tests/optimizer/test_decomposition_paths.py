@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 import fleetplan.optimizer.decomposition as decomposition
 import fleetplan.optimizer.reserved_first as reserved_first
 from fleetplan.optimizer.cost_cover import least_pool_costs, pool_period_problem
+from fleetplan.optimizer.greedy_fallback import greedy_plan
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
-from fleetplan.optimizer.rounding import greedy_plan, rounded_up
+from fleetplan.optimizer.rounding import rounded_up
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, open_solver
 from tests.optimizer.instances import brute_force_usd, make_problem, portfolio_problem
 from tests.optimizer.plan_checker import check_plan

@@ -12,10 +12,11 @@ import pandas as pd
 import pytest
 
 from fleetplan.optimizer import decomposition, reserved_first
+from fleetplan.optimizer.greedy_fallback import cheapest_routes, greedy_plan
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, PeriodRun
 from fleetplan.optimizer.reserved_first import ReservedFirst
-from fleetplan.optimizer.rounding import cheapest_routes, completed, greedy_plan, rounded_up
+from fleetplan.optimizer.rounding import completed, rounded_up, rounded_within_limits
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, open_solver
 from tests.optimizer.instances import make_problem
 
@@ -136,12 +137,54 @@ def test_the_rounded_up_lp_packs_replicas_into_node_patterns():
     assert (replicas["value"] >= np.floor(values[model.replicas["col"]] - 1e-9)).all()
 
 
+def test_the_greedy_plan_avoids_a_capped_gpu_when_its_cheapest_routes_break_the_cap():
+    # c0 is cheapest but needs two replicas on g0, capped at one GPU: the plan runs c1
+    problem = make_problem([[4.0], [1.0]], [[5.0]], ON_DEMAND, max_gpus={"g0": 1})
+    model = build_model(problem)
+    assert routes_used(model, cheapest_routes(model)) == {"c0"}
+    plan = greedy_plan(model, OPTIONS, 5.0)
+    whole_and_feasible(model, plan)
+    assert routes_used(model, plan) == {"c1"}
+
+
+def test_a_cap_the_rounding_breaks_is_tightened_in_the_lp_until_the_rounding_holds():
+    # c0 serves bucket 0 and c1 bucket 1, both on g0 (2 GPUs); c2 on g1 serves both at three
+    # times the price. The LP fills g0 with 0.5 + 1.5 replicas, which round up to 3 GPUs; with
+    # the cap tightened by that one GPU the LP moves load to c2, and its rounding holds
+    problem = make_problem([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], [[0.5, 1.5]],
+                           {("g0", "on_demand"): 1.0, ("g1", "on_demand"): 3.0},
+                           gpu=["g0", "g0", "g1"], max_gpus={"g0": 2})
+    model = build_model(problem)
+    values = lp_values(model)
+    assert rounded_up(model, values, options=OPTIONS, seconds=5.0) is None
+    plan = rounded_within_limits(model, values, OPTIONS, 5.0)
+    whole_and_feasible(model, plan)
+    assert "c2" in routes_used(model, plan)
+
+
+def test_reserved_replicas_round_up_when_on_demand_cannot_make_up_the_rest():
+    # relaxed values reserving 2.5 replicas for 2.5 req/s: rounded down, the half left would
+    # need an on-demand replica that the offer's cap (0 GPUs) forbids, and no tightening can
+    # help; rounded up, the reserved replicas carry it all
+    problem = make_problem([[1.0]], [[2.5], [2.5]], {("g0", "on_demand"): 1.0,
+                                                      ("g0", "reserved_1y"): 0.6})
+    offers = problem.offers.assign(max_gpus=np.where(
+        problem.offers["pricing_type"] == "on_demand", 0.0, np.nan))
+    model = build_model(problem.with_changes(offers=offers))
+    values = lp_values(model)
+    for table in (model.replicas, model.nodes):
+        values[table.loc[table["period"] < 0, "col"]] = 2.5
+    assert rounded_up(model, values, options=OPTIONS, seconds=5.0) is None
+    plan = rounded_within_limits(model, values, OPTIONS, 5.0)
+    whole_and_feasible(model, plan)
+    reserved = model.replicas[model.replicas["period"] < 0]["col"]
+    assert plan[reserved].sum() == 3
+
+
 def test_held_columns_that_break_a_row_of_their_own_admit_no_completion():
     # two replicas of c0 against a cap of one GPU: no other column can repair that row
     problem = make_problem([[4.0], [1.0]], [[5.0]], ON_DEMAND, max_gpus={"g0": 1})
     model = build_model(problem)
-    plan = greedy_plan(model)
-    assert plan is None
     values = np.zeros(model.program.n_cols)
     c0 = model.replicas[model.replicas["config"] == "c0"]["col"].to_numpy()
     values[c0] = 2.0
@@ -160,7 +203,7 @@ def test_a_linked_solve_falls_back_on_the_greedy_plan_when_the_lp_rounds_to_no_p
     monkeypatch.setattr(reserved_first, "solve_periods", lambda *a, **k: nothing)
     monkeypatch.setattr(ReservedFirst, "whole", lambda self: None)
     monkeypatch.setattr(ReservedFirst, "lagrangian", lambda self, lp, budget_s: None)
-    monkeypatch.setattr(reserved_first, "rounded_up", lambda *a, **k: None)
+    monkeypatch.setattr(reserved_first, "rounded_within_limits", lambda *a, **k: None)
     solve = ReservedFirst(model, PeriodPrograms.of(model), OPTIONS, Deadline(30.0))
     outcome = solve.solve()
     assert outcome.has_solution

@@ -13,10 +13,10 @@ import fleetplan.optimizer.optimization as optimization
 import fleetplan.optimizer.period_solves as period_solves
 from fleetplan.cli import main
 from fleetplan.optimizer.fleet_plan import FleetPlan
+from fleetplan.optimizer.greedy_fallback import greedy_plan
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, PeriodTask, solve_periods
-from fleetplan.optimizer.rounding import greedy_plan
 from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.instances import portfolio_problem
 from tests.optimizer.plan_checker import check_plan

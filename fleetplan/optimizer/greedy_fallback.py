@@ -1,0 +1,117 @@
+"""The greedy plan: a whole plan with no LP at all, for when the LP is not solved in time.
+
+Every bucket goes, in every period, wholly to its cheapest route at on-demand prices (load x
+GPUs per replica x the GPU's on-demand price, summed over the route's stages); a route with a
+stage that has no on-demand offer is unusable, not free. Under a fleet-simplicity rule each
+workload keeps one route for all its buckets and periods (the cheapest in sum among those that
+serve all of them), and with one quantization per model that route is in the quantization
+cheapest for the model's workloads together. The routing is then rounded up to whole
+on-demand replicas (``rounding.rounded_up``).
+
+The cheapest routes ignore limits; when their plan breaks one, a second plan avoids GPUs with
+an availability cap or a capped on-demand offer wherever a workload has another route (such
+routes are ranked after every uncapped one).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.optimizer.milp import FleetModel
+from fleetplan.optimizer.rounding import rounded_up
+from fleetplan.optimizer.solver import SolveOptions
+
+#: Cost added to a share on a capped GPU when caps are avoided: it ranks every such route
+#: after every uncapped one [USD].
+CAPPED_RANK_USD = 1e12
+
+
+def cheapest_routes(model: FleetModel, avoid_capped: bool = False) -> np.ndarray:
+    """Column values that send every bucket, in every period, wholly to its cheapest route
+    (module docstring), with nothing else bought; ``avoid_capped`` ranks routes on capped
+    GPUs after all others."""
+    if model.routes.empty:  # nothing can be routed (no usable configuration)
+        return np.zeros(model.program.n_cols)
+    shares = _priced_shares(model, avoid_capped)
+    chosen = shares.sort_values("usd", kind="stable").drop_duplicates(
+        ["workload", "bucket", "period"])
+    problem = model.problem
+    if problem.max_configs_per_workload is not None or problem.one_quant_per_model:
+        chosen = _one_route_per_workload(model, shares, chosen)
+    values = np.zeros(model.program.n_cols)
+    values[chosen["col"].to_numpy(dtype=np.int64)] = 1.0
+    return values
+
+
+def capped_gpus(problem) -> set[str]:
+    """GPU types with an availability cap or a capped on-demand offer."""
+    gpus, offers = problem.gpus, problem.offers
+    on_demand = offers[offers["pricing_type"] == "on_demand"]
+    return (set(gpus.loc[np.isfinite(gpus["max_gpus"].astype(float)), "gpu"])
+            | set(on_demand.loc[np.isfinite(on_demand["max_gpus"].astype(float)), "gpu"]))
+
+
+def _priced_shares(model: FleetModel, avoid_capped: bool) -> pd.DataFrame:
+    """One row per routing-share column: col, workload, bucket, period, route, quant (when
+    the configurations say) and usd, the on-demand cost of its load (plus
+    :data:`CAPPED_RANK_USD` per stage on a capped GPU when ``avoid_capped``); routes with a
+    stage that has no on-demand offer are left out (unusable for the greedy plan, not free)."""
+    problem = model.problem
+    offers = problem.offers
+    price = offers[offers["pricing_type"] == "on_demand"].groupby("gpu")["usd_per_gpu_hour"].min()
+    configs = problem.configs.set_index("config")
+    gpu = model.routes["config"].map(configs["gpu"])
+    rank = gpu.isin(capped_gpus(problem)) * CAPPED_RANK_USD if avoid_capped else 0.0
+    routes = model.routes.assign(
+        usd=model.routes["load"] * model.routes["config"].map(configs["tp"]) * gpu.map(price)
+        + rank)
+    quant = (routes["config"].map(configs["quant"]) if "quant" in configs
+             else pd.Series("", index=routes.index))
+    shares = routes.assign(unpriced=routes["usd"].isna(), quant=quant.fillna("")).groupby(
+        "col", as_index=False).agg(
+        usd=("usd", "sum"), unpriced=("unpriced", "any"), workload=("workload", "first"),
+        bucket=("bucket", "first"), period=("period", "first"), route=("route", "first"),
+        quant=("quant", "first"), quants=("quant", "nunique"))
+    return shares[~shares["unpriced"]].drop(columns="unpriced")
+
+
+def _one_route_per_workload(model: FleetModel, shares: pd.DataFrame,
+                            chosen: pd.DataFrame) -> pd.DataFrame:
+    """``chosen`` with each workload that one route serves wholly moved onto its cheapest
+    such route (in its model's cheapest quantization under one quantization per model)."""
+    needed = chosen.groupby("workload", as_index=False).size().rename(columns={"size": "needed"})
+    totals = shares.groupby(["workload", "route", "quant"], as_index=False).agg(
+        usd=("usd", "sum"), served=("col", "size"), quants=("quants", "max"))
+    totals = totals.merge(needed, on="workload")
+    totals = totals[(totals["served"] == totals["needed"]) & (totals["quants"] == 1)]
+    if model.problem.one_quant_per_model:
+        workload_model = model.routes.groupby("workload")["config"].first().map(
+            model.problem.configs.set_index("config")["model"])
+        totals = totals.assign(model=totals["workload"].map(workload_model))
+        best = totals.sort_values("usd", kind="stable").drop_duplicates(["workload", "quant"])
+        by_quant = best.groupby(["model", "quant"], as_index=False).agg(
+            usd=("usd", "sum"), workloads=("workload", "nunique"))
+        counts = best.groupby("model", as_index=False)["workload"].nunique()
+        by_quant = by_quant.merge(counts.rename(columns={"workload": "all"}), on="model")
+        by_quant = by_quant[by_quant["workloads"] == by_quant["all"]]
+        keep = by_quant.sort_values("usd", kind="stable").drop_duplicates("model")
+        totals = totals.merge(keep[["model", "quant"]], on=["model", "quant"])
+    single = totals.sort_values("usd", kind="stable").drop_duplicates("workload")
+    moved = shares.merge(single[["workload", "route"]], on=["workload", "route"])
+    return pd.concat([chosen[~chosen["workload"].isin(single["workload"])], moved],
+                     ignore_index=True)
+
+
+def greedy_plan(model: FleetModel, options: SolveOptions | None = None,
+                seconds: float = 0.0) -> np.ndarray | None:
+    """A whole plan with no LP at all: every bucket on its cheapest route, bought on demand
+    and rounded up; when that breaks a limit, the same avoiding capped GPUs (None when both
+    do); ``options`` and ``seconds`` (for each) as for :func:`rounding.rounded_up`."""
+    reserved = np.zeros(int((model.replicas["period"] < 0).sum()))
+    plan = rounded_up(model, cheapest_routes(model), reserved=reserved, options=options,
+                      seconds=seconds)
+    if plan is None and capped_gpus(model.problem):
+        plan = rounded_up(model, cheapest_routes(model, avoid_capped=True), reserved=reserved,
+                          options=options, seconds=seconds)
+    return plan
