@@ -2,11 +2,12 @@
 
 Every bucket goes, in every period, wholly to its cheapest route at on-demand prices (load x
 GPUs per replica x the GPU's on-demand price, summed over the route's stages); a route with a
-stage that has no on-demand offer is unusable, not free. Under a fleet-simplicity rule each
-workload keeps one route for all its buckets and periods (the cheapest in sum among those that
-serve all of them), and with one quantization per model that route is in the quantization
-cheapest for the model's workloads together. The routing is then rounded up to whole
-on-demand replicas (``rounding.rounded_up``).
+stage that has no on-demand offer is unusable, not free. With one quantization per model,
+only routes in one quantization count, and for each model only those in the quantization whose
+cheapest routes serve all its workloads' buckets for least in sum. With at most N
+configurations per workload, each workload keeps one route for all its buckets and periods
+(the cheapest in sum among those that serve all of them). The routing is then rounded up to
+whole on-demand replicas (``rounding.rounded_up``).
 
 The cheapest routes ignore limits; when their plan breaks one, a second plan avoids GPUs with
 an availability cap or a capped on-demand offer wherever a workload has another route (such
@@ -34,11 +35,12 @@ def cheapest_routes(model: FleetModel, avoid_capped: bool = False) -> np.ndarray
     if model.routes.empty:  # nothing can be routed (no usable configuration)
         return np.zeros(model.program.n_cols)
     shares = _priced_shares(model, avoid_capped)
-    chosen = shares.sort_values("usd", kind="stable").drop_duplicates(
-        ["workload", "bucket", "period"])
     problem = model.problem
-    if problem.max_configs_per_workload is not None or problem.one_quant_per_model:
-        chosen = _one_route_per_workload(model, shares, chosen)
+    if problem.one_quant_per_model:
+        shares = _in_one_quant_per_model(model, shares)
+    chosen = _cheapest(shares)
+    if problem.max_configs_per_workload is not None:
+        chosen = _one_route_per_workload(shares, chosen)
     values = np.zeros(model.program.n_cols)
     values[chosen["col"].to_numpy(dtype=np.int64)] = 1.0
     return values
@@ -76,27 +78,40 @@ def _priced_shares(model: FleetModel, avoid_capped: bool) -> pd.DataFrame:
     return shares[~shares["unpriced"]].drop(columns="unpriced")
 
 
-def _one_route_per_workload(model: FleetModel, shares: pd.DataFrame,
-                            chosen: pd.DataFrame) -> pd.DataFrame:
+def _cheapest(shares: pd.DataFrame) -> pd.DataFrame:
+    """The cheapest share of every (workload, bucket, period)."""
+    return shares.sort_values("usd", kind="stable").drop_duplicates(
+        ["workload", "bucket", "period"])
+
+
+def _in_one_quant_per_model(model: FleetModel, shares: pd.DataFrame) -> pd.DataFrame:
+    """``shares`` of routes in one quantization only, and for each model only those in the
+    quantization whose cheapest routes serve every bucket of its workloads for least in sum
+    (a model no quantization serves wholly keeps all its shares)."""
+    single = shares[shares["quants"] == 1]
+    workload_model = model.routes.groupby("workload")["config"].first().map(
+        model.problem.configs.set_index("config")["model"])
+    single = single.assign(model=single["workload"].map(workload_model))
+    needed = _cheapest(shares.assign(model=shares["workload"].map(workload_model))).groupby(
+        "model", as_index=False).size().rename(columns={"size": "needed"})
+    best = single.sort_values("usd", kind="stable").drop_duplicates(
+        ["workload", "bucket", "period", "quant"])
+    by_quant = best.groupby(["model", "quant"], as_index=False).agg(
+        usd=("usd", "sum"), served=("col", "size")).merge(needed, on="model")
+    by_quant = by_quant[by_quant["served"] == by_quant["needed"]]
+    keep = by_quant.sort_values("usd", kind="stable").drop_duplicates("model")
+    kept = single.merge(keep[["model", "quant"]], on=["model", "quant"]).drop(columns="model")
+    unserved = ~shares["workload"].map(workload_model).isin(keep["model"])
+    return pd.concat([kept, shares[unserved]], ignore_index=True)
+
+
+def _one_route_per_workload(shares: pd.DataFrame, chosen: pd.DataFrame) -> pd.DataFrame:
     """``chosen`` with each workload that one route serves wholly moved onto its cheapest
-    such route (in its model's cheapest quantization under one quantization per model)."""
+    such route; other workloads keep their per-bucket choice."""
     needed = chosen.groupby("workload", as_index=False).size().rename(columns={"size": "needed"})
-    totals = shares.groupby(["workload", "route", "quant"], as_index=False).agg(
-        usd=("usd", "sum"), served=("col", "size"), quants=("quants", "max"))
-    totals = totals.merge(needed, on="workload")
-    totals = totals[(totals["served"] == totals["needed"]) & (totals["quants"] == 1)]
-    if model.problem.one_quant_per_model:
-        workload_model = model.routes.groupby("workload")["config"].first().map(
-            model.problem.configs.set_index("config")["model"])
-        totals = totals.assign(model=totals["workload"].map(workload_model))
-        best = totals.sort_values("usd", kind="stable").drop_duplicates(["workload", "quant"])
-        by_quant = best.groupby(["model", "quant"], as_index=False).agg(
-            usd=("usd", "sum"), workloads=("workload", "nunique"))
-        counts = best.groupby("model", as_index=False)["workload"].nunique()
-        by_quant = by_quant.merge(counts.rename(columns={"workload": "all"}), on="model")
-        by_quant = by_quant[by_quant["workloads"] == by_quant["all"]]
-        keep = by_quant.sort_values("usd", kind="stable").drop_duplicates("model")
-        totals = totals.merge(keep[["model", "quant"]], on=["model", "quant"])
+    totals = shares.groupby(["workload", "route"], as_index=False).agg(
+        usd=("usd", "sum"), served=("col", "size")).merge(needed, on="workload")
+    totals = totals[totals["served"] == totals["needed"]]
     single = totals.sort_values("usd", kind="stable").drop_duplicates("workload")
     moved = shares.merge(single[["workload", "route"]], on=["workload", "route"])
     return pd.concat([chosen[~chosen["workload"].isin(single["workload"])], moved],

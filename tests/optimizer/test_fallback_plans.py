@@ -103,6 +103,19 @@ def test_the_greedy_plan_keeps_one_quantization_per_model():
     assert routes_used(model, plan) == {"c0"}
 
 
+def test_one_quantization_per_model_still_lets_each_bucket_take_its_cheapest_route_in_it():
+    # c0 serves bucket 0 and c1 bucket 1, both fp8; c2 (bf16) serves both. Bucket 0 is
+    # cheapest on c2, so the cheapest routes mix quantizations; in fp8 the buckets cost 0.5 +
+    # 0.5 replica-hours on c0 and c1, in bf16 0.25 + 2.0 on c2: the plan runs c0 and c1
+    problem = make_problem([[4.0, 0.0], [0.0, 4.0], [8.0, 1.0]], [[2.0, 2.0]],
+                           {**ON_DEMAND, ("g2", "on_demand"): 1.0}, one_quant_per_model=True)
+    problem = problem.with_changes(configs=problem.configs.assign(
+        model="m", quant=["fp8", "fp8", "bf16"]))
+    model = build_model(problem)
+    assert routes_used(model, cheapest_routes(model)) == {"c0", "c1"}
+    whole_and_feasible(model, greedy_plan(model, OPTIONS, 5.0))
+
+
 def test_the_rounded_up_lp_never_keeps_the_lps_fractional_flags():
     # with one GPU of g0, the LP sends a fifth of each workload to fp8 and the rest to bf16
     # under flags of 0.2 and 0.8; the rounding used to return them as they were: a plan that
