@@ -25,6 +25,7 @@ import itertools
 import math
 
 import numpy as np
+import pandas as pd
 from scipy.optimize import LinearConstraint, milp
 
 #: Most node patterns enumerated for one GPU type; beyond, each node holds one replica size.
@@ -93,3 +94,45 @@ def nodes_needed(counts: dict[int, float], node_gpus: int) -> int:
     result = milp(np.ones(len(fills)), integrality=np.ones(len(fills)),
                   constraints=LinearConstraint(matrix, lb=[counts[s] for s in sizes]))
     return round(result.fun)
+
+
+def nodes_needed_table(counts: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """:func:`nodes_needed` for every group of ``keys`` of a table with columns ``keys``,
+    ``tp`` [GPUs per replica], ``replicas`` and ``node_gpus`` [GPUs per node], indexed by
+    ``keys``.
+
+    A chain of sizes (each dividing the next) needs, for each size :math:`\\tau`, the GPUs of
+    replicas of size :math:`\\ge \\tau` over the GPUs of a node such replicas can fill,
+    rounded up; the largest of these counts, computed for all groups at once. A GPU bought
+    one at a time (``node_gpus`` 1) needs one node per GPU. The rare group whose sizes are no
+    chain is packed by :func:`nodes_needed`.
+    """
+    counts = counts[counts["replicas"] > 0]
+    if counts.empty:
+        return pd.Series(dtype=float, index=pd.MultiIndex.from_arrays(
+            [[] for _ in keys], names=keys) if len(keys) > 1 else pd.Index([], name=keys[0]))
+    counts = counts.groupby([*keys, "tp"], as_index=False).agg(
+        replicas=("replicas", "sum"), node_gpus=("node_gpus", "first"))
+    counts = counts.sort_values([*keys, "tp"], ascending=[True] * len(keys) + [False])
+    tp, node_gpus = counts["tp"].to_numpy(int), counts["node_gpus"].to_numpy(int)
+    larger = (counts["replicas"] * counts["tp"]).groupby(
+        [counts[k] for k in keys]).cumsum().to_numpy(float)
+    capacity = np.where(node_gpus == 1, 1, np.maximum(tp * (node_gpus // tp), 1))
+    counts["needed"] = np.ceil(larger / capacity - 1e-9)
+    grouped = counts.groupby(keys)
+    chain = _chains(counts, keys)
+    needed = grouped["needed"].max()
+    for key in needed.index[~chain.reindex(needed.index).to_numpy(bool)]:
+        group = counts.set_index(keys).loc[[key]]
+        needed[key] = nodes_needed(dict(zip(group["tp"], group["replicas"])),
+                                   int(group["node_gpus"].iloc[0]))
+    return needed
+
+
+def _chains(counts: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Per group: True when its sizes form a chain, or its GPUs are bought one at a time."""
+    ordered = counts.sort_values([*keys, "tp"])
+    previous = ordered.groupby(keys)["tp"].shift(1)
+    divides = previous.isna() | (ordered["tp"] % previous.fillna(1) == 0)
+    one = ordered["node_gpus"] == 1
+    return (divides | one).groupby([ordered[k] for k in keys]).all()

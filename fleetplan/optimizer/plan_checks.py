@@ -16,7 +16,7 @@ from fleetplan.catalogs.conventions import LINKING_PRICING
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem, charged_offers, start_months
 from fleetplan.optimizer.hosted_apis import api_usd
-from fleetplan.optimizer.node_packing import nodes_needed
+from fleetplan.optimizer.node_packing import nodes_needed_table
 
 #: Slack allowed for solver round-off [replicas, shares, GPUs].
 TOLERANCE = 1e-5
@@ -149,16 +149,18 @@ def check_node_cover(view: PlanView) -> list[str]:
     if view.nodes.empty:
         return []
     node_gpus = view.problem.gpus.set_index("gpu")["gpus_per_node"]
-    counts = view.replicas.groupby(["gpu", "pricing_type", "period", "tp"])["replicas"].sum()
-    peak = view.nodes.set_index(["gpu", "pricing_type"])["nodes_peak"]
-    problems = []
-    for (gpu, pricing, period), sizes in counts.groupby(level=[0, 1, 2]):
-        needed = nodes_needed(dict(zip(sizes.index.get_level_values("tp"), sizes)),
-                              int(node_gpus[gpu]))
-        if needed > peak.get((gpu, pricing), 0.0) + TOLERANCE and node_gpus[gpu] > 1:
-            problems.append(f"nodes: {gpu}/{pricing} in period {period} needs {needed} nodes, "
-                            f"{peak.get((gpu, pricing), 0.0):.0f} bought")
-    return problems
+    keys = ["gpu", "pricing_type", "period"]
+    replicas = view.replicas[[*keys, "tp", "replicas"]].astype({"replicas": float})
+    needed = nodes_needed_table(replicas.assign(node_gpus=replicas["gpu"].map(node_gpus)),
+                                keys).rename("needed").reset_index()
+    peak = view.nodes.groupby(["gpu", "pricing_type"], as_index=False)["nodes_peak"].max()
+    needed = needed.merge(peak, on=["gpu", "pricing_type"], how="left").fillna(
+        {"nodes_peak": 0.0})
+    short = needed[(needed["needed"] > needed["nodes_peak"] + TOLERANCE)
+                   & (needed["gpu"].map(node_gpus) > 1)]
+    return [f"nodes: {gpu}/{pricing} in period {period} needs {n:.0f} nodes, {bought:.0f} bought"
+            for gpu, pricing, period, n, bought in short[[*keys, "needed", "nodes_peak"]]
+            .itertuples(index=False)]
 
 
 def check_availability(view: PlanView) -> list[str]:

@@ -38,7 +38,7 @@ import pandas as pd
 from fleetplan.optimizer.linear_program import LinearProgram
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.milp_tables import per_period
-from fleetplan.optimizer.node_packing import nodes_needed
+from fleetplan.optimizer.node_packing import nodes_needed_table
 from fleetplan.optimizer.solver import SolveOptions, open_solver
 
 logger = logging.getLogger(__name__)
@@ -202,19 +202,13 @@ def _set_uses(model: FleetModel, values: np.ndarray, out: np.ndarray) -> None:
 
 
 def _set_nodes(model: FleetModel, out: np.ndarray) -> None:
-    replicas = model.replicas.assign(value=out[model.replicas["col"]])
-    counts = replicas.groupby(["gpu", "pricing_type", "period", "tp"])["value"].sum()
+    keys = ["gpu", "pricing_type", "period"]
     nodes = model.nodes
-    needed = {key: nodes_needed(dict(zip(group.index.get_level_values("tp"), group)), int(size))
-              for (key, group), size in _with_node_size(counts, nodes)}
-    keys = list(zip(nodes["gpu"], nodes["pricing_type"], nodes["period"]))
-    out[nodes["col"]] = [needed.get(key, 0) for key in keys]
-
-
-def _with_node_size(counts: pd.Series, nodes: pd.DataFrame):
+    replicas = model.replicas.assign(replicas=out[model.replicas["col"]])
     size = nodes.groupby("gpu")["gpus_per_node"].first()
-    for key, group in counts.groupby(level=[0, 1, 2]):
-        yield (key, group), size[key[0]]
+    needed = nodes_needed_table(replicas.assign(node_gpus=replicas["gpu"].map(size)), keys)
+    index = pd.MultiIndex.from_frame(nodes[keys])
+    out[nodes["col"]] = needed.reindex(index).fillna(0.0).to_numpy()
 
 
 #: Least time a completion is given, even when the caller's time is spent [s]: presolve
