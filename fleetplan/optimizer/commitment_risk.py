@@ -111,12 +111,15 @@ def solve_committed(model: FleetModel, commitment: pd.DataFrame, options: SolveO
 
 
 def single_outcome_commitment(problem: Problem, scenario: str, options: SolveOptions,
-                              seconds: float) -> pd.DataFrame:
-    """The first stage of the plan made as if ``scenario`` were certain."""
+                              seconds: float) -> pd.DataFrame | None:
+    """The first stage of the plan made as if ``scenario`` were certain (None when no plan
+    was found in ``seconds``, or none are left)."""
+    if seconds <= 0:
+        return None
     model = build_model(outcome_problem(problem, scenario), cost_cover=False)
     outcome = solve_fleet(model, options, Deadline(seconds))
     if not outcome.has_solution or model.values is None:
-        return pd.DataFrame(columns=["config", "pricing_type", "replicas"])
+        return None
     return first_stage(model, model.values)
 
 
@@ -148,9 +151,10 @@ def option_rows(model: FleetModel, values: np.ndarray | None, status: str, name:
 
 
 def commitment_options(problem: Problem, chosen: pd.DataFrame, options: SolveOptions,
-                       deadline: Deadline) -> dict[str, pd.DataFrame]:
+                       deadline: Deadline) -> dict[str, pd.DataFrame | None]:
     """Named first stages: the stochastic plan's, the P50-only and P90-only plans', and shares
-    of the P90-only plan's reserved replicas (rounded down to whole replicas)."""
+    of the P90-only plan's reserved replicas (rounded down to whole replicas); None for a
+    single-outcome plan not found within the deadline."""
     median = demand_quantile_scenario(problem, 0.5)
     high = demand_quantile_scenario(problem, P90)
     found = {"stochastic": chosen,
@@ -158,7 +162,7 @@ def commitment_options(problem: Problem, chosen: pd.DataFrame, options: SolveOpt
                                                                deadline.share(0.25))}
     p90 = single_outcome_commitment(problem, high, options, deadline.share(0.3))
     for share in COMMITTED_SHARES:
-        found[f"{share:.0%} of P90 reserved"] = p90.assign(
+        found[f"{share:.0%} of P90 reserved"] = None if p90 is None else p90.assign(
             replicas=np.floor(p90["replicas"] * share + 1e-9))
     found[f"P90 only ({high})"] = p90
     return found
@@ -174,7 +178,10 @@ def commitment_table(problem: Problem, chosen: pd.DataFrame, options: SolveOptio
     parts = []
     for position, (name, commitment) in enumerate(found.items()):
         left = deadline.remaining() / max(len(found) - position, 1)
-        values, status = solve_committed(model, commitment, options, left)
+        if commitment is None or (left <= 0 and position > 0):  # the stochastic plan's first
+            values, status = None, "no_solution"
+        else:
+            values, status = solve_committed(model, commitment, options, left)
         parts.append(option_rows(model, values, status, name, problem.cvar_alpha))
     table = pd.concat(parts, ignore_index=True)
     stochastic = table.loc[table["option"] == "stochastic", "expected_usd_per_month"]

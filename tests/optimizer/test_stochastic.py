@@ -14,7 +14,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fleetplan.optimizer.api_supply import api_shares
-from fleetplan.optimizer.commitment_risk import add_commitments, value_of_stochastic_solution
+from fleetplan.optimizer.commitment_risk import (
+    add_commitments,
+    commitment_table,
+    value_of_stochastic_solution,
+)
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.period_merging import merge_identical_periods
@@ -147,6 +151,24 @@ def test_the_commitment_table_of_a_known_instance():
         stochastic.loc["s2", "usd_per_month"] - stochastic["expected_usd_per_month"].iloc[0])
     assert plan.assumptions["stochastic"]["vss_usd_per_month"] == pytest.approx(
         value_of_stochastic_solution(table))
+
+
+def test_commitment_options_past_the_time_limit_are_not_priced():
+    # with no time left only the stochastic plan's own first stage is priced; the others are
+    # no_solution with no cost, not plans made up from an empty commitment
+    prices, demands, probabilities = (2.0, 4.0, 1.0, 0.5, 1.6), [1.0, 5.0, 12.0], [0.3, 0.4, 0.3]
+    problem = tiny(*prices, demands, probabilities)
+    plan = optimize_problem(problem, EXACT)
+    fleet = plan.fleet[plan.fleet["pricing_type"] == "reserved_1y"]
+    chosen = pd.DataFrame({"config": fleet["config"], "pricing_type": fleet["pricing_type"],
+                           "replicas": fleet["replicas_peak"].astype(float)})
+    table = commitment_table(problem, chosen, EXACT, seconds=0.0)
+    status = table.drop_duplicates("option").set_index("option")["status"]
+    assert status["stochastic"] == "optimal"
+    assert set(status.drop("stochastic")) == {"no_solution"}
+    others = table[table["option"] != "stochastic"]
+    assert others["expected_usd_per_month"].isna().all()
+    assert math.isnan(value_of_stochastic_solution(table))
 
 
 def test_cost_quantile_and_cvar_of_a_discrete_distribution():
