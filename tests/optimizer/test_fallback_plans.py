@@ -19,6 +19,7 @@ from fleetplan.optimizer.reserved_first import ReservedFirst
 from fleetplan.optimizer.rounding import completed, rounded_up, rounded_within_limits
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, open_solver
 from tests.optimizer.instances import make_problem
+from tests.optimizer.test_replanning import tiny as replanning_tiny
 
 OPTIONS = SolveOptions(time_limit_s=30, mip_gap=1e-6, threads=1)
 ON_DEMAND = {("g0", "on_demand"): 1.0, ("g1", "on_demand"): 1.0}
@@ -262,3 +263,12 @@ def test_a_whole_milp_not_run_keeps_the_linked_solves_plan_and_bound(monkeypatch
     whole_and_feasible(model, model.values)
     assert outcome.objective == pytest.approx(float(model.cost @ model.values))
     assert math.isfinite(outcome.bound) and outcome.bound <= outcome.objective + 1e-6
+
+
+def test_a_replanning_problem_has_a_rounded_up_lp_within_its_monthly_cap():
+    # today's 2 committed GPUs and at most 2 new GPUs a month: the LP's rounding adds more in
+    # some month, and the LP solved again with that month's cap tightened rounds within it
+    model = build_model(replanning_tiny([3.5, 1.2, 4.7], max_new=2.0))
+    values = lp_values(model)
+    assert rounded_up(model, values, options=OPTIONS, seconds=5.0) is None
+    whole_and_feasible(model, rounded_within_limits(model, values, OPTIONS, 5.0))
