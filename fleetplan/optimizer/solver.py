@@ -331,6 +331,10 @@ def solve_in_child(time_limit_s: float, program: LinearProgram, cost: np.ndarray
                                                      abs_gap=abs_gap, root_only=root_only)
 
 
+#: Least time limit CBC is given [s]: it counts its limit in whole seconds.
+CBC_LEAST_S = 1.0
+
+
 class CbcSolver:
     """CBC through PuLP: the model is rebuilt from the arrays for every solve."""
 
@@ -385,7 +389,10 @@ class CbcSolver:
         if start is not None:
             for column, value in zip(columns, start, strict=True):
                 column.varValue = float(value)
-        options = {"msg": False, "timeLimit": max(time_limit_s, 1.0), "gapRel": mip_gap}
+        # building the PuLP model takes time of the limit (term by term: seconds on large
+        # models); CBC gets the rest, and at least the 1 s it counts in
+        left = time_limit_s - (time.perf_counter() - started)
+        options = {"msg": False, "timeLimit": max(left, CBC_LEAST_S), "gapRel": mip_gap}
         if self.options.threads is not None:
             options["threads"] = self.options.threads
         with warnings.catch_warnings():  # PuLP announces CBC's move in 4.0; this is 3.x
