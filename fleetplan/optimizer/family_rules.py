@@ -126,13 +126,20 @@ def relax_spot_share(problem: Problem, subject: str) -> Relaxation:
 
 
 def lift_spot_share(problem: Problem) -> Problem | None:
-    return None if problem.spot_max_share is None else problem.with_changes(spot_max_share=None)
+    """The problem without its spot share cap (None without a cap below 100%, which has no
+    rows to lift)."""
+    share = problem.spot_max_share
+    return None if share is None or share >= 1 else problem.with_changes(spot_max_share=None)
 
 
 def diagnose_spot_share(problem: Problem, solution: dict) -> list[str]:
+    """The spot share the plan without the cap needed, when it is above the cap (a plan
+    within the cap proves nothing about it)."""
     replicas = solution["replicas"]  # the cap counts the GPUs of replicas
     spot = replicas[replicas["pricing_type"] == "spot"].groupby("period")["gpus"].sum()
     share = (spot / replicas.groupby("period")["gpus"].sum()).max()
+    if not share > problem.spot_max_share + 1e-9:
+        return []
     return [f"needs {share:.0%} spot GPUs but the spot share cap is {problem.spot_max_share:.0%}"]
 
 

@@ -15,6 +15,7 @@ from fleetplan.optimizer.constraint_families import (
     verify_plan,
 )
 from fleetplan.optimizer.decomposition import solve_fleet
+from fleetplan.optimizer.family_rules import diagnose_spot_share, lift_spot_share
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.solution_tables import assemble_plan
@@ -131,3 +132,22 @@ def test_a_share_within_the_solvers_tolerance_asks_for_no_spares(share, flagged)
     plan = assemble_plan(model, outcome, "optimal")
     assert (plan.routing["config"] == "c0").any() == flagged
     assert any(m.startswith("redundancy: c0") for m in verify_plan(plan, problem)) == flagged
+
+
+@pytest.mark.parametrize("share", [None, 1.0])
+def test_a_spot_share_cap_of_100_percent_or_none_has_nothing_to_lift(share):
+    problem = make_problem([[1.0]], [[1.0]], {("g0", "on_demand"): 1.0, ("g0", "spot"): 0.4},
+                           spot_max_share=share)
+    assert lift_spot_share(problem) is None
+
+
+def test_a_spot_share_within_the_cap_is_no_reason():
+    # the plan without the cap used 25% spot against a 50% cap: the cap did not bind
+    problem = make_problem([[1.0]], [[1.0]], {("g0", "on_demand"): 1.0, ("g0", "spot"): 0.4},
+                           spot_max_share=0.5)
+    replicas = pd.DataFrame({"period": 0, "pricing_type": ["spot", "on_demand"],
+                             "gpus": [1.0, 3.0]})
+    assert diagnose_spot_share(problem, {"replicas": replicas}) == []
+    over = replicas.assign(gpus=[3.0, 1.0])
+    assert diagnose_spot_share(problem, {"replicas": over}) == [
+        "needs 75% spot GPUs but the spot share cap is 50%"]
