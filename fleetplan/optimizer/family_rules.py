@@ -189,6 +189,8 @@ def diagnose_budget(problem: Problem, solution: dict) -> list[str]:
     per_month = (monthly["usd"] / monthly["month_weight"]).groupby(monthly["month"]).sum()
     per_month = per_month.add(fixed.fixed_usd_by_month(problem, solution.get("fixed_costs", pd.DataFrame())),
                               fill_value=0.0)  # each configuration-month's overhead
+    if not per_month.max() > problem.budget_usd_per_month * (1 + 1e-9):
+        return []  # within the budget: it did not bind
     needed, budget = usd(per_month.max()), usd(problem.budget_usd_per_month)
     return [f"needs {needed} per month but the budget is {budget}"]
 

@@ -15,7 +15,11 @@ from fleetplan.optimizer.constraint_families import (
     verify_plan,
 )
 from fleetplan.optimizer.decomposition import solve_fleet
-from fleetplan.optimizer.family_rules import diagnose_spot_share, lift_spot_share
+from fleetplan.optimizer.family_rules import (
+    diagnose_budget,
+    diagnose_spot_share,
+    lift_spot_share,
+)
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.solution_tables import assemble_plan
@@ -151,3 +155,15 @@ def test_a_spot_share_within_the_cap_is_no_reason():
     over = replicas.assign(gpus=[3.0, 1.0])
     assert diagnose_spot_share(problem, {"replicas": over}) == [
         "needs 75% spot GPUs but the spot share cap is 50%"]
+
+
+def test_a_plan_within_the_budget_is_no_reason():
+    # the plan without the budget spends $730 a month (1 GPU at $1/h): within $1,000 it did not
+    # bind; against $500 it did
+    problem = make_problem([[1.0]], [[1.0]], {("g0", "on_demand"): 1.0}, hours=[730.0],
+                           horizon_months=1.0, budget_usd_per_month=1000.0)
+    nodes = pd.DataFrame({"period": [0], "usd": [730.0]})
+    assert diagnose_budget(problem, {"nodes": nodes}) == []
+    tight = problem.with_changes(budget_usd_per_month=500.0)
+    assert diagnose_budget(tight, {"nodes": nodes}) == [
+        "needs $730 per month but the budget is $500"]
