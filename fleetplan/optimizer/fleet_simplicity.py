@@ -73,6 +73,35 @@ def define_simplicity(model: FleetModel) -> None:
                        subject=lambda t: t["model"])
 
 
+def models_no_quant_serves(model: FleetModel) -> list[str]:
+    """Models none of whose quantizations can serve every bucket of their workloads in every
+    period with demand, under one quantization per model: the problem then has no plan, which
+    its LP relaxation (flags of 0.5 in two quantizations) does not show. Buckets a hosted API
+    may serve count as served in any quantization."""
+    problem = model.problem
+    if not problem.one_quant_per_model or model.routes.empty:
+        return []
+    configs = model_quants(problem).set_index("config")
+    demand = problem.demand[problem.demand["req_s"] > 0]
+    keys = ["workload", "bucket", "period"]
+    api = problem.api_candidates[["workload", "bucket"]].drop_duplicates()
+    demand = demand.merge(api.assign(api=True), on=["workload", "bucket"], how="left")
+    demand = demand[demand["api"].isna()]
+    routes = model.routes.assign(quant=model.routes["config"].map(configs["quant"]),
+                                 model=model.routes["config"].map(configs["model"]))
+    quants = routes.groupby([*keys, "route"])["quant"].agg(["first", "nunique"])
+    single = quants[quants["nunique"] == 1].reset_index().rename(columns={"first": "quant"})
+    served = single[[*keys, "quant"]].drop_duplicates()
+    model_of = routes.groupby("workload")["model"].first()
+    needed = demand[keys].assign(model=demand["workload"].map(model_of)).dropna(
+        subset=["model"])
+    counts = needed.groupby("model").size()
+    covered = needed.merge(served, on=keys).groupby(["model", "quant"]).size()
+    whole = covered[covered.to_numpy() == counts.reindex(
+        covered.index.get_level_values("model")).to_numpy()]
+    return sorted(set(counts.index) - set(whole.index.get_level_values("model")))
+
+
 def model_quants(problem) -> pd.DataFrame:
     """config, model, quant of every configuration (ScenarioError when the problem's
     configurations do not say)."""

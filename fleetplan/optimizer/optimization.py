@@ -15,6 +15,7 @@ from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.fleet_simplicity import models_no_quant_serves
 from fleetplan.optimizer.infeasibility import explain_unmet
 from fleetplan.optimizer.marginal_values import COLUMNS as BINDING_COLUMNS
 from fleetplan.optimizer.marginal_values import (
@@ -130,6 +131,11 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
         if what_if.enabled and model.program.n_cols <= EARLY_PRICING_COLUMNS:
             slo_pricing = start_slo_pricing(resolves, problem, what_if.relaxed_candidates)
             base_options = side_by_side(options)
+        unservable = models_no_quant_serves(model)
+        if unservable:  # no plan exists, though the LP relaxation has one: no solve proves it
+            logger.info("no one quantization serves every bucket of %s", ", ".join(unservable))
+            resolves.close()
+            return _elastic_plan(problem, options, metadata, deadline)
         outcome = solve_fleet(model, base_options, deadline)
         if outcome.status == "infeasible":
             resolves.close()  # no plan to compare with: drop the re-solves begun

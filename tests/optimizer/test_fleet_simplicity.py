@@ -6,19 +6,23 @@ from __future__ import annotations
 import itertools
 import math
 
+import pandas as pd
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from fleetplan.errors import ScenarioError
+from fleetplan.optimizer import optimization
 from fleetplan.optimizer.example import example_scenario
-from fleetplan.optimizer.fleet_simplicity import check_simplicity
+from fleetplan.optimizer.fleet_simplicity import check_simplicity, models_no_quant_serves
+from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.plan_checks import PlanView
 from fleetplan.optimizer.scenario_planning import plan_scenario
 from tests.optimizer.instances import brute_force_usd, make_problem
 from tests.optimizer.plan_checker import check_plan
 from tests.optimizer.test_bruteforce import EXACT, SETTINGS
+from tests.optimizer.test_supply import with_api
 
 MAX_REPLICAS = 4
 
@@ -116,3 +120,42 @@ def test_the_example_runs_each_model_in_one_quantization_with_two_variants_at_mo
     quants = used["config"].str.split("/").str[2].str.split("@").str[0]
     assert quants.groupby(used["config"].str.split("/").str[0]).nunique().max() == 1
     assert plan.assumptions["recheck"] == "passed"
+
+
+def _split_quants(api: bool = False):
+    """Workload w runs only fp8 (c0), w1 only bf16 (c1), both of model m."""
+    base = make_problem([[2.0], [0.0]], [[1.0]], {("g0", "on_demand"): 1.0,
+                                                  ("g1", "on_demand"): 1.0},
+                        one_quant_per_model=True)
+    second = base.candidates.assign(workload="w1", req_s_per_replica=[0.0, 2.0])
+    problem = base.with_changes(
+        workloads=pd.DataFrame({"workload": ["w", "w1"], "pool": "p", "redundancy_k": 0}),
+        demand=pd.concat([base.demand, base.demand.assign(workload="w1")], ignore_index=True),
+        candidates=pd.concat([base.candidates, second], ignore_index=True),
+        configs=base.configs.assign(model="m", quant=["fp8", "bf16"]))
+    return with_api(problem, usd_per_request=0.01) if api else problem
+
+
+def test_a_model_no_one_quantization_serves_is_infeasible_without_a_solve(monkeypatch):
+    # the LP relaxation serves both workloads with flags of 0.5; the check proves no plan
+    # exists before any solve, and the elastic plan explains the unmet demand
+    problem = _split_quants()
+    assert models_no_quant_serves(build_model(problem)) == ["m"]
+    solved = []
+    real = optimization.solve_fleet
+
+    def recorded(model, *arguments, **keywords):
+        solved.append(model.elastic)
+        return real(model, *arguments, **keywords)
+
+    monkeypatch.setattr(optimization, "solve_fleet", recorded)
+    plan = optimize_problem(problem, EXACT)
+    assert plan.status == "infeasible" and solved == [True]
+    assert any("simplicity" in m or "quantization" in m for m in plan.messages)
+
+
+def test_a_bucket_a_hosted_api_may_serve_needs_no_quantization():
+    # w may go to the API, so bf16 for w1 alone serves the model
+    model = build_model(_split_quants(api=True))
+    assert models_no_quant_serves(model) == []
+    assert optimize_problem(model.problem, EXACT).status == "optimal"
