@@ -102,6 +102,17 @@ def models_no_quant_serves(model: FleetModel) -> list[str]:
     return sorted(set(counts.index) - set(whole.index.get_level_values("model")))
 
 
+def no_quant_message(problem, models: list[str]) -> str:
+    """One line naming the models no single quantization serves and their workloads."""
+    configs = model_quants(problem).set_index("config")["model"]
+    workloads = problem.candidates.assign(model=problem.candidates["config"].map(configs))
+    named = [f"{m} ({', '.join(sorted(set(workloads.loc[workloads['model'] == m, 'workload'])))})"
+             for m in models]
+    return ("one_quant_per_model: no single quantization serves every workload of "
+            f"{'; '.join(named)}; allow more (fleet.one_quant_per_model: false) or give the "
+            "workloads a quantization in common (workloads[].quants)")
+
+
 def model_quants(problem) -> pd.DataFrame:
     """config, model, quant of every configuration (ScenarioError when the problem's
     configurations do not say)."""

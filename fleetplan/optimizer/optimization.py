@@ -15,7 +15,7 @@ from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
-from fleetplan.optimizer.fleet_simplicity import models_no_quant_serves
+from fleetplan.optimizer.fleet_simplicity import models_no_quant_serves, no_quant_message
 from fleetplan.optimizer.infeasibility import explain_unmet
 from fleetplan.optimizer.marginal_values import COLUMNS as BINDING_COLUMNS
 from fleetplan.optimizer.marginal_values import (
@@ -133,9 +133,10 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
             base_options = side_by_side(options)
         unservable = models_no_quant_serves(model)
         if unservable:  # no plan exists, though the LP relaxation has one: no solve proves it
-            logger.info("no one quantization serves every bucket of %s", ", ".join(unservable))
             resolves.close()
-            return _elastic_plan(problem, options, metadata, deadline)
+            plan = _elastic_plan(problem, options, metadata, deadline)
+            plan.messages.insert(0, no_quant_message(model.problem, unservable))
+            return plan
         outcome = solve_fleet(model, base_options, deadline)
         if outcome.status == "infeasible":
             resolves.close()  # no plan to compare with: drop the re-solves begun

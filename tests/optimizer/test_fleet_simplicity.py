@@ -151,7 +151,10 @@ def test_a_model_no_one_quantization_serves_is_infeasible_without_a_solve(monkey
     monkeypatch.setattr(optimization, "solve_fleet", recorded)
     plan = optimize_problem(problem, EXACT)
     assert plan.status == "infeasible" and solved == [True]
-    assert any("simplicity" in m or "quantization" in m for m in plan.messages)
+    assert plan.messages[0] == (
+        "one_quant_per_model: no single quantization serves every workload of m (w, w1); "
+        "allow more (fleet.one_quant_per_model: false) or give the workloads a quantization "
+        "in common (workloads[].quants)")
 
 
 def test_a_bucket_a_hosted_api_may_serve_needs_no_quantization():
