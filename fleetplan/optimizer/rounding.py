@@ -49,6 +49,10 @@ FEASIBLE = 1e-6
 #: Times the LP is solved again with the rows its rounding broke tightened.
 TIGHTENINGS = 3
 
+#: Least time a completion is given, even when the caller's time is spent [s]: presolve
+#: settles most completions in a few milliseconds.
+LEAST_COMPLETION_S = 0.05
+
 
 def _needed_replicas(model: FleetModel, values: np.ndarray) -> pd.Series:
     """Replicas each (config, period) needs for the LP's routing: load rounded up, k spares."""
@@ -131,17 +135,22 @@ def rounded_within_limits(model: FleetModel, values: np.ndarray, options: SolveO
     """:func:`rounded_up`; when the rounding itself breaks rows (an availability or offer cap,
     a budget: rows of decided columns only), the LP is solved again with each such row
     tightened by what the rounding exceeded, and rounded again, up to :data:`TIGHTENINGS`
-    times, all within ``seconds``. Rounding up adds at most a replica per configuration and
-    period, so a cap tightened by that excess leaves the rounding room."""
+    times, all within ``seconds``: the tightened cap leaves the next rounding the room this
+    one took. Without given ``reserved`` counts, each LP's reserved replicas are also tried
+    rounded up (fewer on-demand replicas to make up under an on-demand cap)."""
     started = time.perf_counter()
 
     def left() -> float:
         return seconds - (time.perf_counter() - started)
 
-    plan = rounded_up(model, values, reserved, options=options, seconds=left())
-    if plan is None and reserved is None:  # fewer on-demand replicas to make up
-        reserved = np.ceil(values[reserved_columns(model)] - 1e-6) + 0.0
+    def rounded(values: np.ndarray) -> np.ndarray | None:
         plan = rounded_up(model, values, reserved, options=options, seconds=left())
+        if plan is None and reserved is None:
+            up = np.ceil(values[reserved_columns(model)] - 1e-6) + 0.0
+            plan = rounded_up(model, values, up, options=options, seconds=left())
+        return plan
+
+    plan = rounded(values)
     program, solver = model.program, None
     lower, upper = program.row_lower.copy(), program.row_upper.copy()
     patterns = model.extras.get("patterns") is not None
@@ -165,7 +174,7 @@ def rounded_within_limits(model: FleetModel, values: np.ndarray, options: SolveO
         if result.values is None or result.outcome.status != "optimal":
             break
         values = result.values
-        plan = rounded_up(model, values, reserved, options=options, seconds=left())
+        plan = rounded(values)
     return plan
 
 
@@ -209,11 +218,6 @@ def _set_nodes(model: FleetModel, out: np.ndarray) -> None:
     needed = nodes_needed_table(replicas.assign(node_gpus=replicas["gpu"].map(size)), keys)
     index = pd.MultiIndex.from_frame(nodes[keys])
     out[nodes["col"]] = needed.reindex(index).fillna(0.0).to_numpy()
-
-
-#: Least time a completion is given, even when the caller's time is spent [s]: presolve
-#: settles most completions in a few milliseconds.
-LEAST_COMPLETION_S = 0.05
 
 
 def _split(program: LinearProgram, values: np.ndarray, held: np.ndarray):
