@@ -104,8 +104,8 @@ def solve_whole(model: FleetModel, options: SolveOptions, deadline: Deadline, *,
 def fallen_back(model: FleetModel, outcome: SolveOutcome, start: np.ndarray | None,
                 options: SolveOptions) -> SolveOutcome:
     """The plan of a solve that found none in time: its start, else the greedy plan
-    (``rounding.greedy_plan``), labelled ``time_limit`` with the solve's bound; ``outcome``
-    itself when there is neither."""
+    (``greedy_fallback.greedy_plan``), labelled ``time_limit`` with the solve's bound;
+    ``outcome`` itself when there is neither."""
     plan = start if start is not None else greedy_plan(model, options, LAST_CHANCE_S)
     if plan is None:
         return outcome
