@@ -1,0 +1,90 @@
+"""Plans under a short time limit: how many hard scenarios end with a plan, and how long the
+whole call takes.
+
+The scenarios in ``benchmarks/hard_scenarios/`` are random but valid scenarios (up to four
+workloads, 24- and 168-hour profiles, spot caps, reserved terms, N+k, budgets, availability
+caps, fleet-simplicity rules, disaggregated pairs, hosted APIs, demand scenarios, today's
+fleet), kept because at ``--time-limit 5`` they once ended without a plan or ran for more than
+15 s. Each is planned by ``fleetplan plan --time-limit T --no-what-if --allow-gap`` in a fresh
+process, and the wall time of the whole call is measured, process start and imports included.
+
+Outcomes: ``optimal`` or ``time_limit`` (a plan), ``infeasible`` (no plan exists: the elastic
+plan says why), ``no_solution`` (none found in the time), ``refused`` (exit 2: the input is
+rejected with a one-line error), ``error`` (any other exit).
+
+Usage: python benchmarks/bench_time_limits.py [--time-limit 5] [--tree PATH] [--only 38,282]
+
+``--tree`` plans with another checkout's ``fleetplan`` package (its parent directory put first
+on PYTHONPATH), to compare two commits on the same scenarios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+SCENARIOS = Path(__file__).resolve().parent / "hard_scenarios"
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Exit codes of ``fleetplan plan`` that come with a plan file: a plan, none, one above the gap.
+PLAN_EXITS = (0, 1, 3)
+
+
+def plan_once(path: Path, time_limit: float, tree: Path) -> tuple[str, float]:
+    """(outcome, wall seconds) of one ``fleetplan plan`` call on ``path``."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "plan.json"
+        command = [sys.executable, "-m", "fleetplan.cli", "plan", str(path), "-o", str(out),
+                   "--time-limit", str(time_limit), "--no-what-if", "--allow-gap", "-q"]
+        environment = dict(os.environ, PYTHONPATH=str(tree))
+        started = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, env=environment,
+                              check=False)
+        seconds = time.perf_counter() - started
+        if done.returncode == 2:
+            return "refused", seconds
+        if done.returncode not in PLAN_EXITS or not out.exists():
+            return "error", seconds
+        return json.loads(out.read_text())["status"], seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--time-limit", type=float, default=5.0, help="[s]")
+    parser.add_argument("--tree", type=Path, default=ROOT,
+                        help="directory holding the fleetplan package to run")
+    parser.add_argument("--only", default="", help="comma-separated seeds")
+    args = parser.parse_args()
+    paths = sorted(SCENARIOS.glob("random_*.yaml"), key=lambda p: int(p.stem.split("_")[1]))
+    if args.only:
+        wanted = {f"random_{seed.strip()}" for seed in args.only.split(",")}
+        paths = [p for p in paths if p.stem in wanted]
+    outcomes, walls = Counter(), []
+    for path in paths:
+        outcome, seconds = plan_once(path, args.time_limit, args.tree)
+        outcomes[outcome] += 1
+        walls.append(seconds)
+        print(f"{path.stem:>12}  {outcome:<12} {seconds:6.1f} s", flush=True)
+    planned = outcomes["optimal"] + outcomes["time_limit"]
+    over = sum(w > args.time_limit + 1.0 for w in walls)
+    print(f"\n{len(paths)} scenarios at --time-limit {args.time_limit:g}: "
+          f"{planned} with a plan ({outcomes['optimal']} optimal, "
+          f"{outcomes['time_limit']} time_limit), {outcomes['infeasible']} infeasible, "
+          f"{outcomes['no_solution']} no_solution, {outcomes['refused']} refused, "
+          f"{outcomes['error']} errors")
+    p90 = statistics.quantiles(walls, n=10, method="inclusive")[-1] if len(walls) > 1 else walls[0]
+    print(f"wall time of the whole call: median {statistics.median(walls):.1f} s, "
+          f"90th percentile {p90:.1f} s, "
+          f"max {max(walls):.1f} s; {over} over the limit + 1 s")
+
+
+if __name__ == "__main__":
+    main()
