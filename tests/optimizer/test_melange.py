@@ -141,17 +141,22 @@ def test_a_solve_prints_nothing_on_standard_output():
     assert done.stdout == "optimal\n"
 
 
+def at_least_two() -> LinearProgram:
+    """One integer column in [0, 10] that must be at least 2."""
+    program = LinearProgram()
+    program.add_columns(1, lower=0.0, upper=10.0, integer=True)
+    program.add_rows(1, np.array([0]), np.array([0]), np.array([1.0]), lower=np.array([2.0]),
+                     upper=np.array([np.inf]))
+    return program
+
+
 def test_cbc_without_a_solution_file_is_no_solution_not_a_crash(monkeypatch):
     # CBC stopped by a short time limit can exit without writing its solution: PuLP raises
     def fail(self, solver=None, **kwargs):
         raise pulp.PulpSolverError("Pulp: Error while trying to execute cbc")
 
     monkeypatch.setattr(pulp.LpProblem, "solve", fail)
-    program = LinearProgram()
-    program.add_columns(1, lower=0.0, upper=10.0, integer=True)
-    program.add_rows(1, np.array([0]), np.array([0]), np.array([1.0]), lower=np.array([2.0]),
-                     upper=np.array([np.inf]))
-    result = open_solver(program, np.array([1.0]), SolveOptions(solver="cbc")).solve(
+    result = open_solver(at_least_two(), np.array([1.0]), SolveOptions(solver="cbc")).solve(
         time_limit_s=1.0, mip_gap=0.0)
     assert result.outcome.status == "no_solution" and result.values is None
 
@@ -171,11 +176,7 @@ def test_cbc_is_given_the_time_left_once_its_model_is_built(monkeypatch):
 
     monkeypatch.setattr(CbcSolver, "_model", slow_model)
     monkeypatch.setattr(pulp, "PULP_CBC_CMD", recorded)
-    program = LinearProgram()
-    program.add_columns(1, lower=0.0, upper=10.0, integer=True)
-    program.add_rows(1, np.array([0]), np.array([0]), np.array([1.0]), lower=np.array([2.0]),
-                     upper=np.array([np.inf]))
-    result = open_solver(program, np.array([1.0]), SolveOptions(solver="cbc")).solve(
+    result = open_solver(at_least_two(), np.array([1.0]), SolveOptions(solver="cbc")).solve(
         time_limit_s=3.0, mip_gap=0.0)
     assert result.outcome.status == "optimal"
     assert len(given) == 1 and 1.0 <= given[0] <= 3.0 - 0.6
