@@ -10,8 +10,8 @@ configurations per workload, each workload keeps one route for all its buckets a
 whole on-demand replicas (``rounding.rounded_up``).
 
 The cheapest routes ignore limits; when their plan breaks one, a second plan avoids GPUs with
-an availability cap or a capped on-demand offer wherever a workload has another route (such
-routes are ranked after every uncapped one).
+an availability cap, a capped on-demand offer or a lead time wherever a workload has another
+route (such routes are ranked after every uncapped one).
 """
 
 from __future__ import annotations
@@ -47,11 +47,17 @@ def cheapest_routes(model: FleetModel, avoid_capped: bool = False) -> np.ndarray
 
 
 def capped_gpus(problem) -> set[str]:
-    """GPU types with an availability cap or a capped on-demand offer."""
-    gpus, offers = problem.gpus, problem.offers
+    """GPU types with an availability cap, a capped on-demand offer, or a lead time (none
+    before a start month, or a cap on those added each month)."""
+    gpus, offers, lead = problem.gpus, problem.offers, problem.lead_times
     on_demand = offers[offers["pricing_type"] == "on_demand"]
-    return (set(gpus.loc[np.isfinite(gpus["max_gpus"].astype(float)), "gpu"])
-            | set(on_demand.loc[np.isfinite(on_demand["max_gpus"].astype(float)), "gpu"]))
+    capped = (set(gpus.loc[np.isfinite(gpus["max_gpus"].astype(float)), "gpu"])
+              | set(on_demand.loc[np.isfinite(on_demand["max_gpus"].astype(float)), "gpu"]))
+    if not lead.empty:
+        late = (lead["start_month"].astype(float) > 0) | np.isfinite(
+            lead["max_new_gpus_per_month"].astype(float))
+        capped |= set(lead.loc[late, "gpu"])
+    return capped
 
 
 def _priced_shares(model: FleetModel, avoid_capped: bool) -> pd.DataFrame:

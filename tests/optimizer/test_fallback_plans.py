@@ -272,3 +272,16 @@ def test_a_replanning_problem_has_a_rounded_up_lp_within_its_monthly_cap():
     values = lp_values(model)
     assert rounded_up(model, values, options=OPTIONS, seconds=5.0) is None
     whole_and_feasible(model, rounded_within_limits(model, values, OPTIONS, 5.0))
+
+
+def test_the_greedy_plan_avoids_a_gpu_that_arrives_after_a_lead_time():
+    # c0 on g0 is cheapest, but g0 cannot be had before month 1: the plan runs c1 instead
+    problem = make_problem([[4.0], [1.0]], [[2.0], [2.0]], ON_DEMAND, horizon_months=2.0)
+    problem = problem.with_changes(
+        periods=problem.periods.assign(month=[0, 1], month_weight=1.0),
+        lead_times=pd.DataFrame({"gpu": ["g0"], "pricing_type": ["*"], "start_month": [1],
+                                 "max_new_gpus_per_month": [math.nan]}))
+    model = build_model(problem)
+    plan = greedy_plan(model, OPTIONS, 5.0)
+    whole_and_feasible(model, plan)
+    assert routes_used(model, plan) == {"c1"}
