@@ -10,6 +10,8 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fleetplan.optimizer import decomposition, reserved_first
 from fleetplan.optimizer.greedy_fallback import cheapest_routes, greedy_plan
@@ -19,6 +21,7 @@ from fleetplan.optimizer.reserved_first import ReservedFirst
 from fleetplan.optimizer.rounding import completed, rounded_up, rounded_within_limits
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, open_solver
 from tests.optimizer.instances import make_problem
+from tests.optimizer.test_bruteforce import instances
 from tests.optimizer.test_replanning import tiny as replanning_tiny
 
 OPTIONS = SolveOptions(time_limit_s=30, mip_gap=1e-6, threads=1)
@@ -285,3 +288,36 @@ def test_the_greedy_plan_avoids_a_gpu_that_arrives_after_a_lead_time():
     plan = greedy_plan(model, OPTIONS, 5.0)
     whole_and_feasible(model, plan)
     assert routes_used(model, plan) == {"c1"}
+
+
+@st.composite
+def fallback_instances(draw):
+    """Brute-force-sized problems with one family that has columns of its own, or none."""
+    problem = draw(instances(n_periods=st.integers(1, 3)))
+    family = draw(st.sampled_from(["none", "configs", "fixed", "budget"]))
+    if family == "configs":
+        return problem.with_changes(max_configs_per_workload=1)
+    if family == "fixed":
+        return problem.with_changes(config_fixed_usd_per_month=draw(st.sampled_from([1.0, 50.0])))
+    if family == "budget":
+        return problem.with_changes(budget_usd_per_month=draw(st.sampled_from([5.0, 50.0])))
+    return problem
+
+
+@settings(max_examples=30, deadline=None)
+@given(fallback_instances())
+def test_a_fallback_plan_is_whole_feasible_and_never_below_the_optimum(problem):
+    model = build_model(problem)
+    exact = open_solver(model.program, model.cost, OPTIONS).solve(time_limit_s=30, mip_gap=0.0)
+    lp = open_solver(model.program, model.cost, OPTIONS).solve(time_limit_s=30, mip_gap=0.0,
+                                                               relax=True)
+    plans = [greedy_plan(model, OPTIONS, 5.0)]
+    if lp.values is not None:
+        plans.append(rounded_within_limits(model, lp.values, OPTIONS, 5.0))
+    for plan in plans:
+        if plan is None:
+            continue
+        whole_and_feasible(model, plan)
+        assert exact.outcome.status == "optimal"  # a fallback plan proves the problem feasible
+        assert float(model.cost @ plan) >= exact.outcome.objective - 1e-6 * max(
+            1.0, abs(exact.outcome.objective))
