@@ -120,6 +120,22 @@ class LinearProgram:
                  np.max(values - self.col_upper, initial=0.0)]
         return float(max(worst))
 
+    def relative_violation(self, values: np.ndarray) -> float:
+        """Largest violation of a row or column bound at ``values``, each over 1 + the bound's
+        size: a solver's tolerance on a row in dollars (a budget of $100,000) is not one on a
+        row in replicas."""
+        activity = self.activity(values)
+
+        def worst(excess: np.ndarray, bound: np.ndarray) -> float:
+            finite = np.isfinite(bound)
+            scaled = excess / (1.0 + np.abs(np.where(finite, bound, 0.0)))
+            return float(np.max(np.where(finite, scaled, 0.0), initial=0.0))
+
+        return max(worst(self.row_lower - activity, self.row_lower),
+                   worst(activity - self.row_upper, self.row_upper),
+                   worst(self.col_lower - values, self.col_lower),
+                   worst(values - self.col_upper, self.col_upper))
+
 
 @dataclass(frozen=True)
 class Restriction:

@@ -81,7 +81,7 @@ REPRESENTATIVE_SHARE = 0.25
 #: case (b) ran past the call's deadline.
 WHOLE_MIN_S = 2.0
 
-#: Largest row violation of a plan accepted as round-off.
+#: Largest row violation of a plan accepted as round-off, relative to 1 + the row's bound.
 FEASIBLE = 1e-6
 
 #: Share of the time left a fallback plan's completion may take (presolve settles most).
@@ -124,7 +124,7 @@ class ReservedFirst:
         the periods (a monthly budget, lead times), and the best plan must stay a plan."""
         if values is None:
             return
-        violation = self.model.program.violation(values)
+        violation = self.model.program.relative_violation(values)
         if violation > FEASIBLE or not is_whole(self.model.program, values):
             logger.debug("plan at %.1f s breaks a row left out of the periods by %.3g, or "
                          "is not whole", self.deadline.elapsed(), violation)

@@ -206,3 +206,17 @@ def test_a_plan_that_breaks_a_row_of_the_whole_model_is_not_kept(linked):
     best, cost = linked_solve.best, linked_solve.best_cost
     linked_solve.offer(np.zeros(model.program.n_cols))
     assert linked_solve.best is best and linked_solve.best_cost == cost
+
+
+def test_a_plan_within_round_off_of_a_budget_in_dollars_is_kept():
+    # three replicas cost $2,190 a month; a budget $0.0001 below that is broken by round-off
+    # only (a relative 5e-8), as a solver's tolerance leaves it, so the plan is still a plan
+    problem = make_problem([[1.0]], [[3.0]], {("g0", "on_demand"): 1.0}, hours=[730.0],
+                           horizon_months=1.0)
+    model = build_model(problem.with_changes(budget_usd_per_month=2190.0 - 1e-4))
+    free = build_model(problem)  # the same columns, no budget row
+    plan = open_solver(free.program, free.cost, EXACT).solve(time_limit_s=30, mip_gap=0.0).values
+    assert model.program.violation(plan) > 1e-6
+    linked_solve = ReservedFirst(model, PeriodPrograms.of(model), EXACT, Deadline(30))
+    linked_solve.offer(plan)
+    assert linked_solve.best is plan
