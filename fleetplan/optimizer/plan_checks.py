@@ -158,9 +158,10 @@ def check_node_cover(view: PlanView) -> list[str]:
         {"nodes_peak": 0.0})
     short = needed[(needed["needed"] > needed["nodes_peak"] + TOLERANCE)
                    & (needed["gpu"].map(node_gpus) > 1)]
-    return [f"nodes: {gpu}/{pricing} in period {period} needs {n:.0f} nodes, {bought:.0f} bought"
-            for gpu, pricing, period, n, bought in short[[*keys, "needed", "nodes_peak"]]
-            .itertuples(index=False)]
+    whole = short[["period", "needed", "nodes_peak"]].round().astype(int).astype(str)
+    return ("nodes: " + short["gpu"].astype(str) + "/" + short["pricing_type"].astype(str)
+            + " in period " + whole["period"] + " needs " + whole["needed"] + " nodes, "
+            + whole["nodes_peak"] + " bought").tolist()
 
 
 def check_availability(view: PlanView) -> list[str]:

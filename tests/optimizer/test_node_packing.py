@@ -9,6 +9,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fleetplan.optimizer.node_packing import nodes_needed, nodes_needed_table
+from fleetplan.optimizer.plan_checks import PlanView, check_node_cover
+from tests.optimizer.instances import make_problem
 
 KEYS = ["gpu", "period"]
 
@@ -50,3 +52,19 @@ def test_the_table_packs_every_group_as_one_group_alone(rows, node_a, node_b):
         counts = group.groupby("tp")["replicas"].sum().to_dict()
         expected = nodes_needed(counts, node_gpus[gpu])
         assert needed.get((gpu, period), 0) == expected
+
+
+def test_the_plan_check_names_each_period_short_of_nodes():
+    # five TP-3 replicas need three 8-GPU nodes; two were bought; GPUs bought one at a time
+    # (g1) are never short
+    problem = make_problem([[1.0], [1.0]], [[1.0], [1.0]], {("g0", "on_demand"): 1.0,
+                                                          ("g1", "on_demand"): 1.0},
+                           tp=[3, 1], gpus_per_node={"g0": 8})
+    replicas = pd.DataFrame({"config": ["c0", "c0", "c1"], "pricing_type": "on_demand",
+                             "period": [0, 1, 0], "replicas": [5.0, 2.0, 9.0],
+                             "gpu": ["g0", "g0", "g1"], "tp": [3, 3, 1], "pool": "p"})
+    nodes = pd.DataFrame({"gpu": ["g0", "g1"], "pricing_type": "on_demand",
+                          "nodes_peak": [2.0, 1.0]})
+    view = PlanView(problem, replicas, pd.DataFrame(), pd.DataFrame(), pd.DataFrame(), True,
+                    nodes=nodes)
+    assert check_node_cover(view) == ["nodes: g0/on_demand in period 0 needs 3 nodes, 2 bought"]
