@@ -28,6 +28,7 @@ import pandas as pd
 from fleetplan.catalogs.conventions import EXISTING_PRICING
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp_tables import add_keyed_rows, per_period
+from fleetplan.optimizer.node_packing import nodes_needed_table
 from fleetplan.sweeps.rent_or_buy import buy_usd_per_month, power_usd_per_month
 
 if TYPE_CHECKING:
@@ -231,18 +232,21 @@ def lift_existing(problem: Problem) -> Problem | None:
 def diagnose_existing(problem: Problem, solution: dict) -> list[str]:
     """Where the plan without those limits ran more of today's GPUs than exist.
 
-    The need is counted from the replicas, in whole nodes, not from the nodes held: committed
-    GPUs cost nothing, so the plan without limits may hold any number of them (up to
-    :data:`LIFTED_GPUS`) at the same cost."""
+    The need is counted from the replicas, packed into whole nodes (``node_packing``), not
+    from the nodes held: committed GPUs cost nothing, so the plan without limits may hold any
+    number of them (up to :data:`LIFTED_GPUS`) at the same cost."""
     replicas = solution["replicas"]
     replicas = replicas[replicas["pricing_type"].isin(EXISTING_PRICING)]
     if replicas.empty:
         return []
-    month = problem.periods.set_index("period")["month"]
-    held = replicas.assign(month=replicas["period"].map(month)).groupby(
-        ["gpu", "pricing_type", "period", "month"], as_index=False)["gpus"].sum()
-    node = held["gpu"].map(problem.gpus.set_index("gpu")["gpus_per_node"]).to_numpy(dtype=float)
-    held["gpus"] = np.ceil(held["gpus"].to_numpy(dtype=float) / node - 1e-9) * node
+    keys = ["gpu", "pricing_type", "period"]
+    node_gpus = problem.gpus.set_index("gpu")["gpus_per_node"]
+    tp = replicas["config"].map(problem.configs.set_index("config")["tp"])
+    counts = replicas[keys].assign(tp=tp, replicas=replicas["gpus"] / tp,
+                                   node_gpus=replicas["gpu"].map(node_gpus))
+    held = nodes_needed_table(counts, keys).rename("nodes").reset_index()
+    held["gpus"] = held["nodes"] * held["gpu"].map(node_gpus)
+    held["month"] = held["period"].map(problem.periods.set_index("period")["month"])
     held = held.groupby(["gpu", "pricing_type", "month"], as_index=False)["gpus"].max()
     held["there"] = existing_cap(problem, held)
     short = held[held["gpus"] > held["there"] + 1e-6].drop_duplicates(["gpu", "pricing_type"])
