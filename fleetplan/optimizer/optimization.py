@@ -126,17 +126,16 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
     model = build_model(pruned, cover_build=CoverBuilds())  # each pool's small model built once
     resolve_options = side_by_side(SolveOptions(what_if.time_limit_s, options.mip_gap,
                                                 options.threads, options.solver))
+    unservable = models_no_quant_serves(model)
+    if unservable:  # no plan exists, though the LP relaxation has one: no solve proves it
+        plan = _elastic_plan(problem, options, metadata, deadline)
+        plan.messages.insert(0, no_quant_message(model.problem, unservable))
+        return plan
     with ReSolves(resolve_options, deadline) as resolves:  # starts no thread until given work
         slo_pricing, base_options = None, options
         if what_if.enabled and model.program.n_cols <= EARLY_PRICING_COLUMNS:
             slo_pricing = start_slo_pricing(resolves, problem, what_if.relaxed_candidates)
             base_options = side_by_side(options)
-        unservable = models_no_quant_serves(model)
-        if unservable:  # no plan exists, though the LP relaxation has one: no solve proves it
-            resolves.close()
-            plan = _elastic_plan(problem, options, metadata, deadline)
-            plan.messages.insert(0, no_quant_message(model.problem, unservable))
-            return plan
         outcome = solve_fleet(model, base_options, deadline)
         if outcome.status == "infeasible":
             resolves.close()  # no plan to compare with: drop the re-solves begun
