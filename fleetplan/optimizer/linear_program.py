@@ -113,28 +113,27 @@ class LinearProgram:
 
     def violation(self, values: np.ndarray) -> float:
         """Largest violation of a row or column bound at ``values`` (0 when feasible)."""
-        activity = self.activity(values)
-        worst = [np.max(self.row_lower - activity, initial=0.0),
-                 np.max(activity - self.row_upper, initial=0.0),
-                 np.max(self.col_lower - values, initial=0.0),
-                 np.max(values - self.col_upper, initial=0.0)]
-        return float(max(worst))
+        return max(float(np.max(excess, initial=0.0)) for excess, _ in self._excesses(values))
 
     def relative_violation(self, values: np.ndarray) -> float:
         """Largest violation of a row or column bound at ``values``, each over 1 + the bound's
         size: a solver's tolerance on a row in dollars (a budget of $100,000) is not one on a
         row in replicas."""
-        activity = self.activity(values)
-
-        def worst(excess: np.ndarray, bound: np.ndarray) -> float:
+        worst = 0.0
+        for excess, bound in self._excesses(values):
             finite = np.isfinite(bound)
             scaled = excess / (1.0 + np.abs(np.where(finite, bound, 0.0)))
-            return float(np.max(np.where(finite, scaled, 0.0), initial=0.0))
+            worst = max(worst, float(np.max(np.where(finite, scaled, 0.0), initial=0.0)))
+        return worst
 
-        return max(worst(self.row_lower - activity, self.row_lower),
-                   worst(activity - self.row_upper, self.row_upper),
-                   worst(self.col_lower - values, self.col_lower),
-                   worst(values - self.col_upper, self.col_upper))
+    def _excesses(self, values: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(amount past the bound, the bound) for the rows' and columns' lower and upper
+        bounds at ``values``."""
+        activity = self.activity(values)
+        return [(self.row_lower - activity, self.row_lower),
+                (activity - self.row_upper, self.row_upper),
+                (self.col_lower - values, self.col_lower),
+                (values - self.col_upper, self.col_upper)]
 
 
 @dataclass(frozen=True)
