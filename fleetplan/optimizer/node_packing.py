@@ -109,8 +109,8 @@ def nodes_needed_table(counts: pd.DataFrame, keys: list[str]) -> pd.Series:
     """
     counts = counts[counts["replicas"] > 0]
     if counts.empty:
-        return pd.Series(dtype=float, index=pd.MultiIndex.from_arrays(
-            [[] for _ in keys], names=keys) if len(keys) > 1 else pd.Index([], name=keys[0]))
+        return pd.Series(dtype=float, index=pd.MultiIndex.from_arrays([[]] * len(keys),
+                                                                      names=keys))
     counts = counts.groupby([*keys, "tp"], as_index=False).agg(
         replicas=("replicas", "sum"), node_gpus=("node_gpus", "first"))
     counts = counts.sort_values([*keys, "tp"], ascending=[True] * len(keys) + [False])
@@ -119,20 +119,14 @@ def nodes_needed_table(counts: pd.DataFrame, keys: list[str]) -> pd.Series:
         [counts[k] for k in keys]).cumsum().to_numpy(float)
     capacity = np.where(node_gpus == 1, 1, np.maximum(tp * (node_gpus // tp), 1))
     counts["needed"] = np.ceil(larger / capacity - 1e-9)
-    grouped = counts.groupby(keys)
-    chain = _chains(counts, keys)
-    needed = grouped["needed"].max()
-    for key in needed.index[~chain.reindex(needed.index).to_numpy(bool)]:
-        group = counts.set_index(keys).loc[[key]]
+    # sizes descending within each group: a chain when each divides the one before it
+    larger_size = counts.groupby(keys)["tp"].shift(1)
+    divides = larger_size.isna() | (larger_size.fillna(1) % counts["tp"] == 0)
+    by_group = counts.assign(chain=divides | (counts["node_gpus"] == 1)).groupby(keys)
+    needed, chain = by_group["needed"].max(), by_group["chain"].all()
+    others = counts.set_index(keys)
+    for key in needed.index[~chain.to_numpy(bool)]:
+        group = others.loc[[key]]
         needed[key] = nodes_needed(dict(zip(group["tp"], group["replicas"])),
                                    int(group["node_gpus"].iloc[0]))
     return needed
-
-
-def _chains(counts: pd.DataFrame, keys: list[str]) -> pd.Series:
-    """Per group: True when its sizes form a chain, or its GPUs are bought one at a time."""
-    ordered = counts.sort_values([*keys, "tp"])
-    previous = ordered.groupby(keys)["tp"].shift(1)
-    divides = previous.isna() | (ordered["tp"] % previous.fillna(1) == 0)
-    one = ordered["node_gpus"] == 1
-    return (divides | one).groupby([ordered[k] for k in keys]).all()
