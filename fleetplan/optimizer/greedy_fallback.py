@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.optimizer.milp import FleetModel
+from fleetplan.optimizer.reserved_candidates import reserved_rows
 from fleetplan.optimizer.rounding import rounded_up
 from fleetplan.optimizer.solver import SolveOptions
 
@@ -129,7 +130,7 @@ def greedy_plan(model: FleetModel, options: SolveOptions | None = None,
     """A whole plan with no LP at all: every bucket on its cheapest route, bought on demand
     and rounded up; when that breaks a limit, the same avoiding capped GPUs (None when both
     do); ``options`` and ``seconds`` (for each) as for :func:`rounding.rounded_up`."""
-    reserved = np.zeros(int((model.replicas["period"] < 0).sum()))
+    reserved = np.zeros(len(reserved_rows(model)))
     plan = rounded_up(model, cheapest_routes(model), reserved=reserved, options=options,
                       seconds=seconds)
     if plan is None and capped_gpus(model.problem):

@@ -39,6 +39,7 @@ from fleetplan.optimizer.linear_program import LinearProgram
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.milp_tables import per_period
 from fleetplan.optimizer.node_packing import nodes_needed_table
+from fleetplan.optimizer.reserved_candidates import reserved_rows
 from fleetplan.optimizer.solver import SolveOptions, open_solver
 
 logger = logging.getLogger(__name__)
@@ -78,8 +79,12 @@ def rounded_up(model: FleetModel, values: np.ndarray, reserved: np.ndarray | Non
     """
     patterns = model.extras.get("patterns") is not None
     out = _rounded_values(model, values, reserved, patterns)
-    if out is None:
-        return None
+    return None if out is None else _as_plan(model, out, patterns, options, seconds)
+
+
+def _as_plan(model: FleetModel, out: np.ndarray, patterns: bool, options: SolveOptions | None,
+             seconds: float) -> np.ndarray | None:
+    """The rounding's values if they are a plan, else completed (``rounded_up``)."""
     violation = model.program.violation(out)
     if violation <= FEASIBLE and is_whole(model.program, out):
         return out
@@ -143,24 +148,25 @@ def rounded_within_limits(model: FleetModel, values: np.ndarray, options: SolveO
     def left() -> float:
         return seconds - (time.perf_counter() - started)
 
-    def rounded(values: np.ndarray) -> np.ndarray | None:
-        plan = rounded_up(model, values, reserved, options=options, seconds=left())
-        if plan is None and reserved is None:
-            up = np.ceil(values[reserved_columns(model)] - 1e-6) + 0.0
-            plan = rounded_up(model, values, up, options=options, seconds=left())
-        return plan
+    patterns = model.extras.get("patterns") is not None
 
-    plan = rounded(values)
+    def rounded(values: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(plan or None, the rounding's values with the given or rounded-down reserved)."""
+        out = _rounded_values(model, values, reserved, patterns)
+        plan = None if out is None else _as_plan(model, out, patterns, options, left())
+        if plan is None and reserved is None:
+            up = np.ceil(values[reserved_rows(model)["col"].to_numpy()] - 1e-6) + 0.0
+            plan = rounded_up(model, values, up, options=options, seconds=left())
+        return plan, out
+
+    plan, out = rounded(values)
     program, solver = model.program, None
     lower, upper = program.row_lower.copy(), program.row_upper.copy()
-    patterns = model.extras.get("patterns") is not None
+    decided = decided_columns(model, patterns)
     for _ in range(TIGHTENINGS):
-        if plan is not None or left() <= 0:
+        if plan is not None or out is None or left() <= 0:
             break
-        out = _rounded_values(model, values, reserved, patterns)
-        if out is None:
-            break
-        rows, over, under = broken_rows(program, out, decided_columns(model, patterns))
+        rows, over, under = broken_rows(program, out, decided)
         if not len(rows):
             break
         upper[rows] -= over
@@ -174,13 +180,8 @@ def rounded_within_limits(model: FleetModel, values: np.ndarray, options: SolveO
         if result.values is None or result.outcome.status != "optimal":
             break
         values = result.values
-        plan = rounded(values)
+        plan, out = rounded(values)
     return plan
-
-
-def reserved_columns(model: FleetModel) -> np.ndarray:
-    """Columns of the reserved replica counts, in the order ``reserved`` arguments take."""
-    return model.replicas.loc[model.replicas["period"] < 0, "col"].to_numpy(dtype=np.int64)
 
 
 def is_whole(program: LinearProgram, values: np.ndarray) -> bool:
@@ -196,8 +197,8 @@ def decided_columns(model: FleetModel, patterns: bool) -> np.ndarray:
               model.extras.get("api_shares"), model.extras.get("redundancy")]
     if not patterns:
         tables.append(model.nodes)
-    return np.unique(np.concatenate([t["col"].to_numpy(dtype=np.int64) for t in tables
-                                     if t is not None and not t.empty]))
+    return np.unique(np.concatenate([np.zeros(0, dtype=np.int64)] + [
+        t["col"].to_numpy(dtype=np.int64) for t in tables if t is not None and not t.empty]))
 
 
 def _set_uses(model: FleetModel, values: np.ndarray, out: np.ndarray) -> None:

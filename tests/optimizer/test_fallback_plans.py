@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fleetplan.optimizer import decomposition, reserved_first
@@ -306,6 +306,7 @@ def fallback_instances(draw):
 
 @settings(max_examples=30, deadline=None)
 @given(fallback_instances())
+@example(make_problem([[2.0]], [[0.0]], {("g0", "on_demand"): 1.0}))  # nothing to route
 def test_a_fallback_plan_is_whole_feasible_and_never_below_the_optimum(problem):
     model = build_model(problem)
     exact = open_solver(model.program, model.cost, OPTIONS).solve(time_limit_s=30, mip_gap=0.0)
