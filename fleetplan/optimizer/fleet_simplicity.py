@@ -73,6 +73,21 @@ def define_simplicity(model: FleetModel) -> None:
                        subject=lambda t: t["model"])
 
 
+def workload_models(model: FleetModel) -> pd.Series:
+    """The model each workload with a route runs (by workload)."""
+    models = model_quants(model.problem).set_index("config")["model"]
+    return model.routes.groupby("workload")["config"].first().map(models)
+
+
+def serving_quants(served: pd.DataFrame, needed: pd.Series) -> pd.DataFrame:
+    """model, quant of the quantizations that serve every (workload, bucket, period) a model
+    needs served. ``served``: model, quant, workload, bucket, period (a triple a route in the
+    quantization serves); ``needed``: how many triples each model needs served."""
+    keys = ["model", "quant", "workload", "bucket", "period"]
+    counts = served[keys].drop_duplicates().groupby(["model", "quant"], as_index=False).size()
+    return counts.loc[counts["size"] == counts["model"].map(needed), ["model", "quant"]]
+
+
 def models_no_quant_serves(model: FleetModel) -> list[str]:
     """Models none of whose quantizations can serve every bucket of their workloads in every
     period with demand, under one quantization per model: the problem then has no plan, which
@@ -81,25 +96,18 @@ def models_no_quant_serves(model: FleetModel) -> list[str]:
     problem = model.problem
     if not problem.one_quant_per_model or model.routes.empty:
         return []
-    configs = model_quants(problem).set_index("config")
-    demand = problem.demand[problem.demand["req_s"] > 0]
+    quants = model_quants(problem).set_index("config")["quant"]
     keys = ["workload", "bucket", "period"]
+    demand = problem.demand[problem.demand["req_s"] > 0]
     api = problem.api_candidates[["workload", "bucket"]].drop_duplicates()
     demand = demand.merge(api.assign(api=True), on=["workload", "bucket"], how="left")
-    demand = demand[demand["api"].isna()]
-    routes = model.routes.assign(quant=model.routes["config"].map(configs["quant"]),
-                                 model=model.routes["config"].map(configs["model"]))
-    quants = routes.groupby([*keys, "route"])["quant"].agg(["first", "nunique"])
-    single = quants[quants["nunique"] == 1].reset_index().rename(columns={"first": "quant"})
-    served = single[[*keys, "quant"]].drop_duplicates()
-    model_of = routes.groupby("workload")["model"].first()
-    needed = demand[keys].assign(model=demand["workload"].map(model_of)).dropna(
-        subset=["model"])
-    counts = needed.groupby("model").size()
-    covered = needed.merge(served, on=keys).groupby(["model", "quant"]).size()
-    whole = covered[covered.to_numpy() == counts.reindex(
-        covered.index.get_level_values("model")).to_numpy()]
-    return sorted(set(counts.index) - set(whole.index.get_level_values("model")))
+    of_model = workload_models(model)
+    needed = demand[demand["api"].isna()]["workload"].map(of_model).dropna().value_counts()
+    routes = model.routes.assign(quant=model.routes["config"].map(quants))
+    per_route = routes.groupby([*keys, "route"])["quant"].agg(["first", "nunique"])
+    single = per_route[per_route["nunique"] == 1].reset_index().rename(columns={"first": "quant"})
+    served = single.assign(model=single["workload"].map(of_model))
+    return sorted(set(needed.index) - set(serving_quants(served, needed)["model"]))
 
 
 def no_quant_message(problem, models: list[str]) -> str:

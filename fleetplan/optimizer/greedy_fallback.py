@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from fleetplan.optimizer.fleet_simplicity import serving_quants, workload_models
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.reserved_candidates import reserved_rows
 from fleetplan.optimizer.rounding import rounded_up
@@ -95,21 +96,17 @@ def _in_one_quant_per_model(model: FleetModel, shares: pd.DataFrame) -> pd.DataF
     """``shares`` of routes in one quantization only, and for each model only those in the
     quantization whose cheapest routes serve every bucket of its workloads for least in sum
     (a model no quantization serves wholly keeps all its shares)."""
+    shares = shares.assign(model=shares["workload"].map(workload_models(model)))
+    needed = _cheapest(shares)["model"].value_counts()
     single = shares[shares["quants"] == 1]
-    workload_model = model.routes.groupby("workload")["config"].first().map(
-        model.problem.configs.set_index("config")["model"])
-    single = single.assign(model=single["workload"].map(workload_model))
-    needed = _cheapest(shares.assign(model=shares["workload"].map(workload_model))).groupby(
-        "model", as_index=False).size().rename(columns={"size": "needed"})
     best = single.sort_values("usd", kind="stable").drop_duplicates(
         ["workload", "bucket", "period", "quant"])
-    by_quant = best.groupby(["model", "quant"], as_index=False).agg(
-        usd=("usd", "sum"), served=("col", "size")).merge(needed, on="model")
-    by_quant = by_quant[by_quant["served"] == by_quant["needed"]]
+    by_quant = best.groupby(["model", "quant"], as_index=False)["usd"].sum().merge(
+        serving_quants(best, needed), on=["model", "quant"])
     keep = by_quant.sort_values("usd", kind="stable").drop_duplicates("model")
-    kept = single.merge(keep[["model", "quant"]], on=["model", "quant"]).drop(columns="model")
-    unserved = ~shares["workload"].map(workload_model).isin(keep["model"])
-    return pd.concat([kept, shares[unserved]], ignore_index=True)
+    kept = single.merge(keep[["model", "quant"]], on=["model", "quant"])
+    return pd.concat([kept, shares[~shares["model"].isin(keep["model"])]],
+                     ignore_index=True).drop(columns="model")
 
 
 def _one_route_per_workload(shares: pd.DataFrame, chosen: pd.DataFrame) -> pd.DataFrame:
