@@ -178,7 +178,9 @@ def commitment_table(problem: Problem, chosen: pd.DataFrame, options: SolveOptio
     parts = []
     for position, (name, commitment) in enumerate(found.items()):
         left = deadline.remaining() / max(len(found) - position, 1)
-        if commitment is None or (left <= 0 and position > 0):  # the stochastic plan's first
+        # the stochastic plan's own first stage (position 0) is always priced: the others
+        # are compared with it
+        if commitment is None or (left <= 0 and position > 0):
             values, status = None, "no_solution"
         else:
             values, status = solve_committed(model, commitment, options, left)

@@ -109,7 +109,8 @@ def limit_reasons(problem: Problem, options: SolveOptions, base_unmet: float,
     deadline = Deadline(seconds)
     reasons = []
     for done, (name, lifted) in enumerate(lifts.items()):
-        unmet, solution = _unmet_share(lifted, options, deadline.remaining() / (len(lifts) - done + 1))
+        share = deadline.remaining() / (len(lifts) - done + 1)  # one more for "everything"
+        unmet, solution = _unmet_share(lifted, options, share)
         if solution is None or unmet >= base_unmet - 1e-6:
             continue
         reasons += FAMILY[name].diagnose(problem, solution)
