@@ -12,7 +12,7 @@ The whole table is given ``solver.time_limit_s``, shared evenly by the options; 
 recourse was not proven within ``solver.mip_gap`` in its share says ``time_limit`` (its costs
 are those of the recourse found, possibly above the best), one without any plan
 ``no_solution`` (NaN costs). A model too large to solve whole (more than
-``decomposition.WHOLE_MODEL_COLUMNS`` columns) prices every option by its LP relaxation rounded
+:data:`WHOLE_OPTION_COLUMNS` columns) prices every option by its LP relaxation rounded
 up to whole replicas (``lp_rounded``): one quick solve per option, the same method for all, so
 the options compare like with like, but each cost may sit above the best recourse by the
 rounding, and the stochastic option's above the plan's own.
@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs.conventions import RESERVED_PRICING
-from fleetplan.optimizer.decomposition import WHOLE_MODEL_COLUMNS, solve_fleet
+from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp import FleetModel, build_model
@@ -62,6 +62,10 @@ from fleetplan.optimizer.stochastic_problem import (
 )
 
 logger = logging.getLogger(__name__)
+
+#: Largest model whose options' recourse is solved as a MILP, its first stage fixed [columns];
+#: a larger one's is its LP relaxation rounded up (``lp_rounded``).
+WHOLE_OPTION_COLUMNS = 5_000
 
 #: Shares of the P90-only plan's reserved replicas offered as commitment options.
 COMMITTED_SHARES = (0.0, 0.25, 0.5, 0.75)
@@ -98,7 +102,7 @@ def solve_committed(model: FleetModel, commitment: pd.DataFrame, options: SolveO
     fixed = reserved_plan(model, counts)
     solver = open_solver(model.program, model.cost, options)
     solver.set_col_bounds(fixed["cols"], fixed["values"], fixed["values"])
-    whole = model.program.n_cols <= WHOLE_MODEL_COLUMNS
+    whole = model.program.n_cols <= WHOLE_OPTION_COLUMNS
     result = solver.solve(time_limit_s=max(seconds, 0.05), mip_gap=options.mip_gap,
                           relax=not whole)
     if result.values is None:

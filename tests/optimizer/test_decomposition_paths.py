@@ -149,3 +149,28 @@ def test_a_separable_period_cut_short_keeps_the_rounded_up_lp_plan():
     assert outcome.objective <= rounded + 1e-9
     assert outcome.objective < exact.outcome.objective + 3.0 - 1e-9  # the waste is gone
     assert outcome.bound <= exact.outcome.objective + 1e-9
+
+
+def test_a_linked_model_its_whole_milp_does_not_prove_goes_on_to_reserved_first(monkeypatch):
+    # the whole MILP's share of the time "stops" at the greedy plan with no bound worth the
+    # name, as HiGHS's first plans on a hard model do: the reserved-first solve starts from
+    # that plan and finds a plan within the gap of the optimum
+    problem = portfolio_problem(n_models=2, n_gpus=3, n_periods=3)
+    best = optimize_problem(problem, EXACT)
+    real, shares = decomposition.solve_whole, []
+
+    def cut_short(model, options, deadline, *, start=None):
+        if shares:
+            return real(model, options, deadline, start=start)
+        shares.append(deadline.seconds)
+        model.values = greedy_plan(model, options)
+        objective = float(model.cost @ model.values)
+        return SolveOutcome("time_limit", 1.0, objective, "HiGHS", 0.0, 0.0)
+
+    monkeypatch.setattr(decomposition, "solve_whole", cut_short)
+    plan = optimize_problem(problem, SolveOptions(time_limit_s=30, mip_gap=0.01))
+    assert shares[0] <= 30 * decomposition.WHOLE_FIRST_SHARE
+    assert plan.status == "optimal" and best.status == "optimal"
+    assert best.objective_usd <= plan.objective_usd <= best.objective_usd * 1.01 + 1e-6
+    assert plan.objective_usd < build_model(problem).cost @ greedy_plan(build_model(problem))
+    assert plan.bound_usd > 0.0 and check_plan(plan, problem) == []
