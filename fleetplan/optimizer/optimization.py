@@ -57,6 +57,11 @@ EARLY_PRICING_COLUMNS = 5_000
 SIDE_BY_SIDE_THREADS = 1
 
 
+#: Ratio of a time-limited plan's cost to its bound from which the summary warns that the
+#: cost is no estimate of the best plan's.
+FAR_FROM_BOUND = 2.0
+
+
 @dataclass
 class WhatIfOptions:
     """enabled: re-solve to price binding limits; tpot_factor: looser TPOT SLO tried (x SLO);
@@ -154,12 +159,22 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
         plan.messages.append(
             f"time_limit: stopped at a gap of {plan.gap:.2%} to the bound of "
             f"{usd(plan.bound_usd / problem.horizon_months)} per month, above the accepted "
-            f"{options.mip_gap:.2%}; raise solver.time_limit_s for a proven plan")
+            f"{options.mip_gap:.2%}; raise solver.time_limit_s for a proven plan"
+            + far_from_bound(plan.objective_usd, plan.bound_usd))
     elif status == "time_limit":
         plan.messages.append(
             "time_limit: no bound was proven in time, so how far this plan is from the best "
             "is unknown; raise solver.time_limit_s for a proven plan")
     return plan
+
+
+def far_from_bound(objective: float, bound: float) -> str:
+    """The warning a plan that costs at least :data:`FAR_FROM_BOUND` times its bound gets:
+    such a plan holds every limit, but its cost is no estimate of the best plan's."""
+    if not bound > 0 or objective < FAR_FROM_BOUND * bound:
+        return ""
+    return (f". This plan costs {objective / bound:.1f} times its bound: it holds every limit, "
+            f"but its cost is no estimate of the best plan's")
 
 
 def _elastic_plan(problem: Problem, options: SolveOptions, metadata: dict,

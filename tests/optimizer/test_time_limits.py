@@ -3,6 +3,7 @@ bound, and ``fleetplan plan`` exits 3 for it unless ``--allow-gap``."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -107,3 +108,30 @@ def test_a_long_separable_horizon_leaves_periods_unsolved_rather_than_overrun():
     assert plan.status == "time_limit"
     assert check_plan(plan, problem) == []
     assert math.isfinite(plan.bound_usd) and plan.bound_usd <= plan.objective_usd + 1e-6
+
+
+@pytest.mark.parametrize(("objective", "bound", "warned"), [(10.0, 4.0, True), (10.0, 5.0, True),
+                                                           (10.0, 5.1, False), (10.0, 0.0, False),
+                                                           (10.0, math.nan, False)])
+def test_a_plan_far_above_its_bound_says_its_cost_is_no_estimate(objective, bound, warned):
+    text = optimization.far_from_bound(objective, bound)
+    assert bool(text) == warned
+    if warned:
+        assert f"costs {objective / bound:.1f} times its bound" in text
+
+
+def test_a_time_limited_plan_at_three_times_its_bound_says_so(monkeypatch):
+    real = optimization.solve_fleet
+
+    def weak_bound(model, options, deadline=None):
+        outcome = real(model, options, deadline)
+        return dataclasses.replace(outcome, status="time_limit", bound=outcome.objective / 3,
+                                   gap=2 / 3)
+
+    monkeypatch.setattr(optimization, "solve_fleet", weak_bound)
+    plan = optimize_problem(portfolio_problem(n_models=1, n_gpus=2, n_periods=2),
+                            SolveOptions(time_limit_s=20.0, mip_gap=0.01))
+    assert plan.status == "time_limit"
+    assert any(m.startswith("time_limit: stopped at a gap of 66.67%")
+               and m.endswith("This plan costs 3.0 times its bound: it holds every limit, but "
+                              "its cost is no estimate of the best plan's") for m in plan.messages)
