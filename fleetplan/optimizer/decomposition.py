@@ -32,7 +32,6 @@ from fleetplan.optimizer.reserved_first import (
     COMPLETION_SHARE,
     FLOOR_SHARE,
     ROUNDING_SHARE,
-    WHOLE_MIN_S,
     ReservedFirst,
     floor_bound,
 )
@@ -59,6 +58,9 @@ WHOLE_MODEL_COLUMNS = 2_000
 #: columns gets; a plan it does not prove in that time goes on to the reserved-first solve,
 #: which starts from its plan and keeps its bound.
 WHOLE_FIRST_SHARE = 0.3
+
+#: Least time worth handing to the reserved-first solve after the whole MILP's share [s].
+LINKED_MIN_S = 2.0
 
 #: Shortest run given to a solve when the deadline has passed [s] (it still returns a plan).
 LAST_CHANCE_S = 0.05
@@ -138,14 +140,16 @@ def solve_fleet(model: FleetModel, options: SolveOptions, deadline: Deadline | N
         return solve_separable(model, options, deadline)
     first = None
     if model.program.n_cols <= WHOLE_MODEL_COLUMNS:
-        first = solve_whole(model, options, Deadline(deadline.share(WHOLE_FIRST_SHARE)),
-                            start=start)
-        if first.status in ("optimal", "infeasible") or deadline.remaining() < WHOLE_MIN_S:
+        # a limit too short to share is the whole MILP's alone, as it always was
+        share = WHOLE_FIRST_SHARE \
+            if deadline.remaining() * (1 - WHOLE_FIRST_SHARE) >= LINKED_MIN_S else 1.0
+        first = solve_whole(model, options, Deadline(deadline.share(share)), start=start)
+        if first.status in ("optimal", "infeasible") or deadline.remaining() < LINKED_MIN_S:
             return first
     linked = ReservedFirst(model, PeriodPrograms.of(model), options, deadline)
     if first is not None:  # the whole MILP's plan and bound, not proven in its share
-        linked.bound = max(linked.bound, first.bound) if math.isfinite(first.bound) \
-            else linked.bound
+        if math.isfinite(first.bound):
+            linked.bound = first.bound
         start = model.values if model.values is not None else start
     if start is not None and model.program.violation(start) <= 1e-6:
         linked.offer(start)

@@ -16,7 +16,7 @@ import fleetplan.optimizer.reserved_first as reserved_first
 from fleetplan.optimizer.cost_cover import least_pool_costs, pool_period_problem
 from fleetplan.optimizer.greedy_fallback import greedy_plan
 from fleetplan.optimizer.milp import build_model
-from fleetplan.optimizer.optimization import optimize_problem
+from fleetplan.optimizer.optimization import AFTER_SOLVE_SHARE, optimize_problem
 from fleetplan.optimizer.rounding import rounded_up
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, open_solver
 from tests.optimizer.instances import brute_force_usd, make_problem, portfolio_problem
@@ -174,3 +174,20 @@ def test_a_linked_model_its_whole_milp_does_not_prove_goes_on_to_reserved_first(
     assert best.objective_usd <= plan.objective_usd <= best.objective_usd * 1.01 + 1e-6
     assert plan.objective_usd < build_model(problem).cost @ greedy_plan(build_model(problem))
     assert plan.bound_usd > 0.0 and check_plan(plan, problem) == []
+
+
+@pytest.mark.parametrize(("limit_s", "whole_share"), [
+    (30.0, decomposition.WHOLE_FIRST_SHARE), (2.5, 1.0)])
+def test_a_limit_too_short_to_share_is_the_whole_milps_alone(monkeypatch, limit_s, whole_share):
+    real, given = decomposition.solve_whole, []
+
+    def recorded(model, options, deadline, *, start=None):
+        given.append(deadline.seconds)
+        return real(model, options, deadline, start=start)
+
+    monkeypatch.setattr(decomposition, "solve_whole", recorded)
+    problem = portfolio_problem(n_models=1, n_gpus=2, n_periods=2)
+    plan = optimize_problem(problem, SolveOptions(time_limit_s=limit_s, mip_gap=0.01))
+    assert plan.feasible
+    share = limit_s * (1 - AFTER_SOLVE_SHARE) * whole_share  # less the build's time before it
+    assert share * 0.8 <= given[0] <= share
