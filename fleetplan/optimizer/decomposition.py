@@ -37,7 +37,14 @@ from fleetplan.optimizer.reserved_first import (
     floor_bound,
 )
 from fleetplan.optimizer.rounding import rounded_within_limits
-from fleetplan.optimizer.solver import SolveOptions, SolveOutcome, gap_between, open_solver
+from fleetplan.optimizer.solve_watchdog import MIN_WATCHED_S, wants_watchdog
+from fleetplan.optimizer.solver import (
+    SolveOptions,
+    SolveOutcome,
+    check_solver,
+    gap_between,
+    open_solver,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -78,20 +85,25 @@ def is_separable(problem: Problem) -> bool:
 
 
 def solve_whole(model: FleetModel, options: SolveOptions, deadline: Deadline, *,
-                start: np.ndarray | None = None) -> SolveOutcome:
+                start: np.ndarray | None = None, greedy: bool = True) -> SolveOutcome:
     """Solve the whole model; an elastic model lexicographically: first the least unmet demand
-    (share of request-hours), then the cheapest fleet that leaves no more unmet."""
+    (share of request-hours), then the cheapest fleet that leaves no more unmet. A solve that
+    finds nothing keeps ``start``, else the greedy plan unless ``greedy`` is False (the caller
+    has tried it)."""
     program = model.program
     if program.n_rows == 0:  # nothing to serve
         model.values = np.clip(np.zeros(program.n_cols), program.col_lower, program.col_upper)
         objective = float(model.cost @ model.values)
         return SolveOutcome("optimal", 0.0, objective, "none", 0.0, objective)
     if not model.elastic or model.unmet_share is None:
+        seconds = max(deadline.remaining(), LAST_CHANCE_S)
+        if too_short_to_watch(program, seconds, options):  # opening one takes seconds here
+            outcome = SolveOutcome("no_solution", math.nan, math.nan, "HiGHS", 0.0)
+            return fallen_back(model, outcome, start, options, greedy)
         solver = open_solver(program, model.cost, options)
-        result = solver.solve(time_limit_s=max(deadline.remaining(), LAST_CHANCE_S),
-                              mip_gap=options.mip_gap, start=start)
+        result = solver.solve(time_limit_s=seconds, mip_gap=options.mip_gap, start=start)
         if result.values is None and result.outcome.status == "no_solution":
-            return fallen_back(model, result.outcome, start, options)
+            return fallen_back(model, result.outcome, start, options, greedy)
         model.values = result.values
         return result.outcome
     solver = open_solver(program, model.unmet_share, options)
@@ -113,12 +125,21 @@ def solve_whole(model: FleetModel, options: SolveOptions, deadline: Deadline, *,
                         first.outcome.seconds + second.outcome.seconds)
 
 
+def too_short_to_watch(program, seconds: float, options: SolveOptions) -> bool:
+    """True for a HiGHS MIP the watchdog would run, given less time than it starts a child
+    for (``solve_watchdog``): the solve would return at once, after building HiGHS's copy of
+    the model, which takes seconds on a model of millions of columns."""
+    return check_solver(options) == "highs" and seconds < MIN_WATCHED_S and \
+        wants_watchdog(program.n_cols, bool(program.integer.any()))
+
+
 def fallen_back(model: FleetModel, outcome: SolveOutcome, start: np.ndarray | None,
-                options: SolveOptions) -> SolveOutcome:
+                options: SolveOptions, greedy: bool = True) -> SolveOutcome:
     """The plan of a solve that found none in time: its start, else the greedy plan
-    (``greedy_fallback.greedy_plan``), labelled ``time_limit`` with the solve's bound;
-    ``outcome`` itself when there is neither."""
-    plan = start if start is not None else greedy_plan(model, options, LAST_CHANCE_S)
+    (``greedy_fallback.greedy_plan``, when ``greedy``), labelled ``time_limit`` with the
+    solve's bound; ``outcome`` itself when there is neither."""
+    plan = start if start is not None or not greedy else \
+        greedy_plan(model, options, LAST_CHANCE_S)
     if plan is None:
         return outcome
     model.values = plan
@@ -147,7 +168,7 @@ def solve_fleet(model: FleetModel, options: SolveOptions, deadline: Deadline | N
         first = solve_whole(model, options, Deadline(deadline.share(share)), start=start)
         if first.status in ("optimal", "infeasible") or deadline.remaining() < LINKED_MIN_S:
             return first
-    linked = ReservedFirst(model, PeriodPrograms.of(model), options, deadline)
+    linked = ReservedFirst(model, None, options, deadline)
     if first is not None:  # the whole MILP's plan and bound, not proven in its share
         if math.isfinite(first.bound):
             linked.bound = first.bound
@@ -158,8 +179,8 @@ def solve_fleet(model: FleetModel, options: SolveOptions, deadline: Deadline | N
         return linked.solve()
     share = Deadline(deadline.share(START_TIME_SHARE))
     linked.deadline = share
-    linked.solve()
-    outcome = solve_whole(model, options, deadline, start=linked.best)  # a plan, or None
+    linked.solve()  # which tries the greedy plan when it has no other
+    outcome = solve_whole(model, options, deadline, start=linked.best, greedy=False)
     if model.values is None and linked.best is not None:  # the whole MILP was not run
         outcome = linked.outcome()
     if math.isfinite(linked.bound) and not linked.bound <= outcome.bound:

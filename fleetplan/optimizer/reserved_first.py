@@ -66,6 +66,7 @@ from fleetplan.optimizer.reserved_candidates import (
     support_closure,
 )
 from fleetplan.optimizer.rounding import is_whole, rounded_up, rounded_within_limits
+from fleetplan.optimizer.solve_watchdog import WATCHDOG_COLUMNS
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, gap_between, open_solver
 
 logger = logging.getLogger(__name__)
@@ -106,9 +107,9 @@ POLISH_GAP_SHARE = 0.05
 class ReservedFirst:
     """The reserved-first solve of one linked model (see the module docstring)."""
 
-    def __init__(self, model: FleetModel, programs: PeriodPrograms, options: SolveOptions,
-                 deadline: Deadline) -> None:
-        self.model, self.programs = model, programs
+    def __init__(self, model: FleetModel, programs: PeriodPrograms | None,
+                 options: SolveOptions, deadline: Deadline) -> None:
+        self.model, self._programs = model, programs
         self.options, self.deadline = options, deadline
         self.best: np.ndarray | None = None
         self.best_cost = math.inf
@@ -116,6 +117,15 @@ class ReservedFirst:
         self.best_floor = math.nan  # least cost of any plan with the best plan's reserved
         self.proven_infeasible = False
         self._representative: tuple | None = None  # representative_lp's answer, once solved
+
+    @property
+    def programs(self) -> PeriodPrograms:
+        """The periods' programs, cut out when first needed: on a model of millions of columns
+        that takes seconds, which a call whose time ran out before any period is solved
+        never spends."""
+        if self._programs is None:
+            self._programs = PeriodPrograms.of(self.model)
+        return self._programs
 
     def offer(self, values: np.ndarray | None, floor: float = math.nan) -> None:
         """Keep ``values`` if it is the cheapest whole plan so far, with ``floor``, the least
@@ -146,6 +156,12 @@ class ReservedFirst:
         return self.gap() <= self.options.mip_gap or self.deadline.remaining() <= 0
 
     def relaxation(self) -> Result:
+        """The whole model's LP relaxation, with half the time left; not tried on a model of
+        :data:`~fleetplan.optimizer.solve_watchdog.WATCHDOG_COLUMNS` columns or more once the
+        time is out (building HiGHS's copy of such a model takes longer than the 0.05 s the LP
+        would get)."""
+        if self.deadline.remaining() <= 0 and self.model.program.n_cols >= WATCHDOG_COLUMNS:
+            return Result(SolveOutcome("time_limit", math.nan, math.nan, "HiGHS", 0.0), None)
         solver = open_solver(self.model.program, self.model.cost, self.options)
         result = solver.solve(time_limit_s=max(self.deadline.share(0.5), 0.05),
                               mip_gap=self.options.mip_gap, relax=True)

@@ -256,7 +256,7 @@ def test_a_whole_milp_not_run_keeps_the_linked_solves_plan_and_bound(monkeypatch
     model = build_model(problem)
     monkeypatch.setattr(decomposition, "WHOLE_MODEL_COLUMNS", 0)
 
-    def nothing_found(model, options, deadline, start=None):
+    def nothing_found(model, options, deadline, start=None, greedy=True):
         model.values = None
         return _NothingFound().solve().outcome
 

@@ -1,0 +1,106 @@
+"""What a solve whose time has run out still does, and what it skips: on a model of millions of
+columns each step costs seconds past the limit (``benchmarks/hard_scenarios/random_38.yaml``),
+so a step that cannot help is not taken, and none is taken twice."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fleetplan.optimizer import decomposition, reserved_first
+from fleetplan.optimizer.decomposition import solve_fleet, solve_whole, too_short_to_watch
+from fleetplan.optimizer.linear_program import LinearProgram
+from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms
+from fleetplan.optimizer.reserved_first import ReservedFirst
+from fleetplan.optimizer.solve_watchdog import MIN_WATCHED_S, WATCHDOG_COLUMNS
+from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome
+from tests.optimizer.instances import make_problem
+
+OPTIONS = SolveOptions(time_limit_s=30, mip_gap=1e-6, threads=1)
+PRICES = {("g0", "on_demand"): 1.0, ("g1", "on_demand"): 1.0, ("g0", "reserved_1y"): 0.6}
+
+
+def linked_problem(**scalars):
+    return make_problem([[4.0, 1.0], [1.0, 4.0]], [[2.0, 2.0], [3.0, 1.0]], PRICES, **scalars)
+
+
+def never_opened(*arguments, **keywords):
+    raise AssertionError("a solver was opened")
+
+
+def program_of(n_cols: int, integer: bool) -> LinearProgram:
+    program = LinearProgram()
+    program.add_columns(n_cols, integer=integer)
+    return program
+
+
+@pytest.mark.parametrize(("n_cols", "integer", "seconds", "solver", "expected"), [
+    (WATCHDOG_COLUMNS, True, MIN_WATCHED_S - 0.1, "highs", True),
+    (WATCHDOG_COLUMNS, True, MIN_WATCHED_S, "highs", False),
+    (WATCHDOG_COLUMNS - 1, True, 0.0, "highs", False),
+    (WATCHDOG_COLUMNS, False, 0.0, "highs", False),
+    (WATCHDOG_COLUMNS, True, 0.0, "cbc", False)])
+def test_only_a_large_highs_mip_is_too_short_to_watch(n_cols, integer, seconds, solver,
+                                                      expected):
+    options = SolveOptions(time_limit_s=30, mip_gap=0.01, solver=solver)
+    assert too_short_to_watch(program_of(n_cols, integer), seconds, options) is expected
+
+
+def test_a_whole_solve_too_short_to_watch_opens_no_solver_and_keeps_its_start(monkeypatch):
+    model = build_model(linked_problem())
+    monkeypatch.setattr(decomposition, "wants_watchdog", lambda n_cols, mip: mip)
+    monkeypatch.setattr(decomposition, "open_solver", never_opened)
+    start = np.ones(model.program.n_cols)
+    outcome = solve_whole(model, OPTIONS, Deadline(0.0), start=start)
+    assert outcome.status == "time_limit" and model.values is start
+    assert solve_whole(model, OPTIONS, Deadline(0.0), greedy=False).status == "no_solution"
+
+
+def test_a_large_model_out_of_time_gets_no_lp(monkeypatch):
+    model = build_model(linked_problem())
+    monkeypatch.setattr(reserved_first, "WATCHDOG_COLUMNS", model.program.n_cols)
+    monkeypatch.setattr(reserved_first, "open_solver", never_opened)
+    result = ReservedFirst(model, None, OPTIONS, Deadline(0.0)).relaxation()
+    assert result.values is None and result.outcome.status == "time_limit"
+
+
+def test_the_periods_programs_are_cut_out_only_when_a_period_is_solved(monkeypatch):
+    # no LP in time: the greedy plan is the answer, and no period was ever solved
+    model = build_model(linked_problem())
+    cut_out = []
+    real = PeriodPrograms.of
+    monkeypatch.setattr(PeriodPrograms, "of", staticmethod(
+        lambda model: cut_out.append(1) or real(model)))
+    monkeypatch.setattr(ReservedFirst, "relaxation", lambda self: Result(
+        SolveOutcome("time_limit", math.nan, math.nan, "HiGHS", 0.0), None))
+    solve = ReservedFirst(model, None, OPTIONS, Deadline(30.0))
+    assert solve.solve().has_solution and cut_out == []
+    assert solve.programs is solve.programs and cut_out == [1]
+
+
+class _NothingFound:
+    """A solver that finds no plan in time, whatever it is asked."""
+
+    def __init__(self, *arguments) -> None:
+        pass
+
+    def solve(self, **keywords) -> Result:
+        return Result(SolveOutcome("no_solution", math.nan, math.nan, "HiGHS", 0.0), None)
+
+
+def test_a_budget_problem_without_a_linked_plan_tries_the_greedy_plan_once(monkeypatch):
+    # no LP in time and a greedy plan that breaks the budget: the whole MILP, which finds
+    # nothing either, does not build the same greedy plan again as its fallback
+    model = build_model(linked_problem(budget_usd_per_month=1e6))
+    monkeypatch.setattr(decomposition, "WHOLE_MODEL_COLUMNS", 0)
+    monkeypatch.setattr(ReservedFirst, "relaxation", lambda self: Result(
+        SolveOutcome("time_limit", math.nan, math.nan, "HiGHS", 0.0), None))
+    monkeypatch.setattr(decomposition, "open_solver", _NothingFound)
+    calls = []
+    for module in (reserved_first, decomposition):
+        monkeypatch.setattr(module, "greedy_plan", lambda *a, **k: calls.append(1))
+    outcome = solve_fleet(model, OPTIONS, Deadline(5.0))
+    assert outcome.status == "no_solution" and calls == [1]
