@@ -146,5 +146,8 @@ def _changes(plan) -> None:
         typer.echo(f"stay the course (keep today's fleet, rent on demand the rest): "
                    f"${number_text(stay['stay_usd_total'])}; the plan saves "
                    f"${number_text(stay['saving_usd_total'])} over the horizon")
+        if stay["status"] == "time_limit":
+            typer.echo("  (the stay-the-course cost is the best found in its time, not proven "
+                       "the least: the saving may be overstated)")
     else:
         typer.echo(f"stay the course: not possible ({stay['status']})")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from fleetplan.optimizer.disaggregated_candidates import disaggregated_candidate
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem, configs_of, profile_periods
 from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
+from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.scenario import Scenario
 from fleetplan.optimizer.scenario_prices import select_prices
 from fleetplan.optimizer.scenario_supply import supply_notes, supply_tables
@@ -34,6 +36,11 @@ from fleetplan.optimizer.stay_the_course import stay_the_course
 from fleetplan.optimizer.stochastic_problem import scenario_set, with_demand_scenarios
 
 logger = logging.getLogger(__name__)
+
+#: Share of ``solver.time_limit_s`` kept for a re-planning scenario's stay-the-course
+#: comparison, one more solve (``stay_the_course.py``); it also gets whatever the plan's own
+#: solve leaves of the limit.
+STAY_TIME_SHARE = 0.2
 
 
 @dataclass
@@ -204,6 +211,11 @@ def plan_scenario(scenario: Scenario, catalogs: Catalogs | None = None, *, estim
     """The cheapest fleet for ``scenario`` (see FleetPlan for what it holds)."""
     prepared = prepare(scenario, catalogs, estimate=estimate)
     options = solve_options(scenario)
+    call = Deadline(options.time_limit_s)
+    comparing = replans(scenario)
+    if comparing:  # the stay-the-course comparison's solve shares the call's time limit
+        options = dataclasses.replace(
+            options, time_limit_s=options.time_limit_s * (1 - STAY_TIME_SHARE))
     enabled = scenario.what_if.enabled if what_if is None else what_if
     what_if_options = WhatIfOptions(enabled, scenario.what_if.tpot_slo_factor,
                                     prepared.relaxed_candidates, scenario.what_if.time_limit_s)
@@ -217,8 +229,10 @@ def plan_scenario(scenario: Scenario, catalogs: Catalogs | None = None, *, estim
                             prices=prepared.prices)
     plan = add_commitments(plan, prepared.problem, options)
     plan.fleet = with_calibration(plan.fleet, prepared.candidates)
-    if replans(scenario) and plan.feasible:
-        plan.assumptions["stay_the_course"] = stay_the_course(prepared.problem, plan, options)
+    if comparing and plan.feasible:  # the time the plan left, and at least its share
+        stay = dataclasses.replace(options, time_limit_s=max(
+            call.remaining(), call.seconds * STAY_TIME_SHARE))
+        plan.assumptions["stay_the_course"] = stay_the_course(prepared.problem, plan, stay)
     plan.messages = [*prepared.problem.notes, *plan.messages, *prior_warnings(plan.fleet)]
     return plan
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 import warnings
 from pathlib import Path
 
@@ -14,10 +15,12 @@ import pandas as pd
 import pytest
 
 import fleetplan
+import fleetplan.cli.plan
 from fleetplan.catalogs import load_catalogs
 from fleetplan.cli import main
 from fleetplan.errors import ScenarioError
 from fleetplan.exports.plan_parquet import plan_tables
+from fleetplan.optimizer import scenario_planning
 from fleetplan.optimizer.current_fleet import owned_usd_per_gpu_hour, purchase_usd_per_gpu_hour
 from fleetplan.optimizer.current_fleet_inputs import read_current_csv, replan_tables
 from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
@@ -205,3 +208,43 @@ def test_the_changes_table_is_a_parquet_table():
                                                "gpus_before", "gpus", "added", "removed", "kept"]
     assert not math.isnan(float(tables["changes"]["gpus"].sum()))
     assert isinstance(tables["changes"], pd.DataFrame)
+
+
+def test_the_stay_the_course_comparison_shares_the_calls_time_limit(monkeypatch, catalogs):
+    # the plan's solve gets all but STAY_TIME_SHARE of the limit; the comparison gets what the
+    # plan left, at least that share, so both together stay within the call's limit
+    given = {}
+    real_optimize, real_stay = scenario_planning.optimize_problem, scenario_planning.stay_the_course
+
+    def optimize(problem, options, *arguments, **keywords):
+        given["plan"] = options.time_limit_s
+        return real_optimize(problem, options, *arguments, **keywords)
+
+    def stay(problem, plan, options):
+        given["stay"] = options.time_limit_s
+        return real_stay(problem, plan, options)
+
+    monkeypatch.setattr(scenario_planning, "optimize_problem", optimize)
+    monkeypatch.setattr(scenario_planning, "stay_the_course", stay)
+    scenario = load_scenario(EXAMPLE)
+    scenario = scenario.model_copy(update={"solver": scenario.solver.model_copy(
+        update={"time_limit_s": 40.0})})
+    started = time.perf_counter()
+    plan = scenario_planning.plan_scenario(scenario, catalogs, what_if=False)
+    elapsed = time.perf_counter() - started
+    assert plan.assumptions["stay_the_course"]["status"] == "optimal"
+    assert given["plan"] == pytest.approx(40.0 * (1 - scenario_planning.STAY_TIME_SHARE))
+    assert 40.0 * scenario_planning.STAY_TIME_SHARE <= given["stay"] <= 40.0 - elapsed / 2
+
+
+@pytest.mark.parametrize(("status", "warned"), [("time_limit", True), ("optimal", False)])
+def test_a_stay_the_course_cost_cut_short_says_the_saving_may_be_overstated(
+        monkeypatch, catalogs, capsys, tmp_path, status, warned):
+    real = scenario_planning.stay_the_course
+    monkeypatch.setattr(scenario_planning, "stay_the_course",
+                        lambda *a: {**real(*a), "status": status})
+    monkeypatch.setattr(fleetplan.cli.plan, "plan_scenario", lambda scenario, what_if=None:
+                        scenario_planning.plan_scenario(scenario, catalogs, what_if=False))
+    assert main(["plan", str(EXAMPLE), "-o", str(tmp_path / "plan.json"), "--no-what-if"]) == 0
+    printed, _ = capsys.readouterr()
+    assert ("not proven the least: the saving may be overstated" in printed) is warned
