@@ -22,7 +22,9 @@ fixed, the periods separate: each period's MILP is small and all run side by sid
 6. the other candidates (the LP's reserved counts rounded to nearest and down, then the
    load-duration choice of ``reserved_candidates.py``), priced the same way; the cheapest
    plan wins;
-7. with time left and the gap still open, the whole MILP from the best plan.
+7. with time left and the gap still open, a local search over the best plan's reserved
+   counts, one replica more or fewer of a configuration at a time (``reserved_search.py``);
+8. then the whole MILP from the best plan.
 
 References:
     [1] A. M. Geoffrion, "Lagrangean relaxation for integer programming", Mathematical
@@ -65,6 +67,7 @@ from fleetplan.optimizer.reserved_candidates import (
     reserved_rows,
     support_closure,
 )
+from fleetplan.optimizer.reserved_search import search_reserved
 from fleetplan.optimizer.rounding import is_whole, rounded_up, rounded_within_limits
 from fleetplan.optimizer.solve_watchdog import WATCHDOG_COLUMNS
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, gap_between, open_solver
@@ -98,6 +101,10 @@ FLOOR_SHARE = 0.2
 #: Share of the accepted gap (of the plan's cost) the periods may leave open, split by hours:
 #: the rest is left for the reserved choice.
 GAP_SHARE = 0.5
+
+#: Share of the time left after the candidates that the local search over reserved counts
+#: may take (``reserved_search.py``); the whole MILP gets the rest.
+SEARCH_SHARE = 0.5
 
 #: The same share when the best plan's periods are polished: its reserved choice is the one
 #: kept, so the gap left is the periods'.
@@ -278,6 +285,8 @@ class ReservedFirst:
         duration = load_duration_reserved(self.model, self.programs, run)
         self.price_candidates(candidates[first:] + ([] if duration is None else [duration]),
                               closed, tried)
+        if not self.done():
+            search_reserved(self, lp_reserved, self.deadline.share(SEARCH_SHARE))
         if not self.done() and self.deadline.remaining() >= WHOLE_MIN_S:
             self.whole()
         return self.outcome()
