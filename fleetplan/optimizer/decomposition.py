@@ -12,8 +12,9 @@ MILP.
 Otherwise reserved replicas (paid for the whole horizon) link the periods: they are decided
 first, then every period is solved on its own (``reserved_first.py``), with a Lagrangian lower
 bound. A small linked model is first solved whole, with a share of the time; only one that
-share does not prove goes on to the reserved-first solve, from the whole MILP's plan. A monthly budget links periods in a way period programs cannot see: the whole MILP is
-then solved, started from the reserved-first plan when that keeps the budget.
+share does not prove goes on to the reserved-first solve, from the whole MILP's plan. A
+monthly budget links periods in a way period programs cannot see: the whole MILP is then
+solved, started from the reserved-first plan when that keeps the budget.
 """
 
 from __future__ import annotations
