@@ -190,4 +190,4 @@ def test_a_limit_too_short_to_share_is_the_whole_milps_alone(monkeypatch, limit_
     plan = optimize_problem(problem, SolveOptions(time_limit_s=limit_s, mip_gap=0.01))
     assert plan.feasible
     share = limit_s * (1 - AFTER_SOLVE_SHARE) * whole_share  # less the build's time before it
-    assert share * 0.8 <= given[0] <= share
+    assert share * 0.5 <= given[0] <= share
