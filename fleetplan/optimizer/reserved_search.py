@@ -6,9 +6,10 @@ all of them: the LP spreads reserved capacity in fractions, and one whole replic
 of one configuration changes what every period must rent. So, with the time left, each
 neighbour of the best plan's reserved counts is priced the same way (every period's MILP with
 those counts fixed), first improvement first: one replica fewer of each configuration it
-reserves, then one more of each it reserves or the LP reserves a fraction of. A cheaper
-neighbour becomes the best plan and the search goes on from it; it stops when no neighbour is
-cheaper, the plan is proven within the gap, or the time is out.
+reserves, then one more of each it reserves or the LP reserves a fraction of, then one more of
+each other configuration it rents, the most rented first. A cheaper neighbour becomes the best
+plan and the search goes on from it; it stops when no neighbour is cheaper, the plan is proven
+within the gap, or the time is out.
 
 Measured with ``bench_portfolio.py --case day --pool m8b`` (one model's pool of the portfolio
 alone: 24 hours, on-demand, spot capped at 30 % and 1-year reserved): see README, Speed.
@@ -20,6 +21,7 @@ import logging
 from typing import Protocol
 
 import numpy as np
+import pandas as pd
 
 from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.reserved_candidates import reserved_rows
@@ -39,13 +41,20 @@ class LinkedSolve(Protocol):
     def periods_with(self, reserved: np.ndarray, closed, budget_s: float) -> None: ...
 
 
-def reserved_neighbours(counts: np.ndarray, lp_counts: np.ndarray) -> np.ndarray:
+def reserved_neighbours(counts: np.ndarray, lp_counts: np.ndarray,
+                        rented: np.ndarray | None = None) -> np.ndarray:
     """Reserved counts one replica away from ``counts`` [replicas], one row each: one fewer of
     each configuration reserved, then one more of each reserved or fractionally reserved by
-    the LP (``lp_counts``)."""
+    the LP (``lp_counts``), then one more of each other configuration the plan rents
+    (``rented`` [replica-hours] per reserved row), the most rented first."""
     counts = np.asarray(counts, dtype=float)
     fewer = np.flatnonzero(counts > 0.5)
-    more = np.flatnonzero((counts > 0.5) | (np.asarray(lp_counts) > 1e-7))
+    in_support = (counts > 0.5) | (np.asarray(lp_counts) > 1e-7)
+    more = np.flatnonzero(in_support)
+    if rented is not None:
+        rented = np.asarray(rented, dtype=float)
+        others = np.flatnonzero(~in_support & (rented > 1e-9))
+        more = np.concatenate([more, others[np.argsort(-rented[others], kind="stable")]])
     rows = np.concatenate([fewer, more])
     steps = np.concatenate([-np.ones(len(fewer)), np.ones(len(more))])
     neighbours = np.repeat(counts[None, :], len(rows), axis=0)
@@ -59,13 +68,15 @@ def search_reserved(solve: LinkedSolve, lp_counts: np.ndarray, seconds: float) -
     if solve.best is None or seconds <= 0:
         return 0
     stop = Deadline(seconds)
-    cols = reserved_rows(solve.model)["col"].to_numpy()
+    rows = reserved_rows(solve.model)
+    cols = rows["col"].to_numpy()
     tried = {np.round(solve.best[cols]).tobytes()}
     priced = 0
     moved = True
     while moved and not solve.done() and stop.remaining() > 0:
         moved = False
-        for counts in reserved_neighbours(np.round(solve.best[cols]), lp_counts):
+        rented = rented_replica_hours(solve.model, solve.best, rows)
+        for counts in reserved_neighbours(np.round(solve.best[cols]), lp_counts, rented):
             if counts.tobytes() in tried:
                 continue
             tried.add(counts.tobytes())
@@ -79,3 +90,13 @@ def search_reserved(solve: LinkedSolve, lp_counts: np.ndarray, seconds: float) -
             if solve.done() or stop.remaining() <= 0:
                 break
     return priced
+
+
+def rented_replica_hours(model, values: np.ndarray, rows: pd.DataFrame) -> np.ndarray:
+    """Replica-hours ``values`` rents (flexible pricing, every period) of each reserved row's
+    configuration [replica-hours]: where reserving one more replica could replace renting."""
+    flexible = model.replicas[model.replicas["period"] >= 0]
+    hours = flexible["period"].map(model.problem.periods.set_index("period")["hours"])
+    used = (values[flexible["col"].to_numpy()] * hours.to_numpy()).astype(float)
+    per_config = pd.Series(used, index=flexible["config"].to_numpy()).groupby(level=0).sum()
+    return per_config.reindex(rows["config"].to_numpy()).fillna(0.0).to_numpy()

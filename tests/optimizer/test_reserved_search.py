@@ -9,7 +9,14 @@ import pandas as pd
 import pytest
 
 from fleetplan.optimizer import reserved_search
-from fleetplan.optimizer.reserved_search import reserved_neighbours, search_reserved
+from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.reserved_candidates import reserved_rows
+from fleetplan.optimizer.reserved_search import (
+    rented_replica_hours,
+    reserved_neighbours,
+    search_reserved,
+)
+from tests.optimizer.instances import make_problem
 
 
 def test_neighbours_are_one_replica_fewer_of_each_reserved_row_then_one_more():
@@ -17,6 +24,27 @@ def test_neighbours_are_one_replica_fewer_of_each_reserved_row_then_one_more():
                                      np.array([1.7, 0.3, 0.0, 0.0]))
     assert neighbours.tolist() == [[1, 0, 1, 0], [2, 0, 0, 0],  # fewer of rows 0 and 2
                                    [3, 0, 1, 0], [2, 1, 1, 0], [2, 0, 2, 0]]  # more of 0-2
+
+
+def test_then_one_more_of_each_configuration_rented_the_most_rented_first():
+    neighbours = reserved_neighbours(np.array([1.0, 0.0, 0.0, 0.0]), np.zeros(4),
+                                     rented=np.array([3.0, 5.0, 0.0, 9.0]))
+    assert neighbours.tolist() == [[0, 0, 0, 0], [2, 0, 0, 0], [1, 0, 0, 1], [1, 1, 0, 0]]
+
+
+def test_rented_replica_hours_count_each_configurations_flexible_replicas_by_hours():
+    model = build_model(make_problem([[4.0, 1.0], [1.0, 4.0]], [[2.0, 2.0], [3.0, 1.0]],
+                                     {("g0", "on_demand"): 1.0, ("g1", "on_demand"): 1.0,
+                                      ("g0", "reserved_1y"): 0.6, ("g1", "reserved_1y"): 0.6}))
+    values = np.zeros(model.program.n_cols)
+    flexible = model.replicas[model.replicas["period"] >= 0]
+    values[flexible["col"].to_numpy()] = 1.0  # one replica of every offer in every period
+    rows = reserved_rows(model)
+    hours = model.problem.periods.set_index("period")["hours"]
+    expected = [flexible.loc[flexible["config"] == config, "period"].map(hours).sum()
+                for config in rows["config"]]
+    assert rented_replica_hours(model, values, rows).tolist() == pytest.approx(expected)
+    assert min(expected) > 0
 
 
 def test_no_neighbours_without_any_reserved_replica_or_lp_fraction():
@@ -48,9 +76,11 @@ class _Priced:
 
 @pytest.fixture
 def columns(monkeypatch):
-    # the stand-in's plan is its reserved counts, one column each
+    # the stand-in's plan is its reserved counts, one column each, and it rents nothing
     monkeypatch.setattr(reserved_search, "reserved_rows",
                         lambda model: pd.DataFrame({"col": [0, 1, 2]}))
+    monkeypatch.setattr(reserved_search, "rented_replica_hours",
+                        lambda model, values, rows: np.zeros(len(rows)))
 
 
 def test_the_search_walks_to_the_cheapest_reserved_counts(columns):
