@@ -55,6 +55,11 @@ def has_current_fleet(plan) -> bool:
     return bool((plan.scenario.get("fleet") or {}).get("current"))
 
 
+#: The note under a stay-the-course cost its solve did not prove within its time.
+UNPROVEN_STAY = ("Stay the course: the best found in its time, not proven the least; the "
+                 "saving may be overstated")
+
+
 def _bill(book: Book, ws: Worksheet, row: int, plan) -> int:
     """The whole bill and the stay-the-course comparison; returns the next free row."""
     stay = plan.assumptions.get("stay_the_course") or {}
@@ -73,6 +78,8 @@ def _bill(book: Book, ws: Worksheet, row: int, plan) -> int:
         put(ws, row + 4, 1, "Saving of the plan", font=LABEL_FONT)
         book.formulas.put(ws, row + 4, 2, f"B{row + 3}-B{row + 2}", kept - plan.objective_usd - sunk,
                           USD)
+        if stay.get("status") == "time_limit":
+            put(ws, row + 5, 1, UNPROVEN_STAY, font=NOTE_FONT)
     else:
         put(ws, row + 3, 2, f"not possible: {stay.get('status', 'not computed')}")
     return row + 6

@@ -9,6 +9,7 @@ import openpyxl
 import pytest
 
 from fleetplan.exports import write_plan
+from fleetplan.exports.plan_sheet_changes import UNPROVEN_STAY
 from fleetplan.exports.plan_workbook import plan_sheets
 from fleetplan.optimizer.fleet_changes import monthly_diff
 from fleetplan.optimizer.optimization import optimize_problem
@@ -59,3 +60,19 @@ def test_the_summary_names_the_sunk_commitments(tmp_path, replan_plan):
     rows = {sheet.cell(r, 1).value: sheet.cell(r, 2).value for r in range(1, 20)}
     label = "Sunk, not in the total (Changes)"
     assert rows[label] == pytest.approx(replan_plan.assumptions["stay_the_course"]["sunk_usd_total"])
+
+
+@pytest.mark.parametrize(("status", "noted"), [("time_limit", True), ("optimal", False)])
+def test_a_stay_the_course_cost_cut_short_is_noted_under_the_saving(tmp_path, replan_plan,
+                                                                   status, noted):
+    stay = replan_plan.assumptions["stay_the_course"]
+    replan_plan.assumptions["stay_the_course"] = {**stay, "status": status}
+    try:
+        path = write_plan(replan_plan, tmp_path / "plan.xlsx", start_date=dt.date(2027, 1, 1))
+    finally:
+        replan_plan.assumptions["stay_the_course"] = stay
+    sheet = openpyxl.load_workbook(path)["Changes"]
+    labels = [sheet.cell(r, 1).value for r in range(1, 15)]
+    assert (UNPROVEN_STAY in labels) is noted
+    if noted:  # right under the saving
+        assert labels.index(UNPROVEN_STAY) == labels.index("Saving of the plan") + 1
