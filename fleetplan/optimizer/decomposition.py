@@ -59,8 +59,8 @@ START_TIME_SHARE = 0.8
 #: beats the reserved-first decomposition (measured on the example plan: 662 columns, solved
 #: whole faster than decomposed, and to a cheaper plan). Above it HiGHS's first plans can cost
 #: several times the reserved-first plan, and its root cut loop runs past short limits: on one
-#: model's pool of ``bench_portfolio.py``'s day case (3,198 columns) a 10 s solve ended at
-#: $29.43/h against $6.30/h, and a 2.9 s one took 8.7 s.
+#: model's pool of ``bench_portfolio.py``'s day case (3,198 columns, ``--pool m8b``) a 10 s
+#: solve ended at $29.43/h against the reserved-first solve's $6.30/h.
 WHOLE_MODEL_COLUMNS = 2_000
 
 #: Share of the time the whole MILP of a linked model of at most :data:`WHOLE_MODEL_COLUMNS`
