@@ -30,12 +30,12 @@ from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.greedy_fallback import greedy_plan
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, PeriodTask, solve_periods
+from fleetplan.optimizer.representative_start import floor_bound
 from fleetplan.optimizer.reserved_first import (
     COMPLETION_SHARE,
     FLOOR_SHARE,
     ROUNDING_SHARE,
     ReservedFirst,
-    floor_bound,
 )
 from fleetplan.optimizer.rounding import rounded_within_limits
 from fleetplan.optimizer.solve_watchdog import MIN_WATCHED_S, wants_watchdog

@@ -10,7 +10,7 @@ fixed, the periods separate: each period's MILP is small and all run side by sid
    LP is not solved in time, the representative periods' LP routing, spread to every hour they
    stand for and rounded up, is the fallback instead (the greedy plan when there is none);
 3. the first candidate reserved counts (those of a plan on representative periods when the
-   horizon has many hours, ``representative_periods.py``, and the LP's rounded up) are each
+   horizon has many hours, ``representative_start.py``, and the LP's rounded up) are each
    priced by solving every period's MILP with them fixed;
 4. a Lagrangian bound: each period's MILP (split by pool, ``pool_split.py``) with its own copy
    of the reserved columns, priced at that period's share of their cost as the LP's duals value
@@ -37,7 +37,6 @@ import logging
 import math
 
 import numpy as np
-import pandas as pd
 
 from fleetplan.optimizer.greedy_fallback import greedy_plan
 from fleetplan.optimizer.lagrangian_prices import (
@@ -46,7 +45,7 @@ from fleetplan.optimizer.lagrangian_prices import (
     period_prices,
     priced_cost,
 )
-from fleetplan.optimizer.milp import FleetModel, build_model
+from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.period_solves import (
     Deadline,
     PeriodPrograms,
@@ -54,13 +53,7 @@ from fleetplan.optimizer.period_solves import (
     PeriodTask,
     solve_periods,
 )
-from fleetplan.optimizer.representative_periods import (
-    cluster_periods,
-    floor_bound_problem,
-    representative_problem,
-    spread_to_hours,
-    wants_representatives,
-)
+from fleetplan.optimizer.representative_start import RepresentativeStart, floor_bound
 from fleetplan.optimizer.reserved_candidates import (
     load_duration_reserved,
     reserved_plan,
@@ -68,7 +61,7 @@ from fleetplan.optimizer.reserved_candidates import (
     support_closure,
 )
 from fleetplan.optimizer.reserved_search import search_reserved
-from fleetplan.optimizer.rounding import is_whole, rounded_up, rounded_within_limits
+from fleetplan.optimizer.rounding import is_whole, rounded_within_limits
 from fleetplan.optimizer.solve_watchdog import WATCHDOG_COLUMNS
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, gap_between, open_solver
 
@@ -123,7 +116,7 @@ class ReservedFirst:
         self.bound = -math.inf
         self.best_floor = math.nan  # least cost of any plan with the best plan's reserved
         self.proven_infeasible = False
-        self._representative: tuple | None = None  # representative_lp's answer, once solved
+        self.representatives = RepresentativeStart(model, options)
 
     @property
     def programs(self) -> PeriodPrograms:
@@ -308,59 +301,14 @@ class ReservedFirst:
                                                  self.deadline.share(FLOOR_SHARE)))
         logger.debug("floor bound at %.1f s: %.2f", self.deadline.elapsed(), self.bound)
 
-    def representative_lp(self) -> tuple[FleetModel, np.ndarray, pd.Series] | None:
-        """The representative problem's model, its LP solution and the period mapping
-        (``representative_periods``), solved once; None when the problem is short enough to
-        need none or the LP is not solved in time."""
-        if self._representative is not None:
-            return self._representative or None
-        self._representative = ()
-        problem = self.model.problem
-        if not wants_representatives(problem):
-            return None
-        first = cluster_periods(problem)
-        small = build_model(representative_problem(problem, first))
-        # the LP only: HiGHS's root cut rounds on these models can run far past a time limit
-        # (100 s against a 2 s limit on 12 representatives of bench_portfolio's day case)
-        result = open_solver(small.program, small.cost, self.options).solve(
-            time_limit_s=max(self.deadline.share(REPRESENTATIVE_SHARE), 0.05),
-            mip_gap=self.options.mip_gap, relax=True)
-        if result.values is None:
-            return None
-        logger.debug("representative periods: %d for %d, LP %.2f (full-model bound %.2f)",
-                     len(small.problem.periods), len(problem.periods), result.outcome.objective,
-                     self.bound)
-        self._representative = (small, result.values, first)
-        return self._representative
-
     def representative_reserved(self) -> np.ndarray | None:
-        """Reserved counts of the representative periods' LP relaxation, rounded up."""
-        solved = self.representative_lp()
-        if solved is None:
-            return None
-        small, values, _ = solved
-        keys = ["config", "pricing_type"]
-        chosen = reserved_rows(small)
-        chosen = chosen.assign(value=values[chosen["col"]])
-        counts = reserved_rows(self.model)[keys].merge(chosen[[*keys, "value"]], on=keys,
-                                                       how="left")["value"]
-        return np.ceil(counts.fillna(0.0).to_numpy() - 1e-6) + 0.0
+        """The representative periods' LP reserved counts, rounded up (``representative_start``)."""
+        return self.representatives.reserved(self.deadline.share(REPRESENTATIVE_SHARE))
 
     def representative_plan(self) -> np.ndarray | None:
-        """A whole plan without the full model's LP: every hour routed as its representative's
-        LP routes (it carries the peak of its members), rounded up, with the representatives'
-        reserved counts rounded up; None without representatives or when rounding breaks a
-        limit."""
-        solved = self.representative_lp()
-        if solved is None:
-            return None
-        small, values, first = solved
-        spread = spread_to_hours(
-            [(self.model.routes, small.routes, ["workload", "bucket", "route", "config"]),
-             (self.model.replicas, small.replicas, ["config", "pricing_type"])],
-            values, first, self.model.program.n_cols)
-        return rounded_up(self.model, spread, reserved=self.representative_reserved(),
-                          options=self.options, seconds=self.completion_s())
+        """The representative periods' plan spread to every hour (``representative_start``)."""
+        return self.representatives.plan(self.deadline.share(REPRESENTATIVE_SHARE),
+                                         self.completion_s())
 
     def whole(self) -> None:
         """The whole MILP from the best plan, with the time left: it can still move reserved
@@ -385,16 +333,3 @@ class ReservedFirst:
         bound = self.bound if math.isfinite(self.bound) else math.nan
         return SolveOutcome(status, gap, self.best_cost, "HiGHS", seconds, bound)
 
-
-def floor_bound(model: FleetModel, options: SolveOptions, seconds: float) -> float:
-    """The LP bound of the representative periods at their members' minimum demand
-    (``representative_periods.floor_bound_problem``) when the horizon is long enough to have
-    them; -inf otherwise or when that LP is not solved in ``seconds``."""
-    if not wants_representatives(model.problem):
-        return -math.inf
-    small = build_model(floor_bound_problem(model.problem), cost_cover=False)
-    result = open_solver(small.program, small.cost, options).solve(
-        time_limit_s=max(seconds, 0.05), mip_gap=options.mip_gap, relax=True)
-    if result.outcome.status == "optimal" and math.isfinite(result.outcome.bound):
-        return result.outcome.bound
-    return -math.inf
