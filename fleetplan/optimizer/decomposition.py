@@ -38,14 +38,7 @@ from fleetplan.optimizer.reserved_first import (
     ReservedFirst,
 )
 from fleetplan.optimizer.rounding import rounded_within_limits
-from fleetplan.optimizer.solve_watchdog import MIN_WATCHED_S, wants_watchdog
-from fleetplan.optimizer.solver import (
-    SolveOptions,
-    SolveOutcome,
-    check_solver,
-    gap_between,
-    open_solver,
-)
+from fleetplan.optimizer.solver import SolveOptions, SolveOutcome, gap_between, open_solver
 
 logger = logging.getLogger(__name__)
 
@@ -97,12 +90,9 @@ def solve_whole(model: FleetModel, options: SolveOptions, deadline: Deadline, *,
         objective = float(model.cost @ model.values)
         return SolveOutcome("optimal", 0.0, objective, "none", 0.0, objective)
     if not model.elastic or model.unmet_share is None:
-        seconds = max(deadline.remaining(), LAST_CHANCE_S)
-        if too_short_to_watch(program, seconds, options):  # opening one takes seconds here
-            outcome = SolveOutcome("no_solution", math.nan, math.nan, "HiGHS", 0.0)
-            return fallen_back(model, outcome, start, options, greedy)
         solver = open_solver(program, model.cost, options)
-        result = solver.solve(time_limit_s=seconds, mip_gap=options.mip_gap, start=start)
+        result = solver.solve(time_limit_s=max(deadline.remaining(), LAST_CHANCE_S),
+                              mip_gap=options.mip_gap, start=start)
         if result.values is None and result.outcome.status == "no_solution":
             return fallen_back(model, result.outcome, start, options, greedy)
         model.values = result.values
@@ -124,14 +114,6 @@ def solve_whole(model: FleetModel, options: SolveOptions, deadline: Deadline, *,
         else chosen.outcome.status
     return SolveOutcome(status, math.nan, float(model.cost @ chosen.values), chosen.outcome.solver,
                         first.outcome.seconds + second.outcome.seconds)
-
-
-def too_short_to_watch(program, seconds: float, options: SolveOptions) -> bool:
-    """True for a HiGHS MIP the watchdog would run, given less time than it starts a child
-    for (``solve_watchdog``): the solve would return at once, after building HiGHS's copy of
-    the model, which takes seconds on a model of millions of columns."""
-    return check_solver(options) == "highs" and seconds < MIN_WATCHED_S and \
-        wants_watchdog(program.n_cols, bool(program.integer.any()))
 
 
 def fallen_back(model: FleetModel, outcome: SolveOutcome, start: np.ndarray | None,

@@ -114,25 +114,39 @@ def open_solver(program: LinearProgram, cost: np.ndarray, options: SolveOptions)
 
 
 class HighsSolver:
-    """One HiGHS instance holding the program."""
+    """One HiGHS instance holding the program, built when first needed: a large MIP solved
+    unchanged runs in a watchdog's child, which builds its own, so this process never builds
+    one for it (seconds on a model of millions of columns)."""
 
     name = "HiGHS"
 
     def __init__(self, program: LinearProgram, cost: np.ndarray, options: SolveOptions) -> None:
-        self.highs = new_highs()
-        self.highs.silent()
         self.program, self.cost, self.options = program, cost, options
         self.changed = False  # a re-solve with changed costs, bounds or rows stays in this process
-        if options.threads is not None:
-            self.highs.setOptionValue("threads", int(options.threads))
-        self.highs.setOptionValue("mip_allow_restart", MIP_RESTARTS)
         self.integer = program.integer.copy()
         self.n_cols, self.n_rows = program.n_cols, program.n_rows
         self.empty_rows_ok = bool(np.all(program.row_lower <= 1e-9)
                                   and np.all(program.row_upper >= -1e-9))
+        self._highs = None
+
+    @property
+    def highs(self):
+        """The HiGHS instance holding the program, built on first use."""
+        if self._highs is None:
+            self._highs = self._built()
+        return self._highs
+
+    def _built(self):
+        program, options = self.program, self.options
+        highs = new_highs()
+        highs.silent()
+        if options.threads is not None:
+            highs.setOptionValue("threads", int(options.threads))
+        highs.setOptionValue("mip_allow_restart", MIP_RESTARTS)
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = program.n_cols, program.n_rows
-        lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, program.col_lower, program.col_upper
+        lp.col_cost_, lp.col_lower_ = self.cost, program.col_lower
+        lp.col_upper_ = program.col_upper
         lp.row_lower_, lp.row_upper_ = program.row_lower, program.row_upper
         matrix = program.matrix.tocsc()
         lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
@@ -142,7 +156,8 @@ class HighsSolver:
         if self.integer.any():
             kinds = [highspy.HighsVarType.kContinuous, highspy.HighsVarType.kInteger]
             lp.integrality_ = [kinds[i] for i in self.integer.astype(int)]
-        self.highs.passModel(lp)
+        highs.passModel(lp)
+        return highs
 
     def set_cost(self, cost: np.ndarray) -> None:
         self.changed = True

@@ -7,15 +7,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
 
-from fleetplan.optimizer import decomposition, reserved_first
-from fleetplan.optimizer.decomposition import solve_fleet, solve_whole, too_short_to_watch
-from fleetplan.optimizer.linear_program import LinearProgram
+from fleetplan.optimizer import decomposition, reserved_first, solver
+from fleetplan.optimizer.decomposition import solve_fleet, solve_whole
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms
 from fleetplan.optimizer.reserved_first import ReservedFirst
-from fleetplan.optimizer.solve_watchdog import MIN_WATCHED_S, WATCHDOG_COLUMNS
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome
 from tests.optimizer.instances import make_problem
 
@@ -31,28 +28,13 @@ def never_opened(*arguments, **keywords):
     raise AssertionError("a solver was opened")
 
 
-def program_of(n_cols: int, integer: bool) -> LinearProgram:
-    program = LinearProgram()
-    program.add_columns(n_cols, integer=integer)
-    return program
-
-
-@pytest.mark.parametrize(("n_cols", "integer", "seconds", "solver", "expected"), [
-    (WATCHDOG_COLUMNS, True, MIN_WATCHED_S - 0.1, "highs", True),
-    (WATCHDOG_COLUMNS, True, MIN_WATCHED_S, "highs", False),
-    (WATCHDOG_COLUMNS - 1, True, 0.0, "highs", False),
-    (WATCHDOG_COLUMNS, False, 0.0, "highs", False),
-    (WATCHDOG_COLUMNS, True, 0.0, "cbc", False)])
-def test_only_a_large_highs_mip_is_too_short_to_watch(n_cols, integer, seconds, solver,
-                                                      expected):
-    options = SolveOptions(time_limit_s=30, mip_gap=0.01, solver=solver)
-    assert too_short_to_watch(program_of(n_cols, integer), seconds, options) is expected
-
-
-def test_a_whole_solve_too_short_to_watch_opens_no_solver_and_keeps_its_start(monkeypatch):
+def test_a_whole_solve_too_short_to_watch_builds_no_highs_model_and_keeps_its_start(
+        monkeypatch):
+    # a large MIP unchanged runs in the watchdog's child, which builds its own copy: this
+    # process builds none, even when the time is too short to start the child
     model = build_model(linked_problem())
-    monkeypatch.setattr(decomposition, "wants_watchdog", lambda n_cols, mip: mip)
-    monkeypatch.setattr(decomposition, "open_solver", never_opened)
+    monkeypatch.setattr(solver, "wants_watchdog", lambda n_cols, mip: mip)
+    monkeypatch.setattr(solver.HighsSolver, "_built", never_opened)
     start = np.ones(model.program.n_cols)
     outcome = solve_whole(model, OPTIONS, Deadline(0.0), start=start)
     assert outcome.status == "time_limit" and model.values is start
