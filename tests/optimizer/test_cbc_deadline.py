@@ -19,7 +19,7 @@ import pytest
 import fleetplan.optimizer.cbc_solver as cbc_solver
 from fleetplan.optimizer.linear_program import LinearProgram
 from fleetplan.optimizer.solve_watchdog import WATCHDOG_COLUMNS
-from fleetplan.optimizer.solver import SolveOptions, open_solver
+from fleetplan.optimizer.solver import CbcSolver, SolveOptions, open_solver
 
 #: Bash prologue of every stand-in: the path CBC is told to write its solution to.
 FIND_SOLUTION = """#!/bin/bash
@@ -170,3 +170,24 @@ def test_the_warning_names_the_overrun(stand_in, caplog):
     messages = [r.getMessage() for r in caplog.records]
     assert any("past its 1.0 s limit: interrupted" in m for m in messages)
     assert "CBC did not stop when interrupted: killed, without a plan" in messages
+
+
+def test_cbc_is_given_the_time_left_once_its_model_is_built(monkeypatch):
+    # the PuLP model is built term by term; that time counts against the limit
+    given = []
+    real_model, real_command = CbcSolver._model, pulp.PULP_CBC_CMD
+
+    def slow_model(self, relax):
+        time.sleep(0.6)
+        return real_model(self, relax)
+
+    def recorded(*arguments, **options):
+        given.append(options["timeLimit"])
+        return real_command(*arguments, **options)
+
+    monkeypatch.setattr(CbcSolver, "_model", slow_model)
+    monkeypatch.setattr(pulp, "PULP_CBC_CMD", recorded)
+    result = open_solver(at_least_two(), np.array([1.0]), SolveOptions(solver="cbc")).solve(
+        time_limit_s=3.0, mip_gap=0.0)
+    assert result.outcome.status == "optimal"
+    assert len(given) == 1 and 1.0 <= given[0] <= 3.0 - 0.6

@@ -5,17 +5,14 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pandas as pd
-import pulp
 import pytest
 
 from fleetplan.optimizer.fleet_problem import table_problem
-from fleetplan.optimizer.linear_program import LinearProgram
 from fleetplan.optimizer.optimization import optimize_problem, usd_per_hour
-from fleetplan.optimizer.solver import CbcSolver, SolveOptions, open_solver
+from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.plan_checker import check_plan
 
 EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)
@@ -139,33 +136,3 @@ def test_a_solve_prints_nothing_on_standard_output():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=True)
     assert done.stdout == "optimal\n"
-
-
-def at_least_two() -> LinearProgram:
-    """One integer column in [0, 10] that must be at least 2."""
-    program = LinearProgram()
-    program.add_columns(1, lower=0.0, upper=10.0, integer=True)
-    program.add_rows(1, np.array([0]), np.array([0]), np.array([1.0]), lower=np.array([2.0]),
-                     upper=np.array([np.inf]))
-    return program
-
-
-def test_cbc_is_given_the_time_left_once_its_model_is_built(monkeypatch):
-    # the PuLP model is built term by term; that time counts against the limit
-    given = []
-    real_model, real_command = CbcSolver._model, pulp.PULP_CBC_CMD
-
-    def slow_model(self, relax):
-        time.sleep(0.6)
-        return real_model(self, relax)
-
-    def recorded(*arguments, **options):
-        given.append(options["timeLimit"])
-        return real_command(*arguments, **options)
-
-    monkeypatch.setattr(CbcSolver, "_model", slow_model)
-    monkeypatch.setattr(pulp, "PULP_CBC_CMD", recorded)
-    result = open_solver(at_least_two(), np.array([1.0]), SolveOptions(solver="cbc")).solve(
-        time_limit_s=3.0, mip_gap=0.0)
-    assert result.outcome.status == "optimal"
-    assert len(given) == 1 and 1.0 <= given[0] <= 3.0 - 0.6
