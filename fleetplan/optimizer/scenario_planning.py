@@ -33,14 +33,19 @@ from fleetplan.optimizer.scenario_supply import supply_notes, supply_tables
 from fleetplan.optimizer.slo_levels import slo_levels
 from fleetplan.optimizer.solver import SolveOptions
 from fleetplan.optimizer.stay_the_course import stay_the_course
-from fleetplan.optimizer.stochastic_problem import scenario_set, with_demand_scenarios
+from fleetplan.optimizer.stochastic_problem import (
+    has_scenarios,
+    scenario_set,
+    with_demand_scenarios,
+)
 
 logger = logging.getLogger(__name__)
 
-#: Share of ``solver.time_limit_s`` kept for a re-planning scenario's stay-the-course
-#: comparison, one more solve (``stay_the_course.py``); it also gets whatever the plan's own
-#: solve leaves of the limit.
-STAY_TIME_SHARE = 0.2
+#: Share of ``solver.time_limit_s`` kept for what follows the plan's own solve: a re-planning
+#: scenario's stay-the-course comparison (one more solve, ``stay_the_course.py``) or the
+#: commitments table of a plan with demand scenarios (a solve per commitment option,
+#: ``commitment_risk.py``); it also gets whatever the plan's own solve leaves of the limit.
+FOLLOW_UP_SHARE = 0.2
 
 
 @dataclass
@@ -213,9 +218,10 @@ def plan_scenario(scenario: Scenario, catalogs: Catalogs | None = None, *, estim
     options = solve_options(scenario)
     call = Deadline(options.time_limit_s)
     comparing = replans(scenario)
-    if comparing:  # the stay-the-course comparison's solve shares the call's time limit
+    following = comparing or has_scenarios(prepared.problem)
+    if following:  # the comparison or the commitments table shares the call's time limit
         options = dataclasses.replace(
-            options, time_limit_s=options.time_limit_s * (1 - STAY_TIME_SHARE))
+            options, time_limit_s=options.time_limit_s * (1 - FOLLOW_UP_SHARE))
     enabled = scenario.what_if.enabled if what_if is None else what_if
     what_if_options = WhatIfOptions(enabled, scenario.what_if.tpot_slo_factor,
                                     prepared.relaxed_candidates, scenario.what_if.time_limit_s)
@@ -227,12 +233,14 @@ def plan_scenario(scenario: Scenario, catalogs: Catalogs | None = None, *, estim
     plan = optimize_problem(prepared.problem, options, what_if_options,
                             scenario=scenario.model_dump(mode="json"), assumptions=assumptions,
                             prices=prepared.prices)
-    plan = add_commitments(plan, prepared.problem, options)
+    # the time the plan left, and at least the follow-up's share
+    follow_up = dataclasses.replace(options, time_limit_s=max(
+        call.remaining(), call.seconds * FOLLOW_UP_SHARE))
+    plan = add_commitments(plan, prepared.problem, follow_up)
     plan.fleet = with_calibration(plan.fleet, prepared.candidates)
-    if comparing and plan.feasible:  # the time the plan left, and at least its share
-        stay = dataclasses.replace(options, time_limit_s=max(
-            call.remaining(), call.seconds * STAY_TIME_SHARE))
-        plan.assumptions["stay_the_course"] = stay_the_course(prepared.problem, plan, stay)
+    if comparing and plan.feasible:
+        plan.assumptions["stay_the_course"] = stay_the_course(prepared.problem, plan,
+                                                              follow_up)
     plan.messages = [*prepared.problem.notes, *plan.messages, *prior_warnings(plan.fleet)]
     return plan
 

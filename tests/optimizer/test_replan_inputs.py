@@ -211,7 +211,7 @@ def test_the_changes_table_is_a_parquet_table():
 
 
 def test_the_stay_the_course_comparison_shares_the_calls_time_limit(monkeypatch, catalogs):
-    # the plan's solve gets all but STAY_TIME_SHARE of the limit; the comparison gets what the
+    # the plan's solve gets all but FOLLOW_UP_SHARE of the limit; the comparison gets what the
     # plan left, at least that share, so both together stay within the call's limit
     given = {}
     real_optimize, real_stay = scenario_planning.optimize_problem, scenario_planning.stay_the_course
@@ -233,8 +233,8 @@ def test_the_stay_the_course_comparison_shares_the_calls_time_limit(monkeypatch,
     plan = scenario_planning.plan_scenario(scenario, catalogs, what_if=False)
     elapsed = time.perf_counter() - started
     assert plan.assumptions["stay_the_course"]["status"] == "optimal"
-    assert given["plan"] == pytest.approx(40.0 * (1 - scenario_planning.STAY_TIME_SHARE))
-    assert 40.0 * scenario_planning.STAY_TIME_SHARE <= given["stay"] <= 40.0 - elapsed / 2
+    assert given["plan"] == pytest.approx(40.0 * (1 - scenario_planning.FOLLOW_UP_SHARE))
+    assert 40.0 * scenario_planning.FOLLOW_UP_SHARE <= given["stay"] <= 40.0 - elapsed / 2
 
 
 @pytest.mark.parametrize(("status", "warned"), [("time_limit", True), ("optimal", False)])

@@ -3,6 +3,7 @@ one-line error naming the field for every bad input."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 import fleetplan
 from fleetplan.cli import main
 from fleetplan.errors import ScenarioError
+from fleetplan.optimizer import scenario_planning
 from fleetplan.optimizer.demand import workload_buckets
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.scenario_files import read_data, validate_scenario
@@ -131,3 +133,32 @@ def test_a_plan_is_p90_safe_against_demand_and_model_error_together(shipped):
     options = SolveOptions(time_limit_s=60, mip_gap=1e-4)
     cheap, careful = (optimize_problem(p.problem, options) for p in (median, safe))
     assert careful.feasible and careful.objective_usd > cheap.objective_usd
+
+
+def test_the_commitments_table_shares_the_calls_time_limit(monkeypatch, shipped):
+    # the plan's solve gets all but FOLLOW_UP_SHARE of the limit; the commitments table gets
+    # what the plan left (at least that share), so both together stay within the call's limit
+    given, started = {}, time.perf_counter()
+    real_optimize = scenario_planning.optimize_problem
+    real_commitments = scenario_planning.add_commitments
+
+    def optimize(problem, options, *arguments, **keywords):
+        given["plan"], solving = options.time_limit_s, time.perf_counter()
+        plan = real_optimize(problem, options, *arguments, **keywords)
+        given["solving"] = time.perf_counter() - solving
+        return plan
+
+    def commitments(plan, problem, options):
+        given["commitments"], given["at"] = options.time_limit_s, time.perf_counter() - started
+        return real_commitments(plan, problem, options)
+
+    monkeypatch.setattr(scenario_planning, "optimize_problem", optimize)
+    monkeypatch.setattr(scenario_planning, "add_commitments", commitments)
+    scenario = validate_scenario(example())
+    scenario = scenario.model_copy(update={"solver": scenario.solver.model_copy(
+        update={"time_limit_s": 40.0})})
+    plan = scenario_planning.plan_scenario(scenario, shipped, what_if=False)
+    assert not plan.commitments.empty
+    share = scenario_planning.FOLLOW_UP_SHARE
+    assert given["plan"] == pytest.approx(40.0 * (1 - share))
+    assert 40.0 - given["at"] <= given["commitments"] <= 40.0 - given["solving"]
