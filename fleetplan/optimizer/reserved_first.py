@@ -12,9 +12,10 @@ fixed, the periods separate: each period's MILP is small and all run side by sid
 3. the first candidate reserved counts (those of a plan on representative periods when the
    horizon has many hours, ``representative_start.py``, and the LP's rounded up) are each
    priced by solving every period's MILP with them fixed;
-4. a Lagrangian bound: each period's MILP (split by pool, ``pool_split.py``) with its own copy
-   of the reserved columns, priced at that period's share of their cost as the LP's duals value
-   it (``lagrangian_prices.py``; the prices of each column sum to its cost). For any such prices
+4. once there is a plan (without one, the time goes to finding one), a Lagrangian bound: each
+   period's MILP (split by pool, ``pool_split.py``) with its own copy of the reserved columns,
+   priced at that period's share of their cost as the LP's duals value it
+   (``lagrangian_prices.py``; the prices of each column sum to its cost). For any such prices
    the sum of the period MILPs' bounds is a lower bound of the whole MILP [1]; at the LP's
    duals the period LPs alone sum to the LP bound, so the periods' integrality raises it;
 5. the polish: the best plan's periods solved again with its reserved counts, each to its
@@ -272,7 +273,9 @@ class ReservedFirst:
         tried = {candidates[0].tobytes()}
         first = 2 if typical is not None else 1  # the LP's rounded up is always priced first
         self.price_candidates(candidates[1:first], closed, tried)
-        run = self.lagrangian(lp, self.deadline.share(0.5)) if not self.done() else None
+        # without a plan yet, the time goes to finding one: a bound alone is no answer
+        bounding = not self.done() and self.best is not None
+        run = self.lagrangian(lp, self.deadline.share(0.5)) if bounding else None
         if not self.done():
             self.polish()
         duration = load_duration_reserved(self.model, self.programs, run)

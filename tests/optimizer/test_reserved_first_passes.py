@@ -14,6 +14,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+from fleetplan.optimizer import reserved_first
 from fleetplan.optimizer.lagrangian_prices import lp_shares, period_prices, priced_cost
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms
@@ -220,3 +221,31 @@ def test_a_plan_within_round_off_of_a_budget_in_dollars_is_kept():
     linked_solve = ReservedFirst(model, PeriodPrograms.of(model), EXACT, Deadline(30))
     linked_solve.offer(plan)
     assert linked_solve.best is plan
+
+
+def test_without_a_plan_the_time_goes_to_finding_one_not_to_the_lagrangian(linked,
+                                                                           monkeypatch):
+    # hard scenario 199: no fallback plan and the first candidate's periods cut short; the
+    # Lagrangian bound then took half the time left and the call ended without a plan
+    model, programs, lp = linked
+    monkeypatch.setattr(reserved_first, "rounded_within_limits", lambda *a: None)
+    monkeypatch.setattr(reserved_first, "greedy_plan", lambda *a: None)
+    real_periods, real_lagrangian = ReservedFirst.periods_with, ReservedFirst.lagrangian
+    calls, lagrangian_with_a_plan = [], []
+
+    def periods_with(self, reserved, closed, budget_s):
+        calls.append(budget_s)
+        if len(calls) > 1:  # the first candidate's periods find nothing in time
+            real_periods(self, reserved, closed, budget_s)
+
+    def lagrangian(self, relaxation, budget_s):
+        lagrangian_with_a_plan.append(self.best is not None)
+        return real_lagrangian(self, relaxation, budget_s)
+
+    monkeypatch.setattr(ReservedFirst, "periods_with", periods_with)
+    monkeypatch.setattr(ReservedFirst, "lagrangian", lagrangian)
+    linked_solve = ReservedFirst(model, programs, SolveOptions(time_limit_s=60, mip_gap=0.01,
+                                                               threads=1), Deadline(60))
+    outcome = linked_solve.solve()
+    assert outcome.status in ("optimal", "time_limit") and linked_solve.best is not None
+    assert len(calls) > 1 and all(lagrangian_with_a_plan)
