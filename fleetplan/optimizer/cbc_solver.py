@@ -27,8 +27,8 @@ import numpy as np
 import pulp
 
 from fleetplan.optimizer.linear_program import LinearProgram
-from fleetplan.optimizer.solve_results import Result, SolveOptions, SolveOutcome
-from fleetplan.optimizer.solve_watchdog import WATCHDOG_COLUMNS, start_or_nothing
+from fleetplan.optimizer.solve_results import Result, SolveOptions, SolveOutcome, stopped_solve
+from fleetplan.optimizer.solve_watchdog import WATCHDOG_COLUMNS
 
 logger = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class CbcSolver:
         if not relax and too_short(self.program.n_cols, time_limit_s):
             logger.info("%.2f s is too short for a MIP of this size: CBC not started",
                         time_limit_s)
-            return self._stopped(start, started)
+            return stopped_solve(start, self.cost, self.name, time.perf_counter() - started)
         lp, columns, constraints = self._model(relax)
         if start is not None:
             for column, value in zip(columns, start, strict=True):
@@ -106,14 +106,15 @@ class CbcSolver:
         # models); CBC gets the rest, and at least the 1 s it counts in
         left = time_limit_s - (time.perf_counter() - started)
         options = {"msg": False, "timeLimit": max(left, CBC_LEAST_S), "gapRel": mip_gap}
-        if cbc_threads(self.options.threads) is not None:
-            options["threads"] = cbc_threads(self.options.threads)
+        threads = cbc_threads(self.options.threads)
+        if threads is not None:
+            options["threads"] = threads
         with warnings.catch_warnings():  # PuLP announces CBC's move in 4.0; this is 3.x
             warnings.simplefilter("ignore", DeprecationWarning)
             solver = pulp.PULP_CBC_CMD(mip=not relax, warmStart=start is not None, **options)
         ending = run_cbc(lp, solver, options["timeLimit"])
         if ending == "killed":
-            return self._stopped(start, started)
+            return stopped_solve(start, self.cost, self.name, time.perf_counter() - started)
         if ending == "failed":  # CBC stopped by its limit can exit without a solution too
             logger.warning("CBC ended without a solution")
             return Result(SolveOutcome("no_solution", math.nan, math.nan, self.name,
@@ -134,13 +135,6 @@ class CbcSolver:
         return Result(SolveOutcome(status, gap, objective, self.name, seconds, bound), values,
                       duals)
 
-    def _stopped(self, start: np.ndarray | None, started: float) -> Result:
-        """A solve not run or stopped without a plan: its start stays the best plan known
-        (``time_limit``), as with a stopped HiGHS child, or there is none (``no_solution``)."""
-        values, objective = start_or_nothing(start, self.cost)
-        status = "time_limit" if values is not None else "no_solution"
-        return Result(SolveOutcome(status, math.nan, objective, self.name,
-                                   time.perf_counter() - started), values)
 
 
 def cbc_threads(threads: int | None) -> int | None:
@@ -181,8 +175,10 @@ def run_cbc(lp: pulp.LpProblem, command: pulp.PULP_CBC_CMD, limit_s: float) -> s
         arguments += ["-solve" if command.mip else "-initialSolve", "-printingOptions", "all",
                       "-solution", solution]
         ending = _run_watched(arguments, limit_s)
-        if ending != "solved" or not os.path.exists(solution):
-            return "failed" if ending == "solved" else ending
+        if ending != "solved":
+            return ending
+        if not os.path.exists(solution):
+            return "failed"
         status, values, reduced, prices, slacks, solution_status = command.readsol_MPS(
             solution, lp, variables, names, rows)
     lp.assignVarsVals(values)

@@ -56,3 +56,15 @@ def gap_between(objective: float, bound: float) -> float:
     if not (math.isfinite(objective) and math.isfinite(bound)):
         return math.nan
     return max(0.0, (objective - bound) / objective) if objective > 1e-12 else 0.0
+
+
+def stopped_solve(start: np.ndarray | None, cost: np.ndarray, solver: str,
+                  seconds: float) -> Result:
+    """A solve stopped, or not started, without a plan of its own: its start stays the best
+    plan known (``time_limit``, the start's cost, no bound), or there is none
+    (``no_solution``)."""
+    if start is None:
+        return Result(SolveOutcome("no_solution", math.nan, math.nan, solver, seconds), None)
+    values = np.asarray(start, dtype=float)
+    return Result(SolveOutcome("time_limit", math.nan, float(cost @ values), solver, seconds),
+                  values)

@@ -17,7 +17,6 @@ A child also ends when its parent does, so a killed ``fleetplan plan`` leaves no
 from __future__ import annotations
 
 import logging
-import math
 import os
 import pickle
 import subprocess
@@ -25,8 +24,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-
-import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -87,14 +84,6 @@ def run_with_watchdog(solve: Callable, arguments: tuple, time_limit_s: float):
     if kind == "error":
         raise result
     return result
-
-
-def start_or_nothing(start: np.ndarray | None, cost: np.ndarray) -> tuple[np.ndarray | None, float]:
-    """The stopped solve's answer: its start and the start's cost, or (None, NaN)."""
-    if start is None:
-        return None, math.nan
-    values = np.asarray(start, dtype=float)
-    return values, float(cost @ values)
 
 
 def _end_with_parent(parent: int) -> None:

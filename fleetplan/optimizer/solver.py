@@ -24,8 +24,14 @@ import numpy as np
 from fleetplan.errors import InvalidValueError
 from fleetplan.optimizer.cbc_solver import CbcSolver
 from fleetplan.optimizer.linear_program import LinearProgram
-from fleetplan.optimizer.solve_results import Result, SolveOptions, SolveOutcome, gap_between
-from fleetplan.optimizer.solve_watchdog import run_with_watchdog, start_or_nothing, wants_watchdog
+from fleetplan.optimizer.solve_results import (
+    Result,
+    SolveOptions,
+    SolveOutcome,
+    gap_between,
+    stopped_solve,
+)
+from fleetplan.optimizer.solve_watchdog import run_with_watchdog, wants_watchdog
 
 try:
     import highspy
@@ -233,10 +239,7 @@ class HighsSolver:
         result = run_with_watchdog(solve_in_child, arguments, float(time_limit_s))
         if result is not None:
             return result
-        values, objective = start_or_nothing(start, self.cost)
-        status = "time_limit" if values is not None else "no_solution"
-        return Result(SolveOutcome(status, math.nan, objective, self.name, time.perf_counter() - started),
-                      values)
+        return stopped_solve(start, self.cost, self.name, time.perf_counter() - started)
 
     def _consistent(self, result: Result) -> bool:
         """True when the reported objective is the cost of the returned values."""
