@@ -46,8 +46,10 @@ def plan_once(path: Path, time_limit: float, tree: Path) -> tuple[str, float]:
                    "--time-limit", str(time_limit), "--no-what-if", "--allow-gap", "-q"]
         environment = dict(os.environ, PYTHONPATH=str(tree))
         started = time.perf_counter()
+        # run from the temporary folder: ``python -m`` puts the working directory first on the
+        # path, which from the repository's root would shadow ``tree``
         done = subprocess.run(command, capture_output=True, text=True, env=environment,
-                              check=False)
+                              check=False, cwd=folder)
         seconds = time.perf_counter() - started
         if done.returncode == 2:
             return "refused", seconds
