@@ -24,7 +24,14 @@ from fleetplan.optimizer.constraint_families import FAMILY
 from fleetplan.optimizer.linear_program import Restriction, restricted
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.pool_split import ColumnGroups, better_of, combined, split_solve
-from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, gap_between, open_solver
+from fleetplan.optimizer.solver import (
+    Result,
+    SolveOptions,
+    SolveOutcome,
+    gap_between,
+    open_solver,
+    solver_name,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -234,8 +241,9 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
         left = max(finish - time.perf_counter(), 0.0)
         bounded = optional or (keep_start and start is not None)
         if bounded and left < MIN_PERIOD_SECONDS / 2:
-            return period, results.get(period) or _unsolved(programs.parts[period], task,
-                                                            period, start if keep_start else None)
+            return period, results.get(period) or _unsolved(
+                programs.parts[period], task, period, start if keep_start else None,
+                solver_name(options))
         share = max(left * threads / max(count - position, 1), MIN_PERIOD_SECONDS)
         seconds = min(share, left if bounded else max(left, MIN_PERIOD_SECONDS))
         reopened = period in results and results[period].values is None
@@ -268,13 +276,14 @@ def _period_cost(task: PeriodTask, period: int, part: Restriction) -> np.ndarray
 
 
 def _unsolved(part: Restriction, task: PeriodTask, period: int,
-              start: np.ndarray | None) -> Result:
-    """A period left unsolved: its part of ``start`` (no bound), or no plan."""
+              start: np.ndarray | None, solver: str) -> Result:
+    """A period left unsolved: its part of ``start`` (no bound), or no plan; ``solver`` is
+    the name its result reports."""
     if start is None:
-        return Result(SolveOutcome("no_solution", math.nan, math.nan, "HiGHS", 0.0), None)
+        return Result(SolveOutcome("no_solution", math.nan, math.nan, solver, 0.0), None)
     cost = _period_cost(task, period, part)
     values = start[part.cols]
-    return Result(SolveOutcome("time_limit", math.nan, float(cost @ values), "HiGHS", 0.0),
+    return Result(SolveOutcome("time_limit", math.nan, float(cost @ values), solver, 0.0),
                   values)
 
 

@@ -46,7 +46,14 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from fleetplan.optimizer.linear_program import LinearProgram, restricted
-from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, gap_between, open_solver
+from fleetplan.optimizer.solver import (
+    Result,
+    SolveOptions,
+    SolveOutcome,
+    gap_between,
+    open_solver,
+    solver_name,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -227,8 +234,8 @@ def split_solve(program: LinearProgram, cost: np.ndarray, lower: np.ndarray,
         plans.append(quick)
     seconds_taken = time.perf_counter() - started
     if not plans:
-        outcome = SolveOutcome("no_solution", math.nan, math.nan, "HiGHS", seconds_taken,
-                               split.bound)
+        outcome = SolveOutcome("no_solution", math.nan, math.nan, solver_name(options),
+                               seconds_taken, split.bound)
         return Result(outcome, None)
     best = min(plans, key=lambda x: float(cost @ x))
     objective = float(cost @ best)
@@ -236,7 +243,8 @@ def split_solve(program: LinearProgram, cost: np.ndarray, lower: np.ndarray,
     gap = gap_between(objective, bound)
     status = "optimal" if _within(objective, bound, options.mip_gap, abs_gap) else "time_limit"
     logger.debug("pool split: bound %.2f, plan %.2f, %.2f s", bound, objective, seconds_taken)
-    return Result(SolveOutcome(status, gap, objective, "HiGHS", seconds_taken, bound), best)
+    return Result(SolveOutcome(status, gap, objective, solver_name(options), seconds_taken,
+                               bound), best)
 
 
 def better_of(first: Result, second: Result) -> Result:

@@ -64,7 +64,14 @@ from fleetplan.optimizer.reserved_candidates import (
 from fleetplan.optimizer.reserved_search import search_reserved
 from fleetplan.optimizer.rounding import is_whole, rounded_within_limits
 from fleetplan.optimizer.solve_watchdog import WATCHDOG_COLUMNS
-from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome, gap_between, open_solver
+from fleetplan.optimizer.solver import (
+    Result,
+    SolveOptions,
+    SolveOutcome,
+    gap_between,
+    open_solver,
+    solver_name,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +169,8 @@ class ReservedFirst:
         time is out (building HiGHS's copy of such a model takes longer than the 0.05 s the LP
         would get)."""
         if self.deadline.remaining() <= 0 and self.model.program.n_cols >= WATCHDOG_COLUMNS:
-            return Result(SolveOutcome("time_limit", math.nan, math.nan, "HiGHS", 0.0), None)
+            return Result(SolveOutcome("time_limit", math.nan, math.nan,
+                                       solver_name(self.options), 0.0), None)
         solver = open_solver(self.model.program, self.model.cost, self.options)
         result = solver.solve(time_limit_s=max(self.deadline.share(0.5), 0.05),
                               mip_gap=self.options.mip_gap, relax=True)
@@ -328,11 +336,12 @@ class ReservedFirst:
         seconds = self.deadline.elapsed()
         if self.best is None:
             status = "infeasible" if self.proven_infeasible else "no_solution"
-            return SolveOutcome(status, math.nan, math.nan, "HiGHS", seconds,
+            return SolveOutcome(status, math.nan, math.nan, solver_name(self.options), seconds,
                                 self.bound if math.isfinite(self.bound) else math.nan)
         self.model.values = self.best
         gap = self.gap()
         status = "optimal" if gap <= self.options.mip_gap + 1e-12 else "time_limit"
         bound = self.bound if math.isfinite(self.bound) else math.nan
-        return SolveOutcome(status, gap, self.best_cost, "HiGHS", seconds, bound)
+        return SolveOutcome(status, gap, self.best_cost, solver_name(self.options), seconds,
+                            bound)
 

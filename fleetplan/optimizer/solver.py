@@ -112,11 +112,19 @@ def check_solver(options: SolveOptions) -> str:
     return "highs"
 
 
+def solver_class(options: SolveOptions):
+    """The solver class ``options`` choose: :class:`HighsSolver` or ``CbcSolver``."""
+    return HighsSolver if check_solver(options) == "highs" else CbcSolver
+
+
+def solver_name(options: SolveOptions) -> str:
+    """The name a result solved under ``options`` reports (``HiGHS`` or CBC's)."""
+    return solver_class(options).name
+
+
 def open_solver(program: LinearProgram, cost: np.ndarray, options: SolveOptions):
     """A solver holding ``program`` with objective ``cost`` (minimized)."""
-    kind = check_solver(options)
-    solver = HighsSolver if kind == "highs" else CbcSolver
-    return solver(program, np.asarray(cost, dtype=float), options)
+    return solver_class(options)(program, np.asarray(cost, dtype=float), options)
 
 
 class HighsSolver:

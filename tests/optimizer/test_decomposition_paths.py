@@ -191,3 +191,19 @@ def test_a_limit_too_short_to_share_is_the_whole_milps_alone(monkeypatch, limit_
     assert plan.feasible
     share = limit_s * (1 - AFTER_SOLVE_SHARE) * whole_share  # less the build's time before it
     assert share * 0.5 <= given[0] <= share
+
+
+@pytest.mark.parametrize(("solver", "name"), [("highs", "HiGHS"), ("cbc", "PULP_CBC_CMD")])
+def test_a_linked_plan_names_the_solver_that_made_it(monkeypatch, solver, name):
+    solved_by = []
+    real = reserved_first.ReservedFirst.outcome
+
+    def recorded(self):
+        solved_by.append(self)
+        return real(self)
+
+    monkeypatch.setattr(decomposition, "WHOLE_MODEL_COLUMNS", 0)
+    monkeypatch.setattr(reserved_first.ReservedFirst, "outcome", recorded)
+    problem = portfolio_problem(n_models=1, n_gpus=2, n_periods=2)
+    plan = optimize_problem(problem, SolveOptions(time_limit_s=30, mip_gap=0.01, solver=solver))
+    assert solved_by and plan.feasible and plan.solver == name
