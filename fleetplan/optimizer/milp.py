@@ -194,7 +194,7 @@ def define_routes(model: FleetModel) -> None:
 def define_replicas(model: FleetModel) -> None:
     """Integer replicas per configuration and offered pricing type (per period if flexible)."""
     p = model.problem
-    used = p.configs[p.configs["config"].isin(model.routes["config"])]
+    used = p.configs[p.configs["config"].isin(model.routes["config"].unique())]
     rows = used.merge(p.offers[["gpu", "pricing_type"]], on="gpu")
     reserved = rows["pricing_type"].isin(LINKING_PRICING)
     flexible = rows[~reserved].merge(p.periods[["period"]], how="cross")
