@@ -10,7 +10,8 @@ process, and the wall time of the whole call is measured, process start and impo
 
 Outcomes: ``optimal`` or ``time_limit`` (a plan), ``infeasible`` (no plan exists: the elastic
 plan says why), ``no_solution`` (none found in the time), ``refused`` (exit 2: the input is
-rejected with a one-line error), ``error`` (any other exit).
+rejected with a one-line error), ``error`` (any other exit). A plan's cost and its gap follow
+its wall time.
 
 Usage: python benchmarks/bench_time_limits.py [--time-limit 5] [--tree PATH] [--only 38,282]
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -38,8 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PLAN_EXITS = (0, 1, 3)
 
 
-def plan_once(path: Path, time_limit: float, tree: Path) -> tuple[str, float]:
-    """(outcome, wall seconds) of one ``fleetplan plan`` call on ``path``."""
+def plan_once(path: Path, time_limit: float, tree: Path) -> tuple[str, float, dict]:
+    """(outcome, wall seconds, the plan's cost and gap) of one ``fleetplan plan`` call on
+    ``path``."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "plan.json"
         command = [sys.executable, "-m", "fleetplan.cli", "plan", str(path), "-o", str(out),
@@ -52,10 +55,20 @@ def plan_once(path: Path, time_limit: float, tree: Path) -> tuple[str, float]:
                               check=False, cwd=folder)
         seconds = time.perf_counter() - started
         if done.returncode == 2:
-            return "refused", seconds
+            return "refused", seconds, {}
         if done.returncode not in PLAN_EXITS or not out.exists():
-            return "error", seconds
-        return json.loads(out.read_text())["status"], seconds
+            return "error", seconds, {}
+        plan = json.loads(out.read_text())
+        return plan["status"], seconds, {k: plan.get(k) for k in ("objective_usd", "gap")}
+
+
+def _figures_text(figures: dict) -> str:
+    """A plan's cost over the horizon and its gap, when it has them."""
+    cost, gap = figures.get("objective_usd"), figures.get("gap")
+    if cost is None or not math.isfinite(cost):
+        return ""
+    gap_text = f", gap {gap:.2%}" if gap is not None and math.isfinite(gap) else ""
+    return f"  ${cost:,.0f}{gap_text}"
 
 
 def main() -> None:
@@ -71,10 +84,11 @@ def main() -> None:
         paths = [p for p in paths if p.stem in wanted]
     outcomes, walls = Counter(), []
     for path in paths:
-        outcome, seconds = plan_once(path, args.time_limit, args.tree)
+        outcome, seconds, figures = plan_once(path, args.time_limit, args.tree)
         outcomes[outcome] += 1
         walls.append(seconds)
-        print(f"{path.stem:>12}  {outcome:<12} {seconds:6.1f} s", flush=True)
+        print(f"{path.stem:>12}  {outcome:<12} {seconds:6.1f} s{_figures_text(figures)}",
+              flush=True)
     planned = outcomes["optimal"] + outcomes["time_limit"]
     over = sum(w > args.time_limit + 1.0 for w in walls)
     print(f"\n{len(paths)} scenarios at --time-limit {args.time_limit:g}: "
