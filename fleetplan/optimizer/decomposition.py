@@ -13,8 +13,12 @@ Otherwise reserved replicas (paid for the whole horizon) link the periods: they 
 first, then every period is solved on its own (``reserved_first.py``), with a Lagrangian lower
 bound. A small linked model is first solved whole, with a share of the time; only one that
 share does not prove goes on to the reserved-first solve, from the whole MILP's plan. A
-monthly budget links periods in a way period programs cannot see: the whole MILP is then
-solved, started from the reserved-first plan when that keeps the budget.
+monthly budget (or another family left out of the periods: fleet simplicity over the horizon,
+lead times, churn) links periods in a way period programs cannot see: the whole MILP is then
+solved, started from the reserved-first plan when that keeps those rows. The reserved-first
+solve ends at the first period plan that breaks one of them, since its other period plans will
+not see that row either, and the whole MILP gets the rest of the time (unless the rest is too
+short for it: then the other reserved choices are still priced).
 """
 
 from __future__ import annotations
@@ -160,8 +164,8 @@ def solve_fleet(model: FleetModel, options: SolveOptions, deadline: Deadline | N
         linked.offer(start)
     if not _cut_by_periods(model):
         return linked.solve()
-    share = Deadline(deadline.share(START_TIME_SHARE))
-    linked.deadline = share
+    linked.deadline = Deadline(deadline.share(START_TIME_SHARE))
+    linked.whole_milp_deadline = deadline  # the rest is the whole MILP's
     linked.solve()  # which tries the greedy plan when it has no other
     outcome = solve_whole(model, options, deadline, start=linked.best, greedy=False)
     if model.values is None and linked.best is not None:  # the whole MILP was not run

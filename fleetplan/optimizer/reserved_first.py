@@ -124,6 +124,11 @@ class ReservedFirst:
         self.bound = -math.inf
         self.best_floor = math.nan  # least cost of any plan with the best plan's reserved
         self.proven_infeasible = False
+        # the deadline of a caller whose whole MILP follows: the first period plan that breaks
+        # a row left out of the periods ends this solve while that MILP would still get
+        # WHOLE_MIN_S, as the periods cannot see what decides
+        self.whole_milp_deadline: Deadline | None = None
+        self.periods_break_rows = False
         self.representatives = RepresentativeStart(model, options)
 
     @property
@@ -146,6 +151,8 @@ class ReservedFirst:
         if violation > FEASIBLE or not is_whole(self.model.program, values):
             logger.debug("plan at %.1f s breaks a row left out of the periods by %.3g, or "
                          "is not whole", self.deadline.elapsed(), violation)
+            follows = self.whole_milp_deadline
+            self.periods_break_rows = follows is not None and follows.remaining() >= WHOLE_MIN_S
             return
         cost = float(self.model.cost @ values)
         logger.debug("plan at %.1f s: %.2f (best %.2f, bound %.2f)", self.deadline.elapsed(),
@@ -161,7 +168,8 @@ class ReservedFirst:
         return gap_between(self.best_cost, self.bound)
 
     def done(self) -> bool:
-        return self.gap() <= self.options.mip_gap or self.deadline.remaining() <= 0
+        return (self.gap() <= self.options.mip_gap or self.deadline.remaining() <= 0
+                or self.periods_break_rows)
 
     def relaxation(self) -> Result:
         """The whole model's LP relaxation, with half the time left; not tried on a model of

@@ -198,15 +198,24 @@ def test_a_better_plan_from_elsewhere_forgets_the_floor_of_the_old_reserved_choi
     assert math.isnan(linked_solve.best_floor)
 
 
-def test_a_plan_that_breaks_a_row_of_the_whole_model_is_not_kept(linked):
+@pytest.mark.parametrize(("whole_milp_s", "ends"), [
+    (None, False), (reserved_first.WHOLE_MIN_S * 0.9, False),
+    (reserved_first.WHOLE_MIN_S * 2, True)])
+def test_a_plan_that_breaks_a_row_of_the_whole_model_is_not_kept(linked, whole_milp_s, ends):
     # a period plan may break the rows of families left out of the periods; the best plan
-    # must stay a plan (nothing bought here: demand is not met)
+    # must stay a plan (nothing bought here: demand is not met). When the caller's whole MILP
+    # follows with time enough, such a plan ends the solve: the periods cannot see the row
+    # that decides
     model, programs, lp = linked
-    options = SolveOptions(time_limit_s=60, mip_gap=0.01, threads=1)
+    options = SolveOptions(time_limit_s=60, mip_gap=1e-9, threads=1)
     linked_solve = _with_a_plan(model, programs, lp, options)
+    if whole_milp_s is not None:
+        linked_solve.whole_milp_deadline = Deadline(whole_milp_s)
     best, cost = linked_solve.best, linked_solve.best_cost
+    assert not linked_solve.done()
     linked_solve.offer(np.zeros(model.program.n_cols))
     assert linked_solve.best is best and linked_solve.best_cost == cost
+    assert linked_solve.done() is ends
 
 
 def test_a_plan_within_round_off_of_a_budget_in_dollars_is_kept():
