@@ -47,6 +47,11 @@ logger = logging.getLogger(__name__)
 #: ``commitment_risk.py``); it also gets whatever the plan's own solve leaves of the limit.
 FOLLOW_UP_SHARE = 0.2
 
+#: Least share of ``solver.time_limit_s`` the solves get when preparing the scenario (the
+#: candidates' performance estimates, the problem's tables) took more of the limit: a call on
+#: a scenario that slow to prepare ends past its limit rather than without a plan.
+LEAST_SOLVE_SHARE = 0.5
+
 
 @dataclass
 class PreparedScenario:
@@ -214,9 +219,11 @@ def prepare(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=No
 def plan_scenario(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=None,
                   what_if: bool | None = None) -> FleetPlan:
     """The cheapest fleet for ``scenario`` (see FleetPlan for what it holds)."""
-    prepared = prepare(scenario, catalogs, estimate=estimate)
     options = solve_options(scenario)
-    call = Deadline(options.time_limit_s)
+    call = Deadline(options.time_limit_s)  # the whole call: estimating the candidates counts
+    prepared = prepare(scenario, catalogs, estimate=estimate)
+    options = dataclasses.replace(options, time_limit_s=max(
+        call.remaining(), call.seconds * LEAST_SOLVE_SHARE))
     comparing = replans(scenario)
     following = comparing or has_scenarios(prepared.problem)
     if following:  # the comparison or the commitments table shares the call's time limit

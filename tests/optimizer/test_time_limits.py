@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 
 import numpy as np
 import pytest
@@ -12,7 +13,9 @@ import pytest
 import fleetplan.cli.plan
 import fleetplan.optimizer.optimization as optimization
 import fleetplan.optimizer.period_solves as period_solves
+import fleetplan.optimizer.scenario_planning as scenario_planning
 from fleetplan.cli import main
+from fleetplan.optimizer.example import example_scenario
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.greedy_fallback import greedy_plan
 from fleetplan.optimizer.milp import build_model
@@ -135,3 +138,34 @@ def test_a_time_limited_plan_at_three_times_its_bound_says_so(monkeypatch):
     assert any(m.startswith("time_limit: stopped at a gap of 66.67%")
                and m.endswith("This plan costs 3.0 times its bound: it holds every limit, but "
                               "its cost is no estimate of the best plan's") for m in plan.messages)
+
+
+@pytest.mark.parametrize(("limit_s", "preparing_s"), [(10.0, 0.6), (1.0, 0.6)])
+def test_preparing_the_scenario_counts_against_its_time_limit(monkeypatch, shipped, limit_s,
+                                                              preparing_s):
+    # estimating the candidates took ~1 s of hard scenario 60's 5 s call outside the limit;
+    # a preparation slower than half the limit still leaves the solve half of it
+    given, prepared_at, real_prepare = [], [], scenario_planning.prepare
+
+    def slow_prepare(*arguments, **keywords):
+        prepared = real_prepare(*arguments, **keywords)
+        time.sleep(max(preparing_s - deadline.elapsed(), 0.0))
+        prepared_at.append(deadline.elapsed())
+        return prepared
+
+    def solve_time(problem, options, *arguments, **keywords):
+        given.append(options.time_limit_s)
+        raise SystemExit  # the time given is all this test needs
+
+    scenario = example_scenario()
+    scenario = scenario.model_copy(update={"solver": scenario.solver.model_copy(
+        update={"time_limit_s": limit_s})})
+    monkeypatch.setattr(scenario_planning, "prepare", slow_prepare)
+    monkeypatch.setattr(scenario_planning, "optimize_problem", solve_time)
+    deadline = Deadline(limit_s)
+    with pytest.raises(SystemExit):
+        scenario_planning.plan_scenario(scenario, shipped, what_if=False)
+    left = limit_s - prepared_at[0]
+    half = limit_s * scenario_planning.LEAST_SOLVE_SHARE
+    assert given[0] == pytest.approx(max(left, half), abs=0.05)
+    assert (given[0] == half) is (left < half)
