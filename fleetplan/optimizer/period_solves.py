@@ -223,6 +223,7 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
     threads = 1 if options.threads is not None else PERIOD_THREADS
     single = dataclasses.replace(options, threads=1 if options.threads is None else options.threads)
     results: dict[int, Result] = {}
+    solver = solver_name(options)  # the name an unsolved period's result reports
 
     def enough() -> bool:
         """True when every period has a plan and their summed gap is within the accepted."""
@@ -242,8 +243,7 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
         bounded = optional or (keep_start and start is not None)
         if bounded and left < MIN_PERIOD_SECONDS / 2:
             return period, results.get(period) or _unsolved(
-                programs.parts[period], task, period, start if keep_start else None,
-                solver_name(options))
+                programs.parts[period], task, period, start if keep_start else None, solver)
         share = max(left * threads / max(count - position, 1), MIN_PERIOD_SECONDS)
         seconds = min(share, left if bounded else max(left, MIN_PERIOD_SECONDS))
         reopened = period in results and results[period].values is None

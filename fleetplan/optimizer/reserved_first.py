@@ -119,6 +119,7 @@ class ReservedFirst:
                  options: SolveOptions, deadline: Deadline) -> None:
         self.model, self._programs = model, programs
         self.options, self.deadline = options, deadline
+        self.solver = solver_name(options)  # the name its results report
         self.best: np.ndarray | None = None
         self.best_cost = math.inf
         self.bound = -math.inf
@@ -178,7 +179,7 @@ class ReservedFirst:
         would get)."""
         if self.deadline.remaining() <= 0 and self.model.program.n_cols >= WATCHDOG_COLUMNS:
             return Result(SolveOutcome("time_limit", math.nan, math.nan,
-                                       solver_name(self.options), 0.0), None)
+                                       self.solver, 0.0), None)
         solver = open_solver(self.model.program, self.model.cost, self.options)
         result = solver.solve(time_limit_s=max(self.deadline.share(0.5), 0.05),
                               mip_gap=self.options.mip_gap, relax=True)
@@ -344,12 +345,12 @@ class ReservedFirst:
         seconds = self.deadline.elapsed()
         if self.best is None:
             status = "infeasible" if self.proven_infeasible else "no_solution"
-            return SolveOutcome(status, math.nan, math.nan, solver_name(self.options), seconds,
+            return SolveOutcome(status, math.nan, math.nan, self.solver, seconds,
                                 self.bound if math.isfinite(self.bound) else math.nan)
         self.model.values = self.best
         gap = self.gap()
         status = "optimal" if gap <= self.options.mip_gap + 1e-12 else "time_limit"
         bound = self.bound if math.isfinite(self.bound) else math.nan
-        return SolveOutcome(status, gap, self.best_cost, solver_name(self.options), seconds,
+        return SolveOutcome(status, gap, self.best_cost, self.solver, seconds,
                             bound)
 
