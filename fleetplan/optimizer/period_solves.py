@@ -24,6 +24,7 @@ from fleetplan.optimizer.constraint_families import FAMILY
 from fleetplan.optimizer.linear_program import Restriction, restricted
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.pool_split import ColumnGroups, better_of, combined, split_solve
+from fleetplan.optimizer.solve_results import stopped_solve
 from fleetplan.optimizer.solver import (
     Result,
     SolveOptions,
@@ -279,12 +280,8 @@ def _unsolved(part: Restriction, task: PeriodTask, period: int,
               start: np.ndarray | None, solver: str) -> Result:
     """A period left unsolved: its part of ``start`` (no bound), or no plan; ``solver`` is
     the name its result reports."""
-    if start is None:
-        return Result(SolveOutcome("no_solution", math.nan, math.nan, solver, 0.0), None)
-    cost = _period_cost(task, period, part)
-    values = start[part.cols]
-    return Result(SolveOutcome("time_limit", math.nan, float(cost @ values), solver, 0.0),
-                  values)
+    values = None if start is None else start[part.cols]
+    return stopped_solve(values, _period_cost(task, period, part), solver, 0.0)
 
 
 def _slack(result: Result) -> float:
