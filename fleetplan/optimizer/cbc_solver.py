@@ -136,7 +136,6 @@ class CbcSolver:
                       duals)
 
 
-
 def cbc_threads(threads: int | None) -> int | None:
     """CBC's ``-threads`` for ``threads``: none (its serial search) for one thread or the
     default. ``-threads 1`` starts CBC's threaded search with one worker, whose start stalled

@@ -222,13 +222,11 @@ def plan_scenario(scenario: Scenario, catalogs: Catalogs | None = None, *, estim
     options = solve_options(scenario)
     call = Deadline(options.time_limit_s)  # the whole call: estimating the candidates counts
     prepared = prepare(scenario, catalogs, estimate=estimate)
-    options = dataclasses.replace(options, time_limit_s=max(
-        call.remaining(), call.seconds * LEAST_SOLVE_SHARE))
+    solve_s = max(call.remaining(), call.seconds * LEAST_SOLVE_SHARE)
     comparing = replans(scenario)
-    following = comparing or has_scenarios(prepared.problem)
-    if following:  # the comparison or the commitments table shares the call's time limit
-        options = dataclasses.replace(
-            options, time_limit_s=options.time_limit_s * (1 - FOLLOW_UP_SHARE))
+    if comparing or has_scenarios(prepared.problem):  # a follow-up shares the time limit
+        solve_s *= 1 - FOLLOW_UP_SHARE
+    options = dataclasses.replace(options, time_limit_s=solve_s)
     enabled = scenario.what_if.enabled if what_if is None else what_if
     what_if_options = WhatIfOptions(enabled, scenario.what_if.tpot_slo_factor,
                                     prepared.relaxed_candidates, scenario.what_if.time_limit_s)
