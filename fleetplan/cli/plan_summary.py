@@ -51,7 +51,8 @@ def _fleet(plan) -> None:
     fleet = plan.fleet.head(MAX_ROWS)
     if fleet.empty:
         return
-    prices = plan.prices.set_index(["gpu", "pricing_type"]) if not plan.prices.empty else None
+    prices = None if plan.prices.empty else \
+        plan.prices.drop_duplicates(["gpu", "pricing_type"]).set_index(["gpu", "pricing_type"])
     rows = []
     for record in fleet.to_dict("records"):
         origin = ""

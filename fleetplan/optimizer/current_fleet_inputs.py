@@ -176,16 +176,44 @@ def replan_tables(scenario: Scenario, catalogs: Catalogs, gpu_ids: list[str]) ->
     rows = pd.DataFrame(existing_prices + purchases,
                         columns=["gpu", "pricing_type", "usd_per_gpu_hour", "gpus", "provider",
                                  "source", "as_of"])
-    weight = rows["gpus"].fillna(1.0)
-    offers = rows.assign(paid=rows["usd_per_gpu_hour"] * weight, weight=weight).groupby(
-        ["gpu", "pricing_type"], as_index=False)[["paid", "weight"]].sum()
-    offers = pd.DataFrame({"gpu": offers["gpu"], "pricing_type": offers["pricing_type"],
-                           "usd_per_gpu_hour": offers["paid"] / offers["weight"], "max_gpus": math.nan})
-    prices = rows.drop(columns="gpus").assign(
-        region="", instance="", origin="scenario").drop_duplicates(["gpu", "pricing_type", "source"])
+    prices = merged_price_rows(rows).assign(region="", instance="", origin="scenario")
     prices.loc[prices["pricing_type"] == "purchase", "origin"] = "catalog"
+    offers = prices[["gpu", "pricing_type", "usd_per_gpu_hour"]].assign(max_gpus=math.nan)
     return ReplanTables(existing.drop(columns="usd_per_gpu_hour"), _lead_times(scenario, gpu_ids),
                         offers, prices, notes)
+
+
+def merged_price_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """One price row per (gpu, pricing_type): today's fleet may hold one GPU type under one
+    pricing type at several costs (two contracts, two halls), which the plan prices as one
+    offer at their GPU-weighted mean price; the row names each part in its source.
+
+    >>> rows = pd.DataFrame({"gpu": ["h100", "h100"], "pricing_type": ["owned", "owned"],
+    ...                      "usd_per_gpu_hour": [0.5, 2.0], "gpus": [8.0, 4.0],
+    ...                      "provider": ["hall", "colo"], "source": ["catalog", "quote"],
+    ...                      "as_of": ["2025-02-10", ""]})
+    >>> row = merged_price_rows(rows).iloc[0]
+    >>> float(row["usd_per_gpu_hour"]), row["provider"], row["as_of"]
+    (1.0, 'hall; colo', '2025-02-10')
+    >>> row["source"]
+    'GPU-weighted mean of 8 GPUs at $0.5/GPU-hour (catalog); 4 GPUs at $2/GPU-hour (quote)'
+    """
+    columns = ["gpu", "pricing_type", "usd_per_gpu_hour", "provider", "source", "as_of"]
+    if rows.empty:
+        return rows.reindex(columns=columns)
+    gpus = rows["gpus"].fillna(1.0)
+    rows = rows.assign(gpus=gpus, paid=rows["usd_per_gpu_hour"] * gpus, part=[
+        f"{g:g} GPUs at ${p:.4g}/GPU-hour ({s})"
+        for g, p, s in zip(gpus, rows["usd_per_gpu_hour"], rows["source"], strict=True)])
+    merged = rows.groupby(["gpu", "pricing_type"], sort=False).agg(
+        paid=("paid", "sum"), gpus=("gpus", "sum"), count=("part", "size"),
+        source=("source", "first"), parts=("part", "; ".join),
+        provider=("provider", lambda p: "; ".join(dict.fromkeys(x for x in p if x))),
+        as_of=("as_of", lambda d: min((x for x in d if x), default=""))).reset_index()
+    merged["source"] = merged["source"].where(merged["count"] == 1,
+                                              "GPU-weighted mean of " + merged["parts"])
+    merged["usd_per_gpu_hour"] = merged["paid"] / merged["gpus"]
+    return merged[columns]
 
 
 def read_current_csv(path: str | os.PathLike) -> list[dict]:

@@ -18,8 +18,10 @@ import fleetplan
 import fleetplan.cli.plan
 from fleetplan.catalogs import load_catalogs
 from fleetplan.cli import main
+from fleetplan.cli.plan_summary import print_plan
 from fleetplan.errors import ScenarioError
 from fleetplan.exports.plan_parquet import plan_tables
+from fleetplan.exports.plan_workbook import build_plan_book
 from fleetplan.optimizer import scenario_planning
 from fleetplan.optimizer.current_fleet import owned_usd_per_gpu_hour, purchase_usd_per_gpu_hour
 from fleetplan.optimizer.current_fleet_inputs import read_current_csv, replan_tables
@@ -88,6 +90,51 @@ def test_the_example_has_two_commitments_an_owned_pool_and_a_lead_time(catalogs)
         server["usd_per_node"], server["life_years"], server["node_power_kw"],
         server["hosting_usd_per_node_month"], 8, 0.10, 730.0))
     assert (tables.prices["source"].str.len() > 0).all()
+
+
+TWO_CONTRACTS = [
+    {"gpu": "h100-sxm", "pricing_type": "owned", "count": 8, "provider": "own data hall"},
+    {"gpu": "h100-sxm", "pricing_type": "owned", "count": 4, "provider": "colo",
+     "usd_per_month": 9000},
+    {"gpu": "l40s", "pricing_type": "committed", "count": 4, "provider": "coreweave",
+     "end_month": 9, "usd_per_month": 2500},
+    {"gpu": "l40s", "pricing_type": "committed", "count": 2, "provider": "lambda",
+     "end_month": 6, "usd_per_month": 1000}]
+
+
+def test_one_gpu_type_held_at_two_costs_is_one_price_row_at_their_weighted_mean(catalogs):
+    scenario = validate_scenario(_with_current(TWO_CONTRACTS), source="test")
+    tables = replan_tables(scenario, catalogs, ["h100-sxm", "l40s"])
+    assert not tables.prices.duplicated(["gpu", "pricing_type"]).any()
+    prices = tables.prices.set_index(["gpu", "pricing_type"])
+    server = catalogs.ownership.set_index("gpu").loc["h100-sxm"]
+    hall = owned_usd_per_gpu_hour(server["node_power_kw"], server["hosting_usd_per_node_month"],
+                                  8, 0.10, 730.0)
+    mean = (8 * hall + 9000 / 730.0) / 12
+    owned = prices.loc[("h100-sxm", "owned")]
+    assert owned["usd_per_gpu_hour"] == pytest.approx(mean)
+    assert owned["provider"] == "own data hall; colo"
+    assert owned["source"].startswith("GPU-weighted mean of 8 GPUs at $")
+    assert "4 GPUs at $3.082/GPU-hour (fleet.current[1].usd_per_month)" in owned["source"]
+    assert prices.loc[("l40s", "committed"), "provider"] == "coreweave; lambda"
+    offers = tables.offers.set_index(["gpu", "pricing_type"])["usd_per_gpu_hour"]
+    assert offers[("h100-sxm", "owned")] == pytest.approx(mean)
+
+
+@pytest.mark.slow
+def test_a_plan_holding_one_gpu_type_at_two_costs_prints_and_its_workbook_is_live(catalogs, capsys):
+    scenario = validate_scenario(_with_current(TWO_CONTRACTS), source="test")
+    plan = scenario_planning.plan_scenario(scenario, catalogs, what_if=False)
+    print_plan(plan)  # it once failed on the two price rows of one (gpu, pricing_type)
+    printed, _ = capsys.readouterr()
+    owned = plan.fleet[plan.fleet["pricing_type"] == "owned"]
+    price = plan.prices.set_index(["gpu", "pricing_type"]).loc[("h100-sxm", "owned")]
+    assert not owned.empty and owned["usd_per_gpu_hour"].to_numpy() == pytest.approx(
+        price["usd_per_gpu_hour"])
+    assert re.search(r"owned\s*│[^\n]*│\s*1\.34\s*│\s*scenario\s*│", printed)
+    fleet_cells = [m for m in build_plan_book(plan, catalogs=catalogs).mismatches
+                   if m.startswith("Fleet!")]
+    assert fleet_cells == []  # the workbook's owned price is the plan's, so its formulas agree
 
 
 def test_a_current_fleet_csv_gives_the_scenarios_rows(tmp_path):
