@@ -76,7 +76,7 @@ def owned_usd_per_gpu_hour(node_power_kw, hosting_usd_per_node_month, gpus_per_n
     [1] seeds 003 (owning a server: depreciation, power, hosting); ownership catalog sources.
 
     >>> round(float(owned_usd_per_gpu_hour(10.2, 1988.49, 8, 0.10, 730.0)), 4)
-    0.4743
+    0.4744
     """
     power = power_usd_per_month(1, node_power_kw, load, pue, usd_per_kwh, hours_per_month)
     return (power + hosting_usd_per_node_month) / (np.asarray(gpus_per_node) * hours_per_month)

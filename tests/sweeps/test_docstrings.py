@@ -1,6 +1,6 @@
-"""Every formula function documents its units, equation and reference, and its example runs."""
+"""Every formula function documents its units, equation and reference (its example runs in
+tests/cli/test_doctests.py)."""
 
-import doctest
 import inspect
 
 import pytest
@@ -44,9 +44,3 @@ def test_formula_docstring_has_units_equation_reference_and_example(module, name
     parameters = text.split("Parameters\n")[1].split("Returns\n")[0]
     assert "[" in parameters and "]" in parameters, f"{name}: parameters carry no units"
     assert ".. [1]" in text.split("References\n")[1], f"{name}: no numbered reference"
-
-
-@pytest.mark.parametrize("module", [*FORMULA_MODULES, disaggregation, step_times, estimate], ids=lambda m: m.__name__)
-def test_doctests_pass(module):
-    failures, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert tried > 0 and failures == 0
