@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from fleetplan.errors import ScenarioError
+from fleetplan.exports.plan_quantities import usage_table
 from fleetplan.optimizer.candidates import finish
 from fleetplan.optimizer.scenario_files import validate_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario, prepare
@@ -93,6 +94,26 @@ def test_prices_default_to_the_cheapest_catalog_row_and_say_which(shipped):
     assert h100["origin"] == "catalog" and h100["source"]
     assert prices.loc[("l4", "on_demand"), "usd_per_gpu_hour"] == 0.5
     assert prices.loc[("l4", "on_demand"), "origin"] == "scenario"
+
+
+def test_prices_given_by_the_scenario_alone_stay_numbers(shipped):
+    # l4 has a pricing type of its own that only the scenario prices, so the price rule's rows
+    # for it are an empty table of objects: concatenated with them, the prices once became
+    # objects, and the workbook's usage table failed on them
+    data = scenario()
+    data["fleet"]["gpus"][1] = {"id": "l4", "pricing": ["reserved_1y"],
+                                "usd_per_gpu_hour": {"reserved_1y": 0.4}}
+    prices = shipped.prices
+    catalogs = dataclasses.replace(shipped, prices=prices[
+        (prices["gpu"] != "l4") | (prices["pricing_type"] != "reserved_1y")])
+    prepared = prepare(validate_scenario(data), catalogs, estimate=FakeEngine())
+    numbers = ["usd_per_gpu_hour", "same_provider_on_demand_usd_per_gpu_hour"]
+    assert (prepared.prices[numbers].dtypes == float).all()
+    assert prepared.problem.offers["usd_per_gpu_hour"].dtype == float
+    plan = plan_scenario(validate_scenario(data), catalogs, estimate=FakeEngine(), what_if=False)
+    assert plan.nodes["usd_per_month"].dtype == float
+    usage = usage_table(plan)
+    assert (usage["gpus_mean"] > 0).any()
 
 
 def test_provider_pin_and_missing_prices(shipped):
