@@ -20,7 +20,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs.conventions import HOURS_PER_MONTH, RESERVED_PRICING
+from fleetplan.catalogs.conventions import HOURS_PER_MONTH, LINKING_PRICING, RESERVED_PRICING
 
 RESERVED = RESERVED_PRICING
 
@@ -56,17 +56,34 @@ def horizon_months(plan) -> float:
 
 
 def price_table(plan) -> pd.DataFrame:
-    """Prices the plan used: gpu, pricing_type, usd_per_gpu_hour, then reference columns."""
+    """Prices the plan used: gpu, pricing_type, usd_per_gpu_hour (the listed price),
+    term_charge_factor (USD charged per GPU-hour of the horizon over it: above 1 for a reserved
+    term longer than the horizon, which is paid in full), start_month (the first month new GPUs
+    of it can be had), then reference columns."""
     prices = plan.prices.copy()
     if prices.empty and not plan.fleet.empty:
         prices = plan.fleet[["gpu", "pricing_type", "usd_per_gpu_hour"]].drop_duplicates(
             ["gpu", "pricing_type"])
     if not {"gpu", "pricing_type", "usd_per_gpu_hour"} <= set(prices.columns):
-        return pd.DataFrame(columns=["gpu", "pricing_type", "usd_per_gpu_hour"])
-    keep = [c for c in ("gpu", "pricing_type", "usd_per_gpu_hour", "provider", "region",
-                        "instance", "source", "as_of", "origin", "warning",
-                        "same_provider_on_demand_usd_per_gpu_hour") if c in prices.columns]
+        return pd.DataFrame(columns=["gpu", "pricing_type", "usd_per_gpu_hour",
+                                     "term_charge_factor", "start_month"])
+    if "term_charge_factor" not in prices:  # plans written before the columns
+        prices["term_charge_factor"] = 1.0
+    if "start_month" not in prices:
+        prices["start_month"] = 0
+    keep = [c for c in ("gpu", "pricing_type", "usd_per_gpu_hour", "term_charge_factor",
+                        "start_month", "provider", "region", "instance", "source", "as_of",
+                        "origin", "warning", "same_provider_on_demand_usd_per_gpu_hour")
+            if c in prices.columns]
     return prices[keep].drop_duplicates(["gpu", "pricing_type"]).reset_index(drop=True)
+
+
+def charged_prices(prices: pd.DataFrame) -> pd.Series:
+    """USD charged per GPU-hour of the horizon by (gpu, pricing_type), from a
+    :func:`price_table`: the listed price times its term charge factor."""
+    charged = prices["usd_per_gpu_hour"].astype(float) * prices["term_charge_factor"].fillna(1.0)
+    return pd.Series(charged.to_numpy(), index=pd.MultiIndex.from_frame(
+        prices[["gpu", "pricing_type"]]), name="usd_per_gpu_hour")
 
 
 def _gpus_by_period(plan) -> pd.DataFrame:
@@ -80,18 +97,26 @@ def _gpus_by_period(plan) -> pd.DataFrame:
 def _bought_by_period(plan, used: pd.DataFrame) -> pd.DataFrame:
     """GPUs bought per period: whole nodes covering the used GPUs (the cheapest cover).
 
-    Flexible pricing buys ``ceil(used / node) * node`` per period; reserved capacity is one
-    count for the whole horizon, the cover of its busiest period.
+    Flexible pricing buys ``ceil(used / node) * node`` per period; a reserved term or a
+    purchase is one count held from its start month (after a lead time) to the end of the
+    horizon: the plan's GPUs bought at peak, else the cover of its busiest period.
     """
-    node = plan.nodes.set_index(["gpu", "pricing_type"])["gpus_per_node"]
-    size = node.reindex(pd.MultiIndex.from_frame(used[["gpu", "pricing_type"]])).fillna(1.0)
+    keys = ["gpu", "pricing_type"]
+    node = plan.nodes.set_index(keys)["gpus_per_node"]
+    size = node.reindex(pd.MultiIndex.from_frame(used[keys])).fillna(1.0)
     size = size.to_numpy(dtype=float)
     bought = used.assign(gpus=np.ceil(used["gpus"].to_numpy(float) / size - 1e-9) * size)
-    reserved = bought["pricing_type"].isin(RESERVED)
-    if reserved.any():
-        peak = bought[reserved].groupby(["gpu", "pricing_type"], as_index=False)["gpus"].max()
-        spread = peak.merge(plan.periods[["period"]], how="cross")
-        bought = pd.concat([bought[~reserved], spread], ignore_index=True)
+    held = bought["pricing_type"].isin(LINKING_PRICING)
+    if held.any():
+        peak = bought[held].groupby(keys, as_index=False)["gpus"].max()
+        index = pd.MultiIndex.from_frame(peak[keys])
+        counted = plan.nodes.set_index(keys)["gpus_bought_peak"].reindex(index).to_numpy(float)
+        starts = price_table(plan).set_index(keys)["start_month"].reindex(index).to_numpy(float)
+        peak = peak.assign(gpus=np.fmax(peak["gpus"].to_numpy(float), counted),
+                           start_month=np.nan_to_num(starts))
+        spread = peak.merge(plan.periods[["period", "month"]], how="cross")
+        spread = spread[spread["month"] >= spread["start_month"]]
+        bought = pd.concat([bought[~held], spread[["period", *keys, "gpus"]]], ignore_index=True)
     return bought
 
 
@@ -123,7 +148,7 @@ def usage_table(plan) -> pd.DataFrame:
     cover = _gpu_hours_by_month(plan, _bought_by_period(plan, used_by_period))
     months = _months(plan, used)
     used, cover = _spread_months(used, months), _spread_months(cover, months)
-    prices = price_table(plan).set_index(["gpu", "pricing_type"])["usd_per_gpu_hour"]
+    prices = charged_prices(price_table(plan))
     key = pd.MultiIndex.from_frame(nodes[["gpu", "pricing_type"]])
     price = prices.reindex(key).to_numpy()
     paid = price * hpm  # free GPUs (sunk commitments) say nothing of their count by cost
@@ -162,9 +187,9 @@ def _spread_months(used: pd.DataFrame, months: list[int]) -> pd.DataFrame:
 
 
 def usage_usd(usage: pd.DataFrame, prices: pd.DataFrame, hpm: float) -> np.ndarray:
-    """USD of each usage row: gpus_mean * price * hours_per_month [USD/month]."""
-    price = usage.merge(prices[["gpu", "pricing_type", "usd_per_gpu_hour"]],
-                        on=["gpu", "pricing_type"], how="left")["usd_per_gpu_hour"]
+    """USD of each usage row: gpus_mean * charged price * hours_per_month [USD/month]
+    (``prices`` a :func:`price_table`)."""
+    price = charged_prices(prices).reindex(pd.MultiIndex.from_frame(usage[["gpu", "pricing_type"]]))
     return usage["gpus_mean"].to_numpy(dtype=float) * price.to_numpy(dtype=float) * hpm
 
 

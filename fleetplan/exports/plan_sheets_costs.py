@@ -69,7 +69,7 @@ def fleet_sheet(book: Book, ws: Worksheet, plan, names: dict[tuple, str]) -> Pla
             font=NOTE_FONT)
         return None
     hpm, months = plan_quantities.hours_per_month(plan), plan_quantities.horizon_months(plan)
-    prices = plan_quantities.price_table(plan).set_index(["gpu", "pricing_type"])["usd_per_gpu_hour"]
+    prices = plan_quantities.charged_prices(plan_quantities.price_table(plan))
     keys = list(zip(fleet["gpu"], fleet["pricing_type"]))
     price = np.array([prices.get(k, np.nan) for k in keys], dtype=float)
     hourly_names = [names.get(k) for k in keys]

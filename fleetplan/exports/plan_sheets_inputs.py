@@ -57,8 +57,11 @@ def assumptions_sheet(ws: Worksheet, plan, catalogs: Any, start: dt.date) -> dic
     sheet.section("GPU prices", "USD per GPU-hour by pricing type, chosen by the price rule on "
                   "Summary; each with the row it came from. The fleet's costs use these.")
     prices = plan_quantities.price_table(plan)
-    prices = prices[[c for c in ("gpu", "pricing_type", "usd_per_gpu_hour", *PRICE_DETAILS) if c in prices]]
-    names = sheet.prices(prices, keys=["gpu", "pricing_type"])
+    # shown only when a reserved term runs past the horizon: the fleet's costs multiply by it
+    terms = ("term_charge_factor",) if (prices["term_charge_factor"] != 1).any() else ()
+    prices = prices[[c for c in ("gpu", "pricing_type", "usd_per_gpu_hour", *terms, *PRICE_DETAILS)
+                     if c in prices]]
+    names = sheet.prices(prices, keys=["gpu", "pricing_type"], factor_column="term_charge_factor")
     efficiency = _efficiency(catalogs, plan)
     if not efficiency.empty:
         sheet.row += 1

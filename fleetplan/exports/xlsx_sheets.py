@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -76,11 +77,15 @@ class Assumptions:
         return name
 
     def prices(self, frame: pd.DataFrame, keys: Sequence[str], *, table: str = "Prices",
-               price_column: str = "usd_per_gpu_hour") -> dict[tuple, str]:
+               price_column: str = "usd_per_gpu_hour",
+               factor_column: str | None = None) -> dict[tuple, str]:
         """A table of prices, one input cell (and defined name) per row of ``frame``.
 
         ``keys`` are the columns identifying a price (e.g. gpu, pricing_type); other columns
-        (provider, source, as_of, ...) are shown for reference. Returns ``{key tuple: name}``.
+        (provider, source, as_of, ...) are shown for reference. Returns ``{key tuple: name}``,
+        or with ``factor_column`` (a multiplier of the price, such as a reserved term charged
+        beyond the horizon) ``name*name_term`` where the factor is not 1, its cell named
+        ``name_term``.
         """
         columns = [*keys, price_column, "name",
                    *[c for c in frame.columns if c not in (*keys, price_column)]]
@@ -96,6 +101,12 @@ class Assumptions:
                 if field == price_column:
                     put_input(ws, first + offset, column, record[field], USD)
                     define_name(ws.parent, name, ws, f"{get_column_letter(column)}{first + offset}")
+                elif field == factor_column and record[field] != 1 and math.isfinite(record[field]):
+                    put(ws, first + offset, column, record[field], "0.000")
+                    define_name(ws.parent, f"{name}_term", ws,
+                                f"{get_column_letter(column)}{first + offset}")
+                    self.names.add(f"{name}_term")
+                    names[key] = f"{name}*{name}_term"
                 elif field == "name":
                     put(ws, first + offset, column, name)
                 else:

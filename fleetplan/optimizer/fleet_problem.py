@@ -134,16 +134,27 @@ def start_months(problem: Problem, keys: pd.DataFrame) -> np.ndarray:
     return np.where(new & ~np.isnan(start), start, 0.0).astype(int)
 
 
-def charged_offers(problem: Problem) -> pd.DataFrame:
-    """Offers with ``usd_per_gpu_hour`` per hour of the horizon: a reserved commitment's whole
-    charged term spread over the horizon's hours it covers, from its start month (the catalog
-    price when the term fits)."""
-    terms = problem.offers["pricing_type"].map(RESERVED_TERM_MONTHS)
+def term_charge_factors(problem: Problem, keys: pd.DataFrame) -> np.ndarray:
+    """Per (gpu, pricing_type) row of ``keys``: USD charged per GPU-hour of the horizon over
+    the listed price [1], ``charged_months(covered, term) / covered`` for a reserved term, with
+    ``covered`` the horizon's months from the offer's start month; 1 for every other pricing.
+
+    A reserved commitment's whole charged term is spread over the hours it covers, so a 3-year
+    term on an 18-month horizon costs twice its listed price per GPU-hour.
+    """
+    terms = keys["pricing_type"].map(RESERVED_TERM_MONTHS)
     reserved = terms.notna().to_numpy()
     factor = np.ones(len(terms))
-    covered = np.maximum(problem.horizon_months - start_months(problem, problem.offers), 1.0)
+    covered = np.maximum(problem.horizon_months - start_months(problem, keys), 1.0)
     factor[reserved] = charged_months(covered[reserved],
                                       terms[reserved].to_numpy()) / covered[reserved]
+    return factor
+
+
+def charged_offers(problem: Problem) -> pd.DataFrame:
+    """Offers with ``usd_per_gpu_hour`` per hour of the horizon: the listed price times its
+    :func:`term_charge_factors` (the catalog price when the term fits)."""
+    factor = term_charge_factors(problem, problem.offers)
     return problem.offers.assign(usd_per_gpu_hour=problem.offers["usd_per_gpu_hour"] * factor)
 
 

@@ -24,7 +24,13 @@ from fleetplan.optimizer.current_fleet_inputs import replan_fields, replan_table
 from fleetplan.optimizer.demand import cycle_hours, demand_table, plan_periods, workload_buckets
 from fleetplan.optimizer.disaggregated_candidates import disaggregated_candidates
 from fleetplan.optimizer.fleet_plan import FleetPlan
-from fleetplan.optimizer.fleet_problem import Problem, configs_of, profile_periods
+from fleetplan.optimizer.fleet_problem import (
+    Problem,
+    configs_of,
+    profile_periods,
+    start_months,
+    term_charge_factors,
+)
 from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
 from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.scenario import Scenario
@@ -213,6 +219,8 @@ def prepare(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=No
                    f"own, or drop demand_scenarios")
         raise ScenarioError(message)
     problem = with_demand_scenarios(scenario, problem, buckets)
+    prices = prices.assign(term_charge_factor=term_charge_factors(problem, prices),
+                           start_month=start_months(problem, prices))
     return PreparedScenario(problem, prices, base, relaxed, source, catalogs.versions())
 
 

@@ -9,7 +9,14 @@ import pytest
 
 from fleetplan.exports import write_plan
 from fleetplan.exports.labels import header_of
-from tests.exports.samples import assert_recalculation_matches, cell_values, formula_cells
+from fleetplan.exports.plan_quantities import usage_table
+from fleetplan.exports.plan_workbook import build_plan_book
+from tests.exports.samples import (
+    assert_recalculation_matches,
+    cell_values,
+    formula_cells,
+    make_plan,
+)
 
 pytestmark = pytest.mark.libreoffice
 
@@ -99,3 +106,34 @@ def test_renders_one_page_per_sheet(tmp_path, libreoffice, example_plan):
     pdf = libreoffice.pdf(path).read_bytes()
     pages = re.findall(rb"/Type\s*/Page[^s]", pdf)
     assert len(pages) == len(openpyxl.load_workbook(path).sheetnames) == 9
+
+
+#: A 1-year term bought after a 3-month lead time on a 9-month horizon: 6 months covered, 12
+#: paid, so each GPU-hour of it costs twice its listed price.
+TERM_SCENARIO = {
+    "name": "a term past the horizon",
+    "workloads": [{"name": "chat", "model": "llama-3.1-8b", "requests_per_s": 30,
+                   "input_tokens": 1000, "output_tokens": 200, "tpot_slo_ms": 60}],
+    "fleet": {"gpus": [{"id": "l40s", "usd_per_gpu_hour": {"reserved_1y": 0.3},
+                        "lead_time_months": 3, "lead_time_pricing": ["reserved_1y"]}],
+              "pricing": ["on_demand", "reserved_1y"], "tp": [1], "horizon_months": 9},
+}
+
+
+def test_a_term_charged_past_the_horizon_is_live_and_held_from_its_start(tmp_path, libreoffice):
+    plan = make_plan(TERM_SCENARIO)
+    prices = plan.prices.set_index(["gpu", "pricing_type"])
+    assert prices.loc[("l40s", "reserved_1y"), "term_charge_factor"] == 2.0
+    assert prices.loc[("l40s", "reserved_1y"), "start_month"] == 3
+    reserved = plan.nodes.set_index(["gpu", "pricing_type"]).loc[("l40s", "reserved_1y")]
+    assert reserved["gpus_bought_peak"] > 0
+    book = build_plan_book(plan)
+    assert book.mismatches == []  # the fleet's prices and the months' costs are formulas
+    path = book.save(tmp_path / "term.xlsx")
+    assert "price_l40s_reserved_1y_term" in openpyxl.load_workbook(path).defined_names
+    usage = usage_table(plan)
+    held = usage[usage["pricing_type"] == "reserved_1y"].set_index("month")["gpus_mean"]
+    assert held.loc[:2].sum() == 0  # nothing is held before the lead time ends
+    assert held.loc[3:].to_numpy() == pytest.approx(reserved["gpus_bought_peak"])
+    compared = assert_recalculation_matches(path, libreoffice.recalculate(path))
+    assert compared == len(formula_cells(path)) > 0
