@@ -105,8 +105,11 @@ def fleet_sheet(book: Book, ws: Worksheet, plan, names: dict[tuple, str]) -> Pla
         name_range(book, ws, f"fleet_{column}", placed, column)
     total_row = placed.last + 1
     put(ws, total_row, 1, "Total", font=LABEL_FONT)
+    # the totals' stored values add up what the rows show: the plan's figure where a formula
+    # disagreed with it and the cell kept the plan's number
     totals = (("gpus_peak", fleet["gpus_peak"].to_numpy(float), INTEGER),
-              ("usd_per_month", monthly, USD_WHOLE), ("usd_total", monthly * months, USD_WHOLE))
+              ("usd_per_month", fleet["usd_per_month"].to_numpy(float), USD_WHOLE),
+              ("usd_total", fleet["usd_total"].to_numpy(float), USD_WHOLE))
     for name, values, number_format in totals:
         book.formulas.put(ws, total_row, order.index(name) + 1, f"SUM({placed.column(name)})",
                           float(np.nansum(values)), number_format)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import openpyxl
@@ -135,5 +136,17 @@ def test_a_term_charged_past_the_horizon_is_live_and_held_from_its_start(tmp_pat
     held = usage[usage["pricing_type"] == "reserved_1y"].set_index("month")["gpus_mean"]
     assert held.loc[:2].sum() == 0  # nothing is held before the lead time ends
     assert held.loc[3:].to_numpy() == pytest.approx(reserved["gpus_bought_peak"])
+    compared = assert_recalculation_matches(path, libreoffice.recalculate(path))
+    assert compared == len(formula_cells(path)) > 0
+
+
+def test_a_fleet_row_that_keeps_the_plans_number_counts_in_the_stored_total(
+        tmp_path, libreoffice, example_plan):
+    plan = copy.deepcopy(example_plan)
+    first = plan.fleet.index[0]  # a price the Assumptions sheet does not give
+    plan.fleet.loc[first, ["usd_per_gpu_hour", "usd_per_month", "usd_total"]] *= 2
+    book = build_plan_book(plan)
+    assert any(m.startswith("Fleet!") for m in book.mismatches)
+    path = book.save(tmp_path / "kept.xlsx")
     compared = assert_recalculation_matches(path, libreoffice.recalculate(path))
     assert compared == len(formula_cells(path)) > 0
