@@ -92,28 +92,30 @@ class Assumptions:
         headers = ["Name in formulas" if c == "name" else header_of(c) for c in columns]
         ws, first = self.ws, self.row
         style_header(ws, first, 1, headers)
-        names = {}
+        names, plain = {}, []
         for offset, record in enumerate(frame.to_dict(orient="records"), start=1):
             key = tuple(record[k] for k in keys)
             name = defined_name_for(key, self.names)
             names[key] = name
+            plain.append(name)
             for column, field in enumerate(columns, start=1):
                 if field == price_column:
                     put_input(ws, first + offset, column, record[field], USD)
                     define_name(ws.parent, name, ws, f"{get_column_letter(column)}{first + offset}")
-                elif field == factor_column and record[field] != 1 and math.isfinite(record[field]):
+                elif field == factor_column:
                     put(ws, first + offset, column, record[field], "0.000")
-                    define_name(ws.parent, f"{name}_term", ws,
-                                f"{get_column_letter(column)}{first + offset}")
-                    self.names.add(f"{name}_term")
-                    names[key] = f"{name}*{name}_term"
+                    if record[field] != 1 and math.isfinite(record[field]):
+                        define_name(ws.parent, f"{name}_term", ws,
+                                    f"{get_column_letter(column)}{first + offset}")
+                        self.names.add(f"{name}_term")
+                        names[key] = f"{name}*{name}_term"
                 elif field == "name":
                     put(ws, first + offset, column, name)
                 else:
                     put(ws, first + offset, column, record[field], number_format_for(unit_of(field)))
         add_table(ws, table, first, 1, headers, len(frame))
         for column, field in enumerate(columns, start=1):
-            values = [name for name in names.values()] if field == "name" else frame.get(field, [])
+            values = plain if field == "name" else frame.get(field, [])
             width = text_width(list(values)[:200], headers[column - 1], USD if field == price_column else None)
             for offset in range(1, len(frame) + 1):
                 cell = ws.cell(row=first + offset, column=column)
