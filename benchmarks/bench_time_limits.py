@@ -13,7 +13,13 @@ plan says why), ``no_solution`` (none found in the time), ``refused`` (exit 2: t
 rejected with a one-line error), ``error`` (any other exit). A plan's cost and its gap follow
 its wall time.
 
+``--outputs`` also exercises what the plan is written to: the call prints its summary (no
+``-q``) and writes the FOCUS CSV, then ``fleetplan export`` turns the plan into a workbook and
+Parquet; a failure of any is an ``error``, and the workbook cells that kept the plan's number
+instead of a live formula are counted.
+
 Usage: python benchmarks/bench_time_limits.py [--time-limit 5] [--tree PATH] [--only 38,282]
+[--outputs]
 
 ``--tree`` plans with another checkout's ``fleetplan`` package (its parent directory put first
 on PYTHONPATH), to compare two commits on the same scenarios.
@@ -25,6 +31,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -40,13 +47,15 @@ ROOT = Path(__file__).resolve().parents[1]
 PLAN_EXITS = (0, 1, 3)
 
 
-def plan_once(path: Path, time_limit: float, tree: Path) -> tuple[str, float, dict]:
+def plan_once(path: Path, time_limit: float, tree: Path,
+              outputs: bool = False) -> tuple[str, float, dict]:
     """(outcome, wall seconds, the plan's cost and gap) of one ``fleetplan plan`` call on
-    ``path``."""
+    ``path``; with ``outputs`` the plan's files too (module docstring)."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "plan.json"
         command = [sys.executable, "-m", "fleetplan.cli", "plan", str(path), "-o", str(out),
-                   "--time-limit", str(time_limit), "--no-what-if", "--allow-gap", "-q"]
+                   "--time-limit", str(time_limit), "--no-what-if", "--allow-gap"]
+        command += ["--focus", str(Path(folder) / "charges.csv")] if outputs else ["-q"]
         environment = dict(os.environ, PYTHONPATH=str(tree))
         started = time.perf_counter()
         # run from the temporary folder: ``python -m`` puts the working directory first on the
@@ -59,7 +68,29 @@ def plan_once(path: Path, time_limit: float, tree: Path) -> tuple[str, float, di
         if done.returncode not in PLAN_EXITS or not out.exists():
             return "error", seconds, {}
         plan = json.loads(out.read_text())
-        return plan["status"], seconds, {k: plan.get(k) for k in ("objective_usd", "gap")}
+        figures = {k: plan.get(k) for k in ("objective_usd", "gap")}
+        if outputs:
+            kept = _exported(out, environment)
+            if kept is None:
+                return "error", seconds, figures
+            figures["kept"] = kept
+        return plan["status"], seconds, figures
+
+
+def _exported(plan: Path, environment: dict) -> int | None:
+    """Workbook cells that kept the plan's number, once ``plan`` is exported to a workbook and
+    to Parquet; None when an export fails."""
+    kept = 0
+    for target in ("plan.xlsx", "plan.parquet"):
+        command = [sys.executable, "-m", "fleetplan.cli", "export", str(plan), "-o",
+                   str(plan.parent / target)]
+        done = subprocess.run(command, capture_output=True, text=True, env=environment,
+                              check=False, cwd=plan.parent)
+        if done.returncode != 0:
+            return None
+        found = re.search(r"(\d+) workbook cells kept the plan's numbers", done.stderr)
+        kept += int(found.group(1)) if found else 0
+    return kept
 
 
 def _figures_text(figures: dict) -> str:
@@ -68,7 +99,9 @@ def _figures_text(figures: dict) -> str:
     if cost is None or not math.isfinite(cost):
         return ""
     gap_text = f", gap {gap:.2%}" if gap is not None and math.isfinite(gap) else ""
-    return f"  ${cost:,.0f}{gap_text}"
+    kept = figures.get("kept")
+    kept_text = f", {kept} workbook cells kept the plan's number" if kept else ""
+    return f"  ${cost:,.0f}{gap_text}{kept_text}"
 
 
 def main() -> None:
@@ -77,16 +110,19 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, default=ROOT,
                         help="directory holding the fleetplan package to run")
     parser.add_argument("--only", default="", help="comma-separated seeds")
+    parser.add_argument("--outputs", action="store_true",
+                        help="print the summary and write FOCUS, XLSX and Parquet too")
     args = parser.parse_args()
     paths = sorted(SCENARIOS.glob("random_*.yaml"), key=lambda p: int(p.stem.split("_")[1]))
     if args.only:
         wanted = {f"random_{seed.strip()}" for seed in args.only.split(",")}
         paths = [p for p in paths if p.stem in wanted]
-    outcomes, walls = Counter(), []
+    outcomes, walls, kept = Counter(), [], []
     for path in paths:
-        outcome, seconds, figures = plan_once(path, args.time_limit, args.tree)
+        outcome, seconds, figures = plan_once(path, args.time_limit, args.tree, args.outputs)
         outcomes[outcome] += 1
         walls.append(seconds)
+        kept += [figures["kept"]] if figures.get("kept") else []
         print(f"{path.stem:>12}  {outcome:<12} {seconds:6.1f} s{_figures_text(figures)}",
               flush=True)
     planned = outcomes["optimal"] + outcomes["time_limit"]
@@ -100,6 +136,9 @@ def main() -> None:
     print(f"wall time of the whole call: median {statistics.median(walls):.1f} s, "
           f"90th percentile {p90:.1f} s, "
           f"max {max(walls):.1f} s; {over} over the limit + 1 s")
+    if args.outputs:
+        print(f"outputs: {len(kept)} workbooks kept the plan's number in place of a formula "
+              f"in {sum(kept)} cells")
 
 
 if __name__ == "__main__":
