@@ -20,8 +20,9 @@ def modules_with_examples() -> list[str]:
 
 def test_the_examples_are_found_across_the_layers():
     found = modules_with_examples()
-    assert {"fleetplan.sweeps.memory", "fleetplan.optimizer.current_fleet",
-            "fleetplan.exports.csv", "fleetplan.catalogs.prices", "fleetplan.cli.tables"} <= set(found)
+    layers = {"fleetplan.sweeps.memory", "fleetplan.optimizer.current_fleet",
+              "fleetplan.exports.csv", "fleetplan.catalogs.prices", "fleetplan.cli.tables"}
+    assert layers <= set(found)
 
 
 @pytest.mark.parametrize("name", modules_with_examples())
