@@ -203,15 +203,33 @@ class FleetPlan:
     def from_dict(cls, data: dict[str, Any]) -> FleetPlan:
         """A plan from :meth:`to_dict` data (tables come back as DataFrames)."""
         data = dict(data)
-        tables = {name: pd.DataFrame.from_records(rows)
+        tables = {name: _numbers_restored(pd.DataFrame.from_records(rows))
                   for name, rows in data.pop("tables").items()}
-        scalars = {k: (math.nan if v is None and k in ("gap", "bound_usd") else v)
-                   for k, v in data.items()}
+        # a missing figure (NaN) is written as null: a plan without a solution has no cost
+        numbers = ("gap", "objective_usd", "usd_per_month", "solve_seconds", "bound_usd")
+        scalars = {k: (math.nan if v is None and k in numbers else v) for k, v in data.items()}
         return cls(**scalars, **tables)
 
     def summary_text(self, max_rows: int = 12) -> str:
         """A plain-text summary for the terminal."""
         return summary_text(self, max_rows=max_rows)
+
+
+def _numbers_restored(table: pd.DataFrame) -> pd.DataFrame:
+    """Number columns read back from JSON: a missing number (NaN) is written as null, and a
+    column of nulls only (say, the costs of commitment options none of which was priced in
+    time) reads back as objects, which arithmetic refuses. A column whose values are all
+    missing or all numbers is made floats again.
+
+    >>> table = pd.DataFrame.from_records([{"usd": None, "gpu": "l4"}, {"usd": None, "gpu": "a"}])
+    >>> _numbers_restored(table)["usd"].dtype, table["gpu"].tolist()
+    (dtype('float64'), ['l4', 'a'])
+    """
+    for name in table.columns[table.dtypes == object]:
+        present = table[name].dropna()
+        if present.map(type).isin([int, float]).all():
+            table[name] = table[name].astype(float)
+    return table
 
 
 def _records(table: pd.DataFrame) -> list[dict[str, Any]]:

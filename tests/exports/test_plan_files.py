@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 import os
 
 import duckdb
@@ -17,6 +19,7 @@ from fleetplan.exports import write_plan, write_sweep
 from fleetplan.exports.parquet import read_provenance
 from fleetplan.exports.plan_json import read_plan_json
 from fleetplan.exports.plan_parquet import plan_tables
+from fleetplan.optimizer.commitment_risk import COLUMNS, value_of_stochastic_solution
 from tests.exports.samples import synthetic_sweep
 
 
@@ -103,3 +106,20 @@ def test_disaggregated_plan_round_trips_with_its_routes(tmp_path, disaggregated_
     assert [s for s, _ in stages] == ["decode", "prefill", "serve"]
     routed = pl.read_parquet(folder / "routing.parquet")
     assert routed["route"].n_unique() * 2 == routed.height  # both stages of each routed pair
+
+
+def test_a_plan_without_figures_round_trips_to_a_workbook(tmp_path, example_plan):
+    # JSON writes a missing figure as null: a plan without a solution (no cost), and
+    # commitment options none of which was priced in time, once came back as None and objects,
+    # and writing their workbook failed
+    plan = copy.deepcopy(example_plan)
+    plan.objective_usd = plan.usd_per_month = plan.gap = plan.bound_usd = math.nan
+    plan.commitments = pd.DataFrame({name: [math.nan, math.nan] for name in COLUMNS}).assign(
+        option=["stochastic", "P50 only (s1)"], status="no_solution", scenario="s1",
+        probability=1.0, reserved_gpus=[4.0, 2.0])
+    back = read_plan_json(write_plan(plan, tmp_path / "plan.json"))
+    assert math.isnan(back.usd_per_month) and math.isnan(back.objective_usd)
+    assert back.commitments["over_stochastic_usd_per_month"].dtype == float
+    assert back.commitments["option"].tolist() == ["stochastic", "P50 only (s1)"]
+    assert math.isnan(value_of_stochastic_solution(back.commitments))
+    assert write_plan(back, tmp_path / "plan.xlsx").exists()
