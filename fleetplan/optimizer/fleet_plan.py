@@ -208,6 +208,11 @@ class FleetPlan:
         # a missing figure (NaN) is written as null: a plan without a solution has no cost
         numbers = ("gap", "objective_usd", "usd_per_month", "solve_seconds", "bound_usd")
         scalars = {k: (math.nan if v is None and k in numbers else v) for k, v in data.items()}
+        stay = (scalars.get("assumptions") or {}).get("stay_the_course")
+        if isinstance(stay, dict):  # its USD figures, NaN when today's fleet cannot serve
+            missing = [k for k, v in stay.items()
+                       if v is None and k.endswith(("_usd_total", "_usd_per_month"))]
+            stay.update(dict.fromkeys(missing, math.nan))
         return cls(**scalars, **tables)
 
     def summary_text(self, max_rows: int = 12) -> str:

@@ -117,8 +117,11 @@ def test_a_plan_without_figures_round_trips_to_a_workbook(tmp_path, example_plan
     plan.commitments = pd.DataFrame({name: [math.nan, math.nan] for name in COLUMNS}).assign(
         option=["stochastic", "P50 only (s1)"], status="no_solution", scenario="s1",
         probability=1.0, reserved_gpus=[4.0, 2.0])
+    plan.assumptions = {**plan.assumptions, "stay_the_course": {
+        "stay_usd_total": math.nan, "sunk_usd_total": 0.0, "status": "infeasible"}}
     back = read_plan_json(write_plan(plan, tmp_path / "plan.json"))
     assert math.isnan(back.usd_per_month) and math.isnan(back.objective_usd)
+    assert math.isnan(back.assumptions["stay_the_course"]["stay_usd_total"])
     assert back.commitments["over_stochastic_usd_per_month"].dtype == float
     assert back.commitments["option"].tolist() == ["stochastic", "P50 only (s1)"]
     assert math.isnan(value_of_stochastic_solution(back.commitments))
