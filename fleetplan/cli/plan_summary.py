@@ -9,6 +9,7 @@ import typer
 
 from fleetplan.cli.plan_supply import print_supply
 from fleetplan.cli.tables import number_text, print_table
+from fleetplan.exports.plan_quantities import price_table
 from fleetplan.optimizer.chargeback import chargeback_table
 from fleetplan.optimizer.fleet_changes import monthly_diff
 from fleetplan.optimizer.fleet_plan import STATUSES
@@ -51,12 +52,11 @@ def _fleet(plan) -> None:
     fleet = plan.fleet.head(MAX_ROWS)
     if fleet.empty:
         return
-    prices = None if plan.prices.empty else \
-        plan.prices.drop_duplicates(["gpu", "pricing_type"]).set_index(["gpu", "pricing_type"])
+    prices = price_table(plan).set_index(["gpu", "pricing_type"])
     rows = []
     for record in fleet.to_dict("records"):
         origin = ""
-        if prices is not None and (record["gpu"], record["pricing_type"]) in prices.index:
+        if (record["gpu"], record["pricing_type"]) in prices.index:
             price = prices.loc[(record["gpu"], record["pricing_type"])]
             origin = "scenario" if price.get("origin") == "scenario" else str(price.get("provider") or "")
         rows.append([record["config"], record["pricing_type"], record["replicas_peak"], record["gpus_peak"],

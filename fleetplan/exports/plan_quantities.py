@@ -94,12 +94,13 @@ def _gpus_by_period(plan) -> pd.DataFrame:
     return plan.fleet_by_period.groupby(columns[:3], as_index=False)["gpus"].sum()
 
 
-def _bought_by_period(plan, used: pd.DataFrame) -> pd.DataFrame:
+def _bought_by_period(plan, used: pd.DataFrame, prices: pd.DataFrame) -> pd.DataFrame:
     """GPUs bought per period: whole nodes covering the used GPUs (the cheapest cover).
 
     Flexible pricing buys ``ceil(used / node) * node`` per period; a reserved term or a
     purchase is one count held from its start month (after a lead time) to the end of the
-    horizon: the plan's GPUs bought at peak, else the cover of its busiest period.
+    horizon: the plan's GPUs bought at peak, else the cover of its busiest period
+    (``prices``, a :func:`price_table`, holds the start months).
     """
     keys = ["gpu", "pricing_type"]
     node = plan.nodes.set_index(keys)["gpus_per_node"]
@@ -111,7 +112,7 @@ def _bought_by_period(plan, used: pd.DataFrame) -> pd.DataFrame:
         peak = bought[held].groupby(keys, as_index=False)["gpus"].max()
         index = pd.MultiIndex.from_frame(peak[keys])
         counted = plan.nodes.set_index(keys)["gpus_bought_peak"].reindex(index).to_numpy(float)
-        starts = price_table(plan).set_index(keys)["start_month"].reindex(index).to_numpy(float)
+        starts = prices.set_index(keys)["start_month"].reindex(index).to_numpy(float)
         peak = peak.assign(gpus=np.fmax(peak["gpus"].to_numpy(float), counted),
                            start_month=np.nan_to_num(starts))
         spread = peak.merge(plan.periods[["period", "month"]], how="cross")
@@ -145,10 +146,11 @@ def usage_table(plan) -> pd.DataFrame:
     hpm, months_total = hours_per_month(plan), horizon_months(plan)
     used_by_period = _gpus_by_period(plan)
     used = _gpu_hours_by_month(plan, used_by_period)
-    cover = _gpu_hours_by_month(plan, _bought_by_period(plan, used_by_period))
+    listed = price_table(plan)
+    cover = _gpu_hours_by_month(plan, _bought_by_period(plan, used_by_period, listed))
     months = _months(plan, used)
     used, cover = _spread_months(used, months), _spread_months(cover, months)
-    prices = charged_prices(price_table(plan))
+    prices = charged_prices(listed)
     key = pd.MultiIndex.from_frame(nodes[["gpu", "pricing_type"]])
     price = prices.reindex(key).to_numpy()
     paid = price * hpm  # free GPUs (sunk commitments) say nothing of their count by cost

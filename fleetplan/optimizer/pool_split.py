@@ -233,9 +233,10 @@ def split_solve(program: LinearProgram, cost: np.ndarray, lower: np.ndarray,
     if quick is not None and _feasible(program, lower, upper, quick):
         plans.append(quick)
     seconds_taken = time.perf_counter() - started
+    solver = solver_name(options)
     if not plans:
-        outcome = SolveOutcome("no_solution", math.nan, math.nan, solver_name(options),
-                               seconds_taken, split.bound)
+        outcome = SolveOutcome("no_solution", math.nan, math.nan, solver, seconds_taken,
+                               split.bound)
         return Result(outcome, None)
     best = min(plans, key=lambda x: float(cost @ x))
     objective = float(cost @ best)
@@ -243,8 +244,7 @@ def split_solve(program: LinearProgram, cost: np.ndarray, lower: np.ndarray,
     gap = gap_between(objective, bound)
     status = "optimal" if _within(objective, bound, options.mip_gap, abs_gap) else "time_limit"
     logger.debug("pool split: bound %.2f, plan %.2f, %.2f s", bound, objective, seconds_taken)
-    return Result(SolveOutcome(status, gap, objective, solver_name(options), seconds_taken,
-                               bound), best)
+    return Result(SolveOutcome(status, gap, objective, solver, seconds_taken, bound), best)
 
 
 def better_of(first: Result, second: Result) -> Result:

@@ -351,6 +351,5 @@ class ReservedFirst:
         gap = self.gap()
         status = "optimal" if gap <= self.options.mip_gap + 1e-12 else "time_limit"
         bound = self.bound if math.isfinite(self.bound) else math.nan
-        return SolveOutcome(status, gap, self.best_cost, self.solver, seconds,
-                            bound)
+        return SolveOutcome(status, gap, self.best_cost, self.solver, seconds, bound)
 

@@ -49,9 +49,7 @@ def select_prices(scenario: Scenario, catalog_prices: pd.DataFrame,
         rows = chosen[wanted[index][:3]]
         rows = rows[(rows["gpu"] == gpu) & rows["pricing_type"].isin([p for p in allowed if p not in own])]
         notes += [f"price warning: {line}" for line in warning_lines(rows)]
-        # an empty part's object columns would turn the prices into objects
-        table = pd.concat([t for t in (_own_rows(gpu, own), rows) if not t.empty] or [rows],
-                          ignore_index=True)
+        table = pd.concat([_own_rows(gpu, own), rows], ignore_index=True)
         missing = [p for p in allowed if p not in set(table["pricing_type"])]
         if table.empty and not own_hall:
             message = _no_price_message(index, gpu, allowed, provider, region)
@@ -59,10 +57,12 @@ def select_prices(scenario: Scenario, catalog_prices: pd.DataFrame,
         notes += [f"no {p} price for {gpu}{_where(provider, region)}; {p} not used for it"
                   for p in missing]
         tables.append(table)
-    prices = pd.concat([t for t in tables if not t.empty] or tables, ignore_index=True)
+    prices = pd.concat(tables, ignore_index=True)
     for column in PRICE_COLUMNS:
         if column not in prices:
             prices[column] = math.nan
+    # a GPU the price rule found no row for adds an empty table of objects, which would turn
+    # the prices into objects
     prices = prices.astype({"usd_per_gpu_hour": float,
                             "same_provider_on_demand_usd_per_gpu_hour": float})
     return prices[PRICE_COLUMNS].reset_index(drop=True), notes
