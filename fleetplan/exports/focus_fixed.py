@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.exports.focus_api import monthly_charge_rows
+from fleetplan.exports.plan_costs_beyond_gpus import fixed_price
 from fleetplan.optimizer.config_fixed_cost import config_gpus, fixed_costs_by_period
 from fleetplan.optimizer.cost_pools import to_calendar_months
 
@@ -37,16 +38,6 @@ def fixed_costs_by_month(plan) -> pd.DataFrame:
     table["config_months"] = table["usd"] / fixed_price(plan)
     table["gpu"] = table["config"].map(config_gpus(plan)).fillna("")
     return table[columns]
-
-
-def fixed_price(plan) -> float:
-    """USD per configuration-month: the scenario's, else the plan's own table's (usd over
-    weighted months)."""
-    given = plan.assumptions.get("config_fixed_usd_per_month")
-    if given:
-        return float(given)
-    fixed = plan.config_fixed_costs
-    return float(fixed["usd"].sum() / fixed["month_weight"].astype(float).sum())
 
 
 def fixed_focus_rows(table: pd.DataFrame, billed_cents: np.ndarray, plan, start: dt.date,

@@ -77,6 +77,10 @@ LABELS: dict[str, str] = {
     "usd_per_request": "API price per request", "replica_usd_per_hour": "Replica price",
     "replica_req_s": "Replica capacity", "break_even_req_s": "Break-even rate",
     "break_even_tokens_per_month": "Break-even tokens per month", "api_usd": "Hosted APIs",
+    # costs beyond GPUs: API token prices, the fixed cost per configuration
+    "usd_per_1m_tokens": "Price per 1M tokens", "config_months": "Configuration-months",
+    "config_fixed_usd": "Fixed per configuration",
+    "config_fixed_usd_per_month": "Fixed cost per configuration-month",
 }
 _WORDS = {"usd": "USD", "gpu": "GPU", "gpus": "GPUs", "tp": "TP", "kv": "KV", "ms": "ms", "req": "requests",
           "tok": "tokens", "slo": "target", "ttft": "TTFT", "tpot": "TPOT", "id": "id"}
@@ -84,7 +88,9 @@ _EXTRA_UNITS = {"ape_pct": "%", "median_ape_pct": "%", "p90_ape_pct": "%", "qps"
                 "usd_per_m_output_tokens": "USD", "usd_per_m_total_tokens": "USD", "usd_per_m_tokens": "USD",
                 "usd_per_k_requests": "USD", "min_usd_per_m_output_tokens": "USD",
                 "kw_peak": "kW", "kw_mean": "kW", "kw_limit": "kW", "mwh": "MWh",
-                "usd_per_request": "USD", "replica_usd_per_hour": "USD/h"}
+                "usd_per_request": "USD", "replica_usd_per_hour": "USD/h",
+                "usd_per_1m_tokens": "USD",
+                "config_months": "configuration-months"}
 _SHOWN_UNITS = {"fraction": "%"}  # shares print as percentages
 
 

@@ -148,8 +148,8 @@ def usage_table(plan) -> pd.DataFrame:
     used = _gpu_hours_by_month(plan, used_by_period)
     listed = price_table(plan)
     cover = _gpu_hours_by_month(plan, _bought_by_period(plan, used_by_period, listed))
-    months = _months(plan, used)
-    used, cover = _spread_months(used, months), _spread_months(cover, months)
+    months = plan_months(plan, used)
+    used, cover = spread_months(used, months), spread_months(cover, months)
     prices = charged_prices(listed)
     key = pd.MultiIndex.from_frame(nodes[["gpu", "pricing_type"]])
     price = prices.reindex(key).to_numpy()
@@ -174,14 +174,16 @@ def usage_table(plan) -> pd.DataFrame:
     return grid.sort_values(["month", "gpu", "pricing_type"])[columns].reset_index(drop=True)
 
 
-def _months(plan, used: pd.DataFrame) -> list[int]:
+def plan_months(plan, used: pd.DataFrame) -> list[int]:
+    """The months of costs_by_month, else those of ``used`` (a table with a month column)."""
     if not plan.costs_by_month.empty:
         return [int(m) for m in plan.costs_by_month["month"]]
     return sorted(int(m) for m in used["month"].unique()) or [0]
 
 
-def _spread_months(used: pd.DataFrame, months: list[int]) -> pd.DataFrame:
-    """When one representative month stands for the horizon, repeat it for every month."""
+def spread_months(used: pd.DataFrame, months: list[int]) -> pd.DataFrame:
+    """``used`` (a table with a month column); when one representative month stands for the
+    horizon, repeated for every month of ``months``."""
     if used.empty or used["month"].nunique() != 1 or len(months) == 1:
         return used
     one = used.drop(columns="month")
@@ -195,16 +197,22 @@ def usage_usd(usage: pd.DataFrame, prices: pd.DataFrame, hpm: float) -> np.ndarr
     return usage["gpus_mean"].to_numpy(dtype=float) * price.to_numpy(dtype=float) * hpm
 
 
-def _load_shares(plan) -> pd.DataFrame:
-    """Per (workload, config, period): the workload's share of the configuration's load."""
+def route_loads(plan) -> pd.DataFrame:
+    """Per (workload, config, period): the load routed there [replicas' worth: requests/s over
+    one replica's capacity for the bucket]."""
     routing, candidates = plan.routing, plan.candidates
     if routing.empty or candidates.empty:
-        return pd.DataFrame(columns=["workload", "config", "period", "share"])
+        return pd.DataFrame(columns=["workload", "config", "period", "load"])
     capacity = candidates[["workload", "bucket", "config", "req_s_per_replica"]]
     routes = routing.merge(capacity, on=["workload", "bucket", "config"], how="left")
     with np.errstate(divide="ignore", invalid="ignore"):
         routes["load"] = routes["req_s"] / routes["req_s_per_replica"]
-    load = routes.groupby(["workload", "config", "period"], as_index=False)["load"].sum()
+    return routes.groupby(["workload", "config", "period"], as_index=False)["load"].sum()
+
+
+def _load_shares(plan) -> pd.DataFrame:
+    """Per (workload, config, period): the workload's share of the configuration's load."""
+    load = route_loads(plan)
     total = load.groupby(["config", "period"])["load"].transform("sum")
     load["share"] = np.where(total > 0, load["load"] / total, 0.0)
     return load[["workload", "config", "period", "share"]]

@@ -1,8 +1,11 @@
-"""Plan workbook: the Fleet and Costs sheets, every money cell a formula on Assumptions.
+"""Plan workbook: the Costs sheet, every money cell a formula on Assumptions.
 
-Formulas refer to prices through defined names (``price_h100_sxm_on_demand``), to
-``hours_per_month`` and ``horizon_months``, and to whole columns through names such as
-``usage_usd`` or ``fleet_usd_per_month``. Sums use SUMPRODUCT with exact comparisons, so ids
+Costs by GPU type, pricing type, workload and month sum working tables below the chart: the
+GPUs bought per month (``usage_usd``), each workload's share of every Fleet row, and the costs
+beyond GPUs (``plan_costs_beyond_gpus.py``: ``api_usd``, ``fixed_usd``). Formulas refer to
+prices through defined names (``price_h100_sxm_on_demand``), to ``hours_per_month`` and
+``horizon_months``, and to whole columns through names such as ``usage_usd`` or
+``fleet_usd_per_month``. Sums use SUMPRODUCT with exact comparisons, so ids
 are never read as SUMIFS wildcards or operators.
 """
 
@@ -18,12 +21,12 @@ from openpyxl.utils.cell import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
 from fleetplan.exports import plan_quantities
+from fleetplan.exports.plan_costs_beyond_gpus import SPARE, BeyondGpus, write_beyond_tables
 from fleetplan.exports.xlsx_common import (
     INTEGER,
     LABEL_FONT,
     NOTE_FONT,
     PERCENT,
-    USD,
     USD_WHOLE,
     define_name,
     defined_name,
@@ -31,7 +34,7 @@ from fleetplan.exports.xlsx_common import (
     set_widths,
     title_block,
 )
-from fleetplan.exports.xlsx_live import LiveColumn, Placed, name_range, write_live_table
+from fleetplan.exports.xlsx_live import LiveColumn, Placed, agrees, name_range, write_live_table
 from fleetplan.exports.xlsx_package import Book
 from fleetplan.exports.xlsx_print import PageOptions, chart_rows
 
@@ -52,89 +55,13 @@ class CostCells:
     gpu_rows: dict[str, int] = field(default_factory=dict)
     allocation_names: dict[str, str] = field(default_factory=dict)
     total_usd_per_month: float = float("nan")
+    workload_usd: dict[str, float] = field(default_factory=dict)
+    beyond: BeyondGpus | None = None
     start: dt.date = field(default_factory=plan_quantities.first_of_next_month)
 
     def month_dates(self, months) -> list[dt.date]:
         """Calendar months (their first days) of plan months 0, 1, ..."""
         return [plan_quantities.month_start(self.start, m) for m in months]
-
-
-def fleet_sheet(book: Book, ws: Worksheet, plan, names: dict[tuple, str]) -> Placed | None:
-    """One row per chosen configuration and pricing type; costs are live."""
-    row = title_block(ws, "Fleet", "One row per configuration and pricing type chosen. Replica "
-                      "counts are the optimizer's decisions; prices and costs are live formulas.")
-    fleet = plan.fleet.reset_index(drop=True)
-    if fleet.empty:
-        put(ws, row, 1, "The plan has no fleet (see Summary for the solver status).",
-            font=NOTE_FONT)
-        return None
-    hpm, months = plan_quantities.hours_per_month(plan), plan_quantities.horizon_months(plan)
-    prices = plan_quantities.charged_prices(plan_quantities.price_table(plan))
-    keys = list(zip(fleet["gpu"], fleet["pricing_type"]))
-    price = np.array([prices.get(k, np.nan) for k in keys], dtype=float)
-    hourly_names = [names.get(k) for k in keys]
-    monthly = fleet["replicas_mean"].to_numpy(float) * fleet["tp"].to_numpy(float) * price * hpm
-    labels = [LiveColumn(c, fleet[c].tolist()) for c in ("config", "pricing_type", "model", "gpu",
-                                                         "quant")]
-    origin = _price_origin(plan, keys)
-    numbers = [LiveColumn("tp", fleet["tp"].tolist(), number_format=INTEGER),
-               LiveColumn("replicas_peak", fleet["replicas_peak"].tolist(), number_format=INTEGER),
-               LiveColumn("replicas_mean", fleet["replicas_mean"].tolist(),
-                          number_format="#,##0.000"),
-               LiveColumn("gpus_peak", fleet["gpus_peak"].tolist(), number_format=INTEGER)]
-    order = [c.name for c in labels + numbers] + ["usd_per_gpu_hour", "price_from", "usd_per_month",
-                                                   "usd_total"]
-    at = {name: get_column_letter(i) for i, name in enumerate(order, start=1)}
-    money = [
-        LiveColumn("usd_per_gpu_hour", price.tolist(), lambda i, r: hourly_names[i],
-                   fleet["usd_per_gpu_hour"].tolist(), USD),
-        LiveColumn("price_from", origin, header="Price from (provider, as of)"),
-        LiveColumn("usd_per_month", monthly.tolist(),
-                   lambda i, r: (f"{at['replicas_mean']}{r}*{at['tp']}{r}"
-                                 f"*{at['usd_per_gpu_hour']}{r}*hours_per_month"),
-                   fleet["usd_per_month"].tolist(), USD_WHOLE),
-        LiveColumn("usd_total", (monthly * months).tolist(),
-                   lambda i, r: f"{at['usd_per_month']}{r}*horizon_months",
-                   fleet["usd_total"].tolist(), USD_WHOLE),
-    ]
-    sureness = [LiveColumn(c, fleet[c].tolist(), number_format=None if c == "calibration" else "0.0")
-                for c in ("calibration", "error_p10_pct", "error_p90_pct") if c in fleet]
-    widths: dict[int, float] = {}
-    placed = write_live_table(book, ws, row, labels + numbers + money + sureness, "Fleet", widths)
-    for column in ("gpu", "pricing_type", "usd_per_month", "gpus_peak"):
-        name_range(book, ws, f"fleet_{column}", placed, column)
-    total_row = placed.last + 1
-    put(ws, total_row, 1, "Total", font=LABEL_FONT)
-    # the totals' stored values add up what the rows show: the plan's figure where a formula
-    # disagreed with it and the cell kept the plan's number
-    totals = (("gpus_peak", fleet["gpus_peak"].to_numpy(float), INTEGER),
-              ("usd_per_month", fleet["usd_per_month"].to_numpy(float), USD_WHOLE),
-              ("usd_total", fleet["usd_total"].to_numpy(float), USD_WHOLE))
-    for name, values, number_format in totals:
-        book.formulas.put(ws, total_row, order.index(name) + 1, f"SUM({placed.column(name)})",
-                          float(np.nansum(values)), number_format)
-    widths[1] = max(widths.get(1, 0), 34)
-    set_widths(ws, widths)
-    ws.freeze_panes = f"B{placed.first}"
-    return placed
-
-
-def _price_origin(plan, keys: list[tuple]) -> list[str]:
-    """Per fleet row, where its price came from: ``nebius eu-north1, 2026-11-22``."""
-    prices = plan_quantities.price_table(plan).set_index(["gpu", "pricing_type"])
-    texts = []
-    for key in keys:
-        if key not in prices.index:
-            texts.append("")
-            continue
-        row = prices.loc[key]
-        if row.get("origin") == "scenario":
-            texts.append("the scenario's own price")
-            continue
-        where = " ".join(str(row.get(c) or "") for c in ("provider", "region")).strip()
-        mine = " (your file)" if row.get("origin") == "your file" else ""
-        texts.append(f"{where}{mine}, {row.get('as_of') or 'no date'}")
-    return texts
 
 
 def costs_sheet(book: Book, ws: Worksheet, plan, cells: CostCells,
@@ -144,7 +71,8 @@ def costs_sheet(book: Book, ws: Worksheet, plan, cells: CostCells,
     row = title_block(ws, "Costs", "Live totals: every figure is computed from the GPU usage and "
                       "the prices on Assumptions (working tables below the chart, not printed).")
     usage = plan_quantities.usage_table(plan)
-    if usage.empty:
+    cells.beyond = BeyondGpus.of(plan, names)
+    if usage.empty and not cells.beyond.parts():
         put(ws, row, 1, "The plan bought no GPUs.", font=NOTE_FONT)
         return PageOptions()
     prices = plan_quantities.price_table(plan)
@@ -153,12 +81,17 @@ def costs_sheet(book: Book, ws: Worksheet, plan, cells: CostCells,
     widths: dict[int, float] = {1: 30}
     workloads = [] if plan.workloads.empty else list(plan.workloads["workload"])
     cells.allocation_names = allocation_names(workloads)
-    for section in (_by_gpu, _by_pricing, _by_workload, _by_month):
+    sections = (_by_gpu,) * (not usage.empty) + (_by_pricing, _by_workload, _by_month)
+    for section in sections:
         row = section(book, ws, plan, usage, months, row, widths, cells) + 2
     printed = row - 2
-    _usage_and_allocation(book, ws, plan, usage, row, widths, cells, names)
+    row = _usage_and_allocation(book, ws, plan, usage, row, widths, cells, names)
+    row = write_beyond_tables(book, ws, row, cells.beyond, cells.month_dates, widths)
+    _total_line(book, ws, plan, usage, row, cells)
     set_widths(ws, widths)
-    return PageOptions(one_page=True, area=f"A1:F{printed}")
+    # the month table grows a column per cost beyond GPUs: print to its last one
+    last = max([6, *(len(p.letters) for p in (cells.by_month, cells.by_pricing) if p)])
+    return PageOptions(one_page=True, area=f"A1:{get_column_letter(last)}{printed}")
 
 
 def _section(ws: Worksheet, row: int, title: str) -> int:
@@ -206,6 +139,14 @@ def _by_pricing(book, ws, plan, usage, months, row, widths, cells: CostCells) ->
     expected = (plan.costs_by_pricing.set_index("pricing_type")
                 if not plan.costs_by_pricing.empty else None)
     table = usage.groupby("pricing_type", sort=True)["usd"].sum().rename("usd_total").reset_index()
+    formulas = ["SUMPRODUCT((usage_pricing_type=A{r})*usage_usd)/horizon_months"] * len(table)
+    for kind, prefix, part in cells.beyond.parts():  # hosted APIs, fixed cost per configuration
+        table.loc[len(table)] = [kind, float(part["usd"].sum())]
+        formulas.append(f"SUM({prefix}_usd)/horizon_months")
+    if expected is not None:  # a cost without its working table (an older plan): the number
+        for kind in expected.index.difference(table["pricing_type"]):
+            table.loc[len(table)] = [kind, float(expected.loc[kind, "usd_total"])]
+            formulas.append(None)
     total = float(table["usd_total"].sum())
     cells.total_usd_per_month = total / months
     n = len(table)
@@ -216,7 +157,7 @@ def _by_pricing(book, ws, plan, usage, months, row, widths, cells: CostCells) ->
         LiveColumn("gpus_peak", _expected(expected, table["pricing_type"], "gpus_peak"),
                    number_format=INTEGER),
         LiveColumn("usd_per_month", (table["usd_total"] / months).tolist(),
-                   lambda i, r: f"SUMPRODUCT((usage_pricing_type=A{r})*usage_usd)/horizon_months",
+                   lambda i, r: formulas[i] and formulas[i].format(r=r),
                    _expected(expected, table["pricing_type"], "usd_per_month"), USD_WHOLE),
         LiveColumn("usd_total", table["usd_total"].tolist(), lambda i, r: f"C{r}*horizon_months",
                    _expected(expected, table["pricing_type"], "usd_total"), USD_WHOLE),
@@ -225,23 +166,7 @@ def _by_pricing(book, ws, plan, usage, months, row, widths, cells: CostCells) ->
     ]
     cells.by_pricing = write_live_table(book, ws, row, columns, "CostsByPricing", widths)
     name_range(book, ws, "total_usd_per_month_by_pricing", cells.by_pricing, "usd_per_month")
-    return _fixed_cost_line(ws, plan, months, cells.by_pricing.last)
-
-
-def _fixed_cost_line(ws: Worksheet, plan, months: float, row: int) -> int:
-    """The fixed cost per configuration below the pricing types, as numbers with a note."""
-    fixed = plan.config_fixed_costs
-    if fixed.empty:
-        return row
-    total = float(fixed["usd"].sum())
-    put(ws, row + 1, 1, "config_fixed")
-    put(ws, row + 1, 3, total / months, USD_WHOLE)
-    put(ws, row + 1, 4, total, USD_WHOLE)
-    put(ws, row + 1, 5, total / plan.objective_usd if plan.objective_usd else 0.0, PERCENT)
-    put(ws, row + 2, 1, f"Fixed cost per configuration: {fixed['month_weight'].sum():g} "
-        "configuration-months; a number, not a live formula (it counts the months each "
-        "configuration runs); the totals on Summary include it.", font=NOTE_FONT)
-    return row + 2
+    return cells.by_pricing.last
 
 
 def _by_workload(book, ws, plan, usage, months, row, widths, cells: CostCells) -> int:
@@ -252,26 +177,40 @@ def _by_workload(book, ws, plan, usage, months, row, widths, cells: CostCells) -
         return row
     allocation = plan_quantities.allocation_table(plan)
     fleet_usd = plan.fleet["usd_per_month"].to_numpy(float) if not plan.fleet.empty else np.zeros(0)
+    beyond = cells.beyond
+    beyond_usd = beyond.usd_by("workload") / months
     fleet_total, bought_total = float(fleet_usd.sum()), float(usage["usd"].sum()) / months
-    python, formulas = [], []
-    for name in costs["workload"]:
-        if name in allocation.columns:
-            python.append(float(allocation[name].to_numpy(float) @ fleet_usd))
-            formulas.append(f"SUMPRODUCT(allocation_usd_per_month,{cells.allocation_names[name]})")
-        elif name == "(spare)":
-            python.append(fleet_total - sum(python))
-            formulas.append(None)
-        else:  # idle GPUs of whole nodes
-            python.append(bought_total - fleet_total)
-            formulas.append("total_usd_per_month-SUM(fleet_usd_per_month)")
+    all_total = fleet_total + float(beyond_usd.sum())
+    fleet_sum = "SUM(fleet_usd_per_month)" if cells.fleet is not None else "0"
     first = row + 1
+    python, formulas = [], []
+    for position, name in enumerate(costs["workload"]):
+        if name == SPARE:
+            python.append(np.nan)  # the rest, once the workloads are known
+            formulas.append(None)
+        elif name == "(idle node GPUs)":
+            python.append(bought_total - fleet_total)
+            formulas.append(f"gpu_usd_per_month-{fleet_sum}")
+        else:
+            mine = (f"SUMPRODUCT(allocation_usd_per_month,{cells.allocation_names[name]})"
+                    if name in allocation.columns and cells.fleet is not None else "0")
+            python.append(float(allocation[name].to_numpy(float) @ fleet_usd)
+                          if name in allocation.columns else 0.0)
+            extra = beyond.term(f"workload=A{first + position}")
+            if extra:
+                python[-1] += float(beyond_usd.get(name, 0.0))
+                mine += f"+({extra[1:]})/horizon_months"
+            formulas.append(mine)
     n = len(costs)
-    spare = [i for i, f in enumerate(formulas) if f is None]
-    workload_rows = [first + i for i, name in enumerate(costs["workload"])
-                     if name in allocation.columns]
-    for i in spare:
-        workload_sum = "+".join(f"B{r}" for r in workload_rows) or "0"
-        formulas[i] = f"SUM(fleet_usd_per_month)-({workload_sum})"
+    served = [i for i, name in enumerate(costs["workload"]) if name not in (SPARE,
+                                                                             "(idle node GPUs)")]
+    for i in (i for i, name in enumerate(costs["workload"]) if name == SPARE):
+        python[i] = all_total - sum(python[j] for j in served)
+        workload_sum = "+".join(f"B{first + j}" for j in served) or "0"
+        extra = beyond.term()
+        everything = f"{fleet_sum}+({extra[1:]})/horizon_months" if extra else fleet_sum
+        formulas[i] = f"{everything}-({workload_sum})"
+    cells.workload_usd = {costs["workload"][i]: python[i] for i in served}
     total = sum(python) or 1.0
     columns = [
         LiveColumn("workload", costs["workload"].tolist()),
@@ -291,27 +230,40 @@ def _by_workload(book, ws, plan, usage, months, row, widths, cells: CostCells) -
 def _by_month(book, ws, plan, usage, months, row, widths, cells: CostCells) -> int:
     row = _section(ws, row, "Cost by month over the horizon")
     expected = plan.costs_by_month.set_index("month") if not plan.costs_by_month.empty else None
-    month = usage.groupby("month", sort=True)
-    table = month["usd"].sum().rename("usd").reset_index()
-    parts = {"reserved_usd": plan_quantities.RESERVED, "on_demand_usd": ("on_demand",),
-             "spot_usd": ("spot",)}
+    beyond = cells.beyond
+    gpu_usd = usage.groupby("month")["usd"].sum()
+    extra_usd = beyond.usd_by("month")
+    table = pd.DataFrame({"month": sorted(set(gpu_usd.index) | set(extra_usd.index))})
+    table["usd"] = (gpu_usd.reindex(table["month"]).fillna(0.0).to_numpy()
+                    + extra_usd.reindex(table["month"]).fillna(0.0).to_numpy())
+    gpu_term = "SUMPRODUCT((usage_month=A{r})*usage_usd)" if not usage.empty else "0"
     columns = [LiveColumn("month", cells.month_dates(table["month"]), number_format=MONTH),
                LiveColumn("usd", table["usd"].tolist(),
-                          lambda i, r: f"SUMPRODUCT((usage_month=A{r})*usage_usd)",
+                          lambda i, r: gpu_term.format(r=r) + beyond.term(f"month=A{r}"),
                           _expected(expected, table["month"], "usd"), USD_WHOLE)]
+    parts = {"reserved_usd": plan_quantities.RESERVED, "on_demand_usd": ("on_demand",),
+             "spot_usd": ("spot",)}
     for name, kinds in parts.items():
         chosen = usage[usage["pricing_type"].isin(kinds)].groupby("month")["usd"].sum()
         values = chosen.reindex(table["month"]).fillna(0.0).tolist()
         test = "+".join(f'(usage_pricing_type="{k}")' for k in kinds)
+        formula = f"SUMPRODUCT((usage_month=A{{r}})*({test})*usage_usd)"
         columns.append(LiveColumn(
-            name, values, lambda i, r, t=test: f"SUMPRODUCT((usage_month=A{r})*({t})*usage_usd)",
+            name, values, lambda i, r, f=formula: f.format(r=r) if not usage.empty else "0",
             _expected(expected, table["month"], name), USD_WHOLE))
+    for kind, prefix, part in beyond.parts():  # hosted APIs, fixed cost per configuration
+        values = part.groupby("month")["usd"].sum().reindex(table["month"]).fillna(0.0)
+        columns.append(LiveColumn(
+            f"{kind}_usd", values.tolist(),
+            lambda i, r, p=prefix: f"SUMPRODUCT(({p}_month=A{r})*{p}_usd)",
+            _expected(expected, table["month"], f"{kind}_usd"), USD_WHOLE))
     cells.by_month = write_live_table(book, ws, row, columns, "CostsByMonth", widths)
-    _horizon_chart(ws, cells.by_month)
+    _horizon_chart(ws, cells.by_month, len(columns))
     return cells.by_month.last + chart_rows(_HORIZON_CHART_CM) + 2
 
 
-def _horizon_chart(ws: Worksheet, placed: Placed) -> None:
+def _horizon_chart(ws: Worksheet, placed: Placed, columns: int) -> None:
+    """Stacked columns per month of every cost part (the table's columns from the third)."""
     chart = BarChart()
     chart.type, chart.grouping, chart.overlap = "col", "stacked", 100
     chart.title = "Cost over the horizon by pricing type (USD/month)"
@@ -320,14 +272,17 @@ def _horizon_chart(ws: Worksheet, placed: Placed) -> None:
     chart.x_axis.delete = chart.y_axis.delete = False
     chart.height, chart.width = _HORIZON_CHART_CM, 18
     first, last = placed.first, placed.last
-    data = Reference(ws, min_col=3, max_col=5, min_row=first - 1, max_row=last)
+    data = Reference(ws, min_col=3, max_col=columns, min_row=first - 1, max_row=last)
     chart.add_data(data, titles_from_data=True)
     chart.set_categories(Reference(ws, min_col=1, min_row=first, max_row=last))
     ws.add_chart(chart, f"A{last + 2}")
 
 
 def _usage_and_allocation(book, ws, plan, usage, row, widths, cells: CostCells,
-                          price_names: dict[tuple, str]) -> None:
+                          price_names: dict[tuple, str]) -> int:
+    """The GPU usage and allocation working tables from ``row``; returns the row after them."""
+    if usage.empty:
+        return row
     put(ws, row, 1, "Working tables: mean GPUs bought per month (decided by the optimizer) and "
         "each workload's share of every fleet row's cost.", font=NOTE_FONT)
     keys = list(zip(usage["gpu"], usage["pricing_type"]))
@@ -345,14 +300,31 @@ def _usage_and_allocation(book, ws, plan, usage, row, widths, cells: CostCells,
     book.formulas.put(ws, placed.last + 1, 5, "SUM(usage_usd)/horizon_months",
                       float(usage["usd"].sum()) / plan_quantities.horizon_months(plan), USD_WHOLE)
     put(ws, placed.last + 1, 4, "USD/month", font=LABEL_FONT)
-    define_name(book.wb, "total_usd_per_month", ws, f"E{placed.last + 1}")
-    _allocation(book, ws, plan, placed.last + 3, widths, cells)
+    define_name(book.wb, "gpu_usd_per_month", ws, f"E{placed.last + 1}")
+    return _allocation(book, ws, plan, placed.last + 3, widths, cells)
 
 
-def _allocation(book, ws, plan, row, widths, cells: CostCells) -> None:
+def _total_line(book: Book, ws: Worksheet, plan, usage: pd.DataFrame, row: int,
+                cells: CostCells) -> None:
+    """The plan's cost per month, GPUs and costs beyond them, named ``total_usd_per_month``:
+    a formula when it adds up to the costs by pricing type, else their sum as a number."""
+    extra = cells.beyond.term()
+    gpus = "gpu_usd_per_month" if not usage.empty else "0"
+    formula = f"{gpus}+({extra[1:]})/horizon_months" if extra else gpus
+    months = plan_quantities.horizon_months(plan)
+    value = (float(usage["usd"].sum()) + float(cells.beyond.usd_by("month").sum())) / months
+    put(ws, row, 1, "All costs (USD/month)", font=LABEL_FONT)
+    if agrees(value, cells.total_usd_per_month):
+        book.formulas.put(ws, row, 2, formula, value, USD_WHOLE)
+    else:
+        put(ws, row, 2, cells.total_usd_per_month, USD_WHOLE)
+    define_name(book.wb, "total_usd_per_month", ws, f"B{row}")
+
+
+def _allocation(book, ws, plan, row, widths, cells: CostCells) -> int:
     allocation = plan_quantities.allocation_table(plan)
     if plan.fleet.empty or cells.fleet is None:
-        return
+        return row
     fleet_rows = cells.fleet
     monthly = plan.fleet["usd_per_month"].tolist()
     columns = [LiveColumn("config", allocation["config"].tolist()),
@@ -368,6 +340,7 @@ def _allocation(book, ws, plan, row, widths, cells: CostCells) -> None:
     name_range(book, ws, "allocation_usd_per_month", placed, "usd_per_month")
     for name in workloads:
         name_range(book, ws, cells.allocation_names[name], placed, name)
+    return placed.last + 2
 
 
 def allocation_names(workloads) -> dict[str, str]:

@@ -16,6 +16,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 
 from fleetplan.errors import FleetplanError
 from fleetplan.exports import plan_quantities
+from fleetplan.exports.plan_costs_beyond_gpus import beyond_gpu_inputs
 from fleetplan.exports.xlsx_common import NOTE_FONT, put, set_widths, title_block
 from fleetplan.exports.xlsx_frontier import X_COLUMN, Y_COLUMN, frontier_block
 from fleetplan.exports.xlsx_print import PageOptions, chart_rows
@@ -62,6 +63,7 @@ def assumptions_sheet(ws: Worksheet, plan, catalogs: Any, start: dt.date) -> dic
     prices = prices[[c for c in ("gpu", "pricing_type", "usd_per_gpu_hour", *terms, *PRICE_DETAILS)
                      if c in prices]]
     names = sheet.prices(prices, keys=["gpu", "pricing_type"], factor_column="term_charge_factor")
+    names.update(beyond_gpu_inputs(sheet, plan))
     efficiency = _efficiency(catalogs, plan)
     if not efficiency.empty:
         sheet.row += 1

@@ -62,7 +62,7 @@ def workloads_sheet(book: Book, ws: Worksheet, plan, cells: CostCells) -> Placed
                "ttft_margin": PERCENT, "utilization": PERCENT}
     columns = [LiveColumn(c, table[c].tolist(), number_format=formats.get(c, DECIMAL)
                           if c not in ("workload", "model") else None) for c in order]
-    usd = _workload_usd(plan, table)
+    usd = _workload_usd(cells, table)
     usd_letter = chr(ord("A") + len(columns))
     tokens_letter = chr(ord("A") + order.index("tokens_per_month"))
     rows = cells.workload_rows
@@ -91,17 +91,10 @@ def _costs_link(rows: dict[str, int], workload: str) -> str | None:
     return f"Costs!B{rows[workload]}" if workload in rows else None
 
 
-def _workload_usd(plan, table: pd.DataFrame) -> list[float]:
-    """Python's value of each workload's cost link (the Costs sheet's allocation)."""
-    allocation = plan_quantities.allocation_table(plan)
-    fleet_usd = plan.fleet["usd_per_month"].to_numpy(float) if not plan.fleet.empty else None
-    values = []
-    for name, reported in zip(table["workload"], table["usd_per_month"]):
-        if fleet_usd is not None and name in allocation.columns:
-            values.append(float(allocation[name].to_numpy(float) @ fleet_usd))
-        else:
-            values.append(float(reported))
-    return values
+def _workload_usd(cells: CostCells, table: pd.DataFrame) -> list[float]:
+    """Python's value of each workload's cost link (the Costs sheet's by-workload row)."""
+    return [cells.workload_usd.get(name, float(reported))
+            for name, reported in zip(table["workload"], table["usd_per_month"])]
 
 
 def _highlight(ws: Worksheet, placed: Placed) -> None:
@@ -134,7 +127,7 @@ def summary_sheet(book: Book, ws: Worksheet, plan, cells: CostCells,
     ws.merge_cells(start_row=row, start_column=1, end_row=row, end_column=6)
     ws.row_dimensions[row].height = 48
     row = _key_figures(book, ws, plan, cells, row + 2, price_rule)
-    row = _workload_block(book, ws, plan, workloads, row + 1)
+    row = _workload_block(book, ws, plan, cells, workloads, row + 1)
     row = _gpu_block(book, ws, plan, cells, row + 1)
     row = _constraints_block(ws, plan, row + 1)
     if plan.messages:
@@ -192,12 +185,13 @@ def _key_figures(book: Book, ws: Worksheet, plan, cells: CostCells, row: int,
     return last + 2
 
 
-def _workload_block(book: Book, ws: Worksheet, plan, workloads: Placed | None, row: int) -> int:
+def _workload_block(book: Book, ws: Worksheet, plan, cells: CostCells, workloads: Placed | None,
+                    row: int) -> int:
     if workloads is None:
         return row
     put(ws, row, 1, "Cost per workload", font=LABEL_FONT)
     table = plan.workloads.reset_index(drop=True)
-    usd = _workload_usd(plan, table)
+    usd = _workload_usd(cells, table)
     tokens = table["tokens_per_month"].to_numpy(float)
     with np.errstate(divide="ignore", invalid="ignore"):
         per_token = np.where(tokens > 0, np.array(usd) / (tokens / 1e6), np.nan)

@@ -20,8 +20,9 @@ from fleetplan.exports import plan_quantities
 from fleetplan.exports.plan_sheet_changes import changes_sheet, has_current_fleet
 from fleetplan.exports.plan_sheet_chargeback import chargeback_sheet
 from fleetplan.exports.plan_sheet_commitments import commitments_sheet
+from fleetplan.exports.plan_sheet_fleet import fleet_sheet
 from fleetplan.exports.plan_sheet_supply import has_supply, supply_sheet
-from fleetplan.exports.plan_sheets_costs import CostCells, costs_sheet, fleet_sheet
+from fleetplan.exports.plan_sheets_costs import CostCells, costs_sheet
 from fleetplan.exports.plan_sheets_inputs import (
     assumptions_sheet,
     candidates_sheet,

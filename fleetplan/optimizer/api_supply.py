@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 RATE_LIMITS = {"max_requests_per_min": "requests", "max_tokens_per_min": "tokens"}
 
 #: Columns of the plan's per-period API routing and monthly API usage tables.
-ROUTING_COLUMNS = ["workload", "bucket", "period", "api", "fraction", "req_s",
-                   "tokens_per_request", "usd_per_request"]
+ROUTING_COLUMNS = ["workload", "bucket", "period", "api", "fraction", "req_s", "input_len",
+                   "output_len", "tokens_per_request", "usd_per_request"]
 USAGE_COLUMNS = ["workload", "api", "month", "requests", "tokens", "usd", "share"]
 
 #: Shares below this are solver noise.
@@ -58,8 +58,9 @@ def define_api_shares(model: FleetModel) -> None:
     if p.api_candidates.empty:
         return
     demand = p.demand[p.demand["req_s"] > 0][["workload", "bucket", "period", "req_s"]]
-    shares = p.api_candidates[["workload", "bucket", "api", "tokens_per_request",
-                               "usd_per_request"]].merge(demand, on=["workload", "bucket"])
+    shares = p.api_candidates[["workload", "bucket", "api", "input_len", "output_len",
+                               "tokens_per_request", "usd_per_request"]].merge(
+        demand, on=["workload", "bucket"])
     hours = shares["period"].map(p.periods.set_index("period")["hours"])
     shares["usd"] = api_usd(shares["req_s"], hours, shares["usd_per_request"])
     model.extras["api_shares"] = model.new_columns(shares, upper=1.0)

@@ -122,7 +122,8 @@ class FleetPlan:
         power: (site, month): kw_peak, kw_mean [facility kW of the GPUs bought on the site],
             kw_limit [kW], mwh [MWh in the month]. Empty without ``fleet.sites``.
         api_routing: (workload, bucket, period, api): fraction (of the bucket's demand sent
-            to the hosted API), req_s, tokens_per_request, usd_per_request.
+            to the hosted API), req_s, input_len, output_len [prompt and output tokens per
+            request], tokens_per_request, usd_per_request.
         api_usage: (workload, api, month): requests, tokens, usd sent to the API in the
             month, share (of the workload's requests that month).
         api_break_even: (workload, api): usd_per_request (the workload's mix), config,

@@ -51,8 +51,9 @@ class Problem:
             included]: the offers whose GPUs draw on the site.
         apis: api, max_requests_per_min, max_tokens_per_min [rate limits; NaN = none] (and
             descriptive columns: provider, model, prices, ttft_ms, tpot_ms, source, as_of).
-        api_candidates: workload, bucket, api, tokens_per_request [prompt + output tokens],
-            usd_per_request [USD]: buckets an API may serve within the workload's SLOs.
+        api_candidates: workload, bucket, api, input_len and output_len [prompt and output
+            tokens per request], tokens_per_request [their sum], usd_per_request [USD]: buckets
+            an API may serve within the workload's SLOs.
     Today's fleet and its changes (``current_fleet.py``, ``lead_times.py``,
     ``fleet_changes.py``; empty tables and None = a plan from an empty fleet): existing: gpu,
     pricing_type (``committed`` | ``owned``), config ('' when not known), provider, gpus
@@ -89,7 +90,8 @@ class Problem:
     apis: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
         columns=["api", "max_requests_per_min", "max_tokens_per_min"]))
     api_candidates: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
-        columns=["workload", "bucket", "api", "tokens_per_request", "usd_per_request"]))
+        columns=["workload", "bucket", "api", "input_len", "output_len", "tokens_per_request",
+                 "usd_per_request"]))
     existing: pd.DataFrame = field(default_factory=pd.DataFrame)
     lead_times: pd.DataFrame = field(default_factory=pd.DataFrame)
     max_changes_per_month: float | None = None

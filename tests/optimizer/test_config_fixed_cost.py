@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from fleetplan.cli import main
 from fleetplan.errors import ScenarioError
 from fleetplan.exports.focus import focus_table
+from fleetplan.exports.plan_costs_beyond_gpus import config_month_table
 from fleetplan.exports.plan_workbook import write_plan_xlsx
 from fleetplan.optimizer.chargeback import chargeback_table
 from fleetplan.optimizer.config_fixed_cost import fixed_charges
@@ -186,15 +187,22 @@ def test_chargeback_splits_a_configuration_month_by_tokens():
     assert charged.to_dict() == {"w1": pytest.approx(10.0), "w2": pytest.approx(20.0)}
 
 
-def test_the_workbook_shows_the_fixed_cost_line_with_a_note(tmp_path):
+def test_the_workbook_prices_the_configuration_months_at_the_fixed_cost(tmp_path):
     problem = shared_problem(hours=(2190.0,), horizon_months=3.0, month_weight=3.0)
     plan = solved(problem.with_changes(config_fixed_usd_per_month=250.0))
     path = write_plan_xlsx(plan, tmp_path / "plan.xlsx")
-    rows = list(openpyxl.load_workbook(path)["Costs"].iter_rows(values_only=True))
+    book = openpyxl.load_workbook(path)
+    rows = list(book["Costs"].iter_rows(values_only=True))
     line = next(row for row in rows if row[0] == "config_fixed")
-    assert line[2:4] == (pytest.approx(250.0), pytest.approx(750.0))
-    assert any(str(row[0]).startswith("Fixed cost per configuration: 3 configuration-months; "
-                                      "a number, not a live formula") for row in rows)
+    assert line[2:4] == ("=SUM(fixed_usd)/horizon_months", "=C{}*horizon_months".format(
+        next(i for i, row in enumerate(rows, start=1) if row[0] == "config_fixed")))
+    # one configuration for one representative month standing for three: three months, each
+    # split between the two workloads by their load (3:1)
+    months = config_month_table(plan)
+    assert months.groupby("month")["config_months"].sum().to_dict() == {
+        0: pytest.approx(1.0), 1: pytest.approx(1.0), 2: pytest.approx(1.0)}
+    assert months.groupby("workload")["config_months"].sum().to_dict() == {
+        "w1": pytest.approx(2.25), "w2": pytest.approx(0.75)}
 
 
 def test_a_lower_fixed_cost_is_priced_by_a_re_solve():

@@ -42,6 +42,7 @@ def with_api(problem, usd_per_request: float, max_requests_per_min: float = math
         apis=pd.DataFrame({"api": ["api"], "max_requests_per_min": [max_requests_per_min],
                            "max_tokens_per_min": [math.nan]}),
         api_candidates=pd.DataFrame({"workload": "w", "bucket": buckets, "api": "api",
+                                     "input_len": 800.0, "output_len": 200.0,
                                      "tokens_per_request": 1000.0,
                                      "usd_per_request": usd_per_request}))
 
