@@ -211,13 +211,16 @@ def _by_workload(book, ws, plan, usage, months, row, widths, cells: CostCells) -
         everything = f"{fleet_sum}+({extra[1:]})/horizon_months" if extra else fleet_sum
         formulas[i] = f"{everything}-({workload_sum})"
     cells.workload_usd = {costs["workload"][i]: python[i] for i in served}
+    # the spare and idle rows are differences of totals: a total's rounding is theirs too
+    scales = {SPARE: all_total, "(idle node GPUs)": bought_total}
+    scale = [scales.get(name, 0.0) for name in costs["workload"]]
     total = sum(python) or 1.0
     columns = [
         LiveColumn("workload", costs["workload"].tolist()),
         LiveColumn("usd_per_month", python, lambda i, r: formulas[i],
-                   costs["usd_per_month"].tolist(), USD_WHOLE),
+                   costs["usd_per_month"].tolist(), USD_WHOLE, scale=scale),
         LiveColumn("usd_total", [v * months for v in python], lambda i, r: f"B{r}*horizon_months",
-                   costs["usd_total"].tolist(), USD_WHOLE),
+                   costs["usd_total"].tolist(), USD_WHOLE, scale=[v * months for v in scale]),
         LiveColumn("share", [v / total for v in python],
                    lambda i, r: f"C{r}/SUM($C${first}:$C${first + n - 1})",
                    costs["share"].tolist(), PERCENT),

@@ -50,6 +50,9 @@ class LiveColumn:
     number_format: str | None = None
     editable: bool = False
     header: str | None = None
+    #: per row, the magnitude the formula's value comes from (a difference of two totals: the
+    #: larger), so a disagreement within rounding of it is not one; None = the value itself
+    scale: Sequence[float] | None = None
 
 
 @dataclass
@@ -70,14 +73,20 @@ class Placed:
         return f"${letter}${self.first}:${letter}${max(self.last, self.first)}"
 
 
-def agrees(computed: Any, expected: Any) -> bool:
-    """Python's formula value reproduces the optimizer's (NaN expected: nothing to check)."""
+def agrees(computed: Any, expected: Any, scale: float = 0.0) -> bool:
+    """Python's formula value reproduces the optimizer's (NaN expected: nothing to check),
+    within a relative 1e-9 of the value or of ``scale``, the magnitude it was computed from.
+
+    >>> agrees(6.2281746, 6.2281745), agrees(6.2281746, 6.2281745, scale=82_000.0)
+    (False, True)
+    """
     expected = plain_value(expected)
     if expected is None:
         return plain_value(computed) is not None
     computed = plain_value(computed)
-    return computed is not None and math.isclose(float(computed), float(expected),
-                                                 rel_tol=RELATIVE_TOLERANCE, abs_tol=1e-9)
+    return computed is not None and math.isclose(
+        float(computed), float(expected), rel_tol=RELATIVE_TOLERANCE,
+        abs_tol=max(1e-9, RELATIVE_TOLERANCE * abs(scale)))
 
 
 def write_live_table(book: Book, ws: Worksheet, first_row: int, columns: list[LiveColumn],
@@ -110,7 +119,8 @@ def _write_cell(book: Book, ws: Worksheet, row: int, number: int, column: LiveCo
         return
     expected = None if column.expected is None else column.expected[position]
     text = column.formula(position, row)
-    if text is not None and agrees(value, expected):
+    scale = 0.0 if column.scale is None else column.scale[position]
+    if text is not None and agrees(value, expected, scale):
         book.formulas.put(ws, row, number, text, float(value), column.number_format)
         return
     shown = value if expected is None or plain_value(expected) is None else expected

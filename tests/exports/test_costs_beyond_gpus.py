@@ -15,6 +15,8 @@ from fleetplan.exports.plan_costs_beyond_gpus import (
     config_month_table,
 )
 from fleetplan.exports.plan_workbook import build_plan_book
+from fleetplan.exports.xlsx_live import LiveColumn, write_live_table
+from fleetplan.exports.xlsx_package import Book
 from tests.exports.samples import assert_recalculation_matches, cell_values, make_plan
 
 API = {"name": "hosted-8b", "provider": "Example", "model": "llama-3.1-8b",
@@ -139,3 +141,15 @@ def test_editing_the_fixed_cost_and_an_api_price_moves_the_totals_exactly(
     for kind, delta in (("api", api_delta.sum()), ("config_fixed", fixed_delta.sum())):
         cell = ("Costs", f"C{costs[kind]}")
         assert after[cell] - before[cell] == pytest.approx(delta, rel=1e-9)
+
+
+@pytest.mark.parametrize(("scale", "kept"), [(None, True), ([82_000.0], False)])
+def test_a_difference_of_totals_agrees_within_the_totals_rounding(scale, kept):
+    # scenario 228's idle node GPUs: $6.2281746 by formula against the plan's $6.2281745,
+    # both usage less fleet near $82,000 a month, 1.5e-12 of it apart
+    book = Book()
+    column = LiveColumn("usd_per_month", [6.2281746], lambda i, r: "gpu_usd_per_month-1",
+                        [6.2281745], scale=scale)
+    write_live_table(book, book.wb.active, 1, [column], "Idle")
+    assert bool(book.mismatches) == kept
+    assert (book.wb.active["A2"].value == 6.2281745) == kept
