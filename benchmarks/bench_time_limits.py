@@ -16,7 +16,10 @@ its wall time.
 ``--outputs`` also exercises what the plan is written to: the call prints its summary (no
 ``-q``) and writes the FOCUS CSV, then ``fleetplan export`` turns the plan into a workbook and
 Parquet; a failure of any is an ``error``, and the workbook cells that kept the plan's number
-instead of a live formula are counted.
+instead of a live formula are counted. The plan's total over the horizon is then read back from
+every output (the printed summary to the dollar, the FOCUS CSV's billed cost, the Parquet
+summary and chargeback, the workbook's Summary) and each that differs from the plan JSON's by
+more than a cent is named.
 
 Usage: python benchmarks/bench_time_limits.py [--time-limit 5] [--tree PATH] [--only 38,282]
 [--outputs]
@@ -28,6 +31,7 @@ on PYTHONPATH), to compare two commits on the same scenarios.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import math
 import os
@@ -39,6 +43,10 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+import openpyxl
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 SCENARIOS = Path(__file__).resolve().parent / "hard_scenarios"
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +82,39 @@ def plan_once(path: Path, time_limit: float, tree: Path,
             if kept is None:
                 return "error", seconds, figures
             figures["kept"] = kept
+            figures["differ"] = _totals_differ(Path(folder), done.stdout, plan)
         return plan["status"], seconds, figures
+
+
+def _output_totals(folder: Path, printed: str) -> dict[str, float]:
+    """The plan's total over the horizon [USD] as each of its outputs in ``folder`` gives it."""
+    totals = {}
+    found = re.search(r"cost: \$[\d,]+ per month, \$([\d,]+) over", printed)
+    if found:
+        totals["printed summary"] = float(found.group(1).replace(",", ""))
+    with open(folder / "charges.csv", newline="", encoding="utf-8") as charges:
+        totals["FOCUS CSV"] = sum(float(row["BilledCost"]) for row in csv.DictReader(charges))
+    tables = folder / "plan.parquet"
+    totals["Parquet summary"] = float(
+        pq.read_table(tables / "summary.parquet").column("objective_usd")[0].as_py())
+    if (tables / "chargeback.parquet").exists():
+        totals["Parquet chargeback"] = float(pc.sum(
+            pq.read_table(tables / "chargeback.parquet").column("usd")).as_py() or 0.0)
+    summary = openpyxl.load_workbook(folder / "plan.xlsx", data_only=True)["Summary"]
+    for label, value in summary.iter_rows(min_col=1, max_col=2, values_only=True):
+        if str(label).startswith("Total over the horizon"):
+            totals["workbook Summary"] = float(value)
+    return totals
+
+
+def _totals_differ(folder: Path, printed: str, plan: dict) -> list[str]:
+    """The outputs whose total over the horizon is not the plan's: by more than a cent, or
+    (the printed summary, in whole dollars) more than a dollar."""
+    total = plan.get("objective_usd")
+    if total is None or not math.isfinite(total):
+        return []
+    return [name for name, value in _output_totals(folder, printed).items()
+            if abs(value - total) > (1.0 if name == "printed summary" else 0.01)]
 
 
 def _exported(plan: Path, environment: dict) -> int | None:
@@ -101,7 +141,9 @@ def _figures_text(figures: dict) -> str:
     gap_text = f", gap {gap:.2%}" if gap is not None and math.isfinite(gap) else ""
     kept = figures.get("kept")
     kept_text = f", {kept} workbook cells kept the plan's number" if kept else ""
-    return f"  ${cost:,.0f}{gap_text}{kept_text}"
+    differ = figures.get("differ")
+    differ_text = f", total differs in: {', '.join(differ)}" if differ else ""
+    return f"  ${cost:,.0f}{gap_text}{kept_text}{differ_text}"
 
 
 def main() -> None:
@@ -117,12 +159,13 @@ def main() -> None:
     if args.only:
         wanted = {f"random_{seed.strip()}" for seed in args.only.split(",")}
         paths = [p for p in paths if p.stem in wanted]
-    outcomes, walls, kept = Counter(), [], []
+    outcomes, walls, kept, differ = Counter(), [], [], []
     for path in paths:
         outcome, seconds, figures = plan_once(path, args.time_limit, args.tree, args.outputs)
         outcomes[outcome] += 1
         walls.append(seconds)
         kept += [figures["kept"]] if figures.get("kept") else []
+        differ += [path.stem] if figures.get("differ") else []
         print(f"{path.stem:>12}  {outcome:<12} {seconds:6.1f} s{_figures_text(figures)}",
               flush=True)
     planned = outcomes["optimal"] + outcomes["time_limit"]
@@ -138,7 +181,8 @@ def main() -> None:
           f"max {max(walls):.1f} s; {over} over the limit + 1 s")
     if args.outputs:
         print(f"outputs: {len(kept)} workbooks kept the plan's number in place of a formula "
-              f"in {sum(kept)} cells")
+              f"in {sum(kept)} cells; {len(differ)} plans whose outputs disagree on the total "
+              f"{', '.join(differ)}".rstrip())
 
 
 if __name__ == "__main__":

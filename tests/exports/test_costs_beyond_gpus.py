@@ -5,10 +5,12 @@ total by exactly what it should once LibreOffice recalculates."""
 from __future__ import annotations
 
 import copy
+import datetime as dt
 
 import openpyxl
 import pytest
 
+from fleetplan.exports.focus import focus_table
 from fleetplan.exports.plan_costs_beyond_gpus import (
     SPARE,
     api_token_table,
@@ -17,6 +19,7 @@ from fleetplan.exports.plan_costs_beyond_gpus import (
 from fleetplan.exports.plan_workbook import build_plan_book
 from fleetplan.exports.xlsx_live import LiveColumn, write_live_table
 from fleetplan.exports.xlsx_package import Book
+from fleetplan.optimizer.chargeback import chargeback_table
 from tests.exports.samples import assert_recalculation_matches, cell_values, make_plan
 
 API = {"name": "hosted-8b", "provider": "Example", "model": "llama-3.1-8b",
@@ -153,3 +156,17 @@ def test_a_difference_of_totals_agrees_within_the_totals_rounding(scale, kept):
     write_live_table(book, book.wb.active, 1, [column], "Idle")
     assert bool(book.mismatches) == kept
     assert (book.wb.active["A2"].value == 6.2281745) == kept
+
+
+def test_every_output_gives_the_plan_the_same_total(tmp_path, plan):
+    path = build_plan_book(plan).save(tmp_path / "plan.xlsx")
+    summary = openpyxl.load_workbook(path, data_only=True)["Summary"]
+    shown = {label: value for label, value in summary.iter_rows(max_col=2, values_only=True)
+             if label}
+    assert shown["Total over the horizon (3 months)"] == pytest.approx(plan.objective_usd,
+                                                                       rel=1e-12)
+    assert shown["Total cost per month"] == pytest.approx(plan.usd_per_month, rel=1e-12)
+    billed = focus_table(plan, dt.date(2027, 1, 1))["BilledCost"].sum()
+    charged = chargeback_table(plan)["usd"].sum()
+    assert billed == pytest.approx(round(plan.objective_usd, 2), abs=1e-6)
+    assert charged == pytest.approx(round(plan.objective_usd, 2), abs=1e-6)
