@@ -39,6 +39,8 @@ from fleetplan.exports.xlsx_package import Book
 from fleetplan.exports.xlsx_print import PageOptions, chart_rows
 
 MONTH = "mmm yyyy"
+#: The row of the cost by workload for GPUs of whole nodes no replica uses.
+IDLE = "(idle node GPUs)"
 _HORIZON_CHART_CM = 8.0
 
 
@@ -175,45 +177,9 @@ def _by_workload(book, ws, plan, usage, months, row, widths, cells: CostCells) -
     if costs.empty:
         put(ws, row, 1, "No workload was served.", font=NOTE_FONT)
         return row
-    allocation = plan_quantities.allocation_table(plan)
-    fleet_usd = plan.fleet["usd_per_month"].to_numpy(float) if not plan.fleet.empty else np.zeros(0)
-    beyond = cells.beyond
-    beyond_usd = beyond.usd_by("workload") / months
-    fleet_total, bought_total = float(fleet_usd.sum()), float(usage["usd"].sum()) / months
-    all_total = fleet_total + float(beyond_usd.sum())
-    fleet_sum = "SUM(fleet_usd_per_month)" if cells.fleet is not None else "0"
-    first = row + 1
-    python, formulas = [], []
-    for position, name in enumerate(costs["workload"]):
-        if name == SPARE:
-            python.append(np.nan)  # the rest, once the workloads are known
-            formulas.append(None)
-        elif name == "(idle node GPUs)":
-            python.append(bought_total - fleet_total)
-            formulas.append(f"gpu_usd_per_month-{fleet_sum}")
-        else:
-            mine = (f"SUMPRODUCT(allocation_usd_per_month,{cells.allocation_names[name]})"
-                    if name in allocation.columns and cells.fleet is not None else "0")
-            python.append(float(allocation[name].to_numpy(float) @ fleet_usd)
-                          if name in allocation.columns else 0.0)
-            extra = beyond.term(f"workload=A{first + position}")
-            if extra:
-                python[-1] += float(beyond_usd.get(name, 0.0))
-                mine += f"+({extra[1:]})/horizon_months"
-            formulas.append(mine)
-    n = len(costs)
-    served = [i for i, name in enumerate(costs["workload"]) if name not in (SPARE,
-                                                                             "(idle node GPUs)")]
-    for i in (i for i, name in enumerate(costs["workload"]) if name == SPARE):
-        python[i] = all_total - sum(python[j] for j in served)
-        workload_sum = "+".join(f"B{first + j}" for j in served) or "0"
-        extra = beyond.term()
-        everything = f"{fleet_sum}+({extra[1:]})/horizon_months" if extra else fleet_sum
-        formulas[i] = f"{everything}-({workload_sum})"
-    cells.workload_usd = {costs["workload"][i]: python[i] for i in served}
-    # the spare and idle rows are differences of totals: a total's rounding is theirs too
-    scales = {SPARE: all_total, "(idle node GPUs)": bought_total}
-    scale = [scales.get(name, 0.0) for name in costs["workload"]]
+    first, n = row + 1, len(costs)
+    python, formulas, scale = _workload_rows(plan, usage, months, costs["workload"].tolist(),
+                                             first, cells)
     total = sum(python) or 1.0
     columns = [
         LiveColumn("workload", costs["workload"].tolist()),
@@ -228,6 +194,44 @@ def _by_workload(book, ws, plan, usage, months, row, widths, cells: CostCells) -
     cells.by_workload = write_live_table(book, ws, row, columns, "CostsByWorkload", widths)
     cells.workload_rows = {w: first + i for i, w in enumerate(costs["workload"])}
     return cells.by_workload.last
+
+
+def _workload_rows(plan, usage: pd.DataFrame, months: float, names: list[str], first: int,
+                   cells: CostCells) -> tuple[list[float], list[str], list[float]]:
+    """Per row of the cost by workload (Excel rows from ``first``): Python's value [USD/month],
+    its formula, and the total it is a difference of (0: none). A workload pays its share of
+    the fleet rows, its API tokens and its configuration-months; ``(spare)`` is everything less
+    the workloads; idle node GPUs are the GPUs bought less the fleet's. Fills
+    ``cells.workload_usd``."""
+    allocation = plan_quantities.allocation_table(plan)
+    fleet_usd = plan.fleet["usd_per_month"].to_numpy(float) if not plan.fleet.empty else np.zeros(0)
+    beyond_usd = cells.beyond.usd_by("workload") / months
+    fleet_sum = "SUM(fleet_usd_per_month)" if cells.fleet is not None else "0"
+    fleet_total, bought_total = float(fleet_usd.sum()), float(usage["usd"].sum()) / months
+    python, formulas = [], []
+    for position, name in enumerate(names):
+        shared = name in allocation.columns
+        python.append(float(allocation[name].to_numpy(float) @ fleet_usd) if shared else 0.0)
+        formulas.append(f"SUMPRODUCT(allocation_usd_per_month,{cells.allocation_names[name]})"
+                        if shared else "0")
+        extra = cells.beyond.term(f"workload=A{first + position}")
+        if extra:
+            python[-1] += float(beyond_usd.get(name, 0.0))
+            formulas[-1] += f"+({extra[1:]})/horizon_months"
+    served = [i for i, name in enumerate(names) if name not in (SPARE, IDLE)]
+    cells.workload_usd = {names[i]: python[i] for i in served}
+    all_total = fleet_total + float(beyond_usd.sum())
+    extra = cells.beyond.term()
+    everything = f"{fleet_sum}+({extra[1:]})/horizon_months" if extra else fleet_sum
+    workload_sum = "+".join(f"B{first + i}" for i in served) or "0"
+    rest = {SPARE: (all_total - sum(python[i] for i in served), f"{everything}-({workload_sum})"),
+            IDLE: (bought_total - fleet_total, f"gpu_usd_per_month-{fleet_sum}")}
+    for position, name in enumerate(names):
+        if name in rest:
+            python[position], formulas[position] = rest[name]
+    # the spare and idle rows are differences of totals: a total's rounding is theirs too
+    scales = {SPARE: all_total, IDLE: bought_total}
+    return python, formulas, [scales.get(name, 0.0) for name in names]
 
 
 def _by_month(book, ws, plan, usage, months, row, widths, cells: CostCells) -> int:
