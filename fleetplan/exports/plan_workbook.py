@@ -45,7 +45,8 @@ _SHEET_NOTES = (
     ("Fleet", "One row per chosen configuration and pricing type: replicas (the optimizer's "
      "decision, fixed numbers), GPUs, price and cost per month and over the horizon (live)."),
     ("Costs", "Cost by GPU type, pricing type, workload and month (chart), computed live from "
-     "the working tables below them: GPUs bought per month and each workload's cost share."),
+     "the working tables below them: GPUs bought per month, each workload's cost share, and "
+     "the tokens sent to hosted APIs and configuration-months, when the plan has them."),
     ("Workloads", "Demand, SLOs, achieved TPOT/TTFT and their margin, utilization, cost per "
      "month and per million tokens. Unmet demand, if any, is listed below."),
     ("Chargeback", "Cost per team and cost center, per month and in total, with tokens served "
@@ -59,8 +60,10 @@ _SHEET_NOTES = (
     ("Changes", "The plan as changes to today's fleet: the whole bill with the sunk "
      "commitments, staying the course instead, and per month the GPUs bought, released, "
      "migrated and kept."),
-    ("Assumptions", "The inputs: hours per month and GPU prices per pricing type (yellow), and "
-     "the settings that shaped the fleet (utilization target, budget, efficiency factors)."),
+    ("Assumptions", "The inputs: hours per month, GPU prices per pricing type and, when the "
+     "plan has them, hosted-API token prices and the fixed cost per configuration-month "
+     "(yellow); the settings that shaped the fleet (utilization target, budget, efficiency "
+     "factors)."),
     ("Candidates", "Every configuration considered for every workload bucket, at its knee "
      "under the SLOs; chosen configurations marked TRUE."),
     ("Frontier", "Throughput per GPU against TPOT as the batch grows, per workload, with the "
