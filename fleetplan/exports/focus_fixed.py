@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.exports.focus_api import monthly_charge_rows
-from fleetplan.exports.plan_costs_beyond_gpus import fixed_price
+from fleetplan.exports.plan_quantities import fixed_price
 from fleetplan.optimizer.config_fixed_cost import config_gpus, fixed_costs_by_period
 from fleetplan.optimizer.cost_pools import to_calendar_months
 

@@ -24,12 +24,13 @@ import numpy as np
 import pandas as pd
 from openpyxl.worksheet.worksheet import Worksheet
 
-from fleetplan.catalogs.conventions import SECONDS_PER_HOUR
 from fleetplan.exports import plan_quantities
 from fleetplan.exports.xlsx_common import INTEGER, NOTE_FONT, USD_WHOLE, put
 from fleetplan.exports.xlsx_live import LiveColumn, name_range, write_live_table
 from fleetplan.exports.xlsx_package import Book
 from fleetplan.exports.xlsx_sheets import Assumptions
+from fleetplan.optimizer.api_supply import api_costs_by_period
+from fleetplan.optimizer.config_fixed_cost import workload_shares
 from fleetplan.optimizer.fleet_problem import month_keys
 
 #: The workload a configuration-month without load is charged to (``costs_by_workload``).
@@ -38,16 +39,6 @@ SPARE = "(spare)"
 TOKEN_PRICES = {"input": "usd_per_1m_input_tokens", "output": "usd_per_1m_output_tokens"}
 API_COLUMNS = ["month", "workload", "api", "input_tokens", "output_tokens"]
 FIXED_COLUMNS = ["month", "config", "workload", "config_months"]
-
-
-def fixed_price(plan) -> float:
-    """USD per configuration-month: the scenario's, else the plan's own table's (usd over
-    weighted months)."""
-    given = plan.assumptions.get("config_fixed_usd_per_month")
-    if given:
-        return float(given)
-    fixed = plan.config_fixed_costs
-    return float(fixed["usd"].sum() / fixed["month_weight"].astype(float).sum())
 
 
 def api_prices(plan) -> pd.DataFrame:
@@ -60,11 +51,9 @@ def api_prices(plan) -> pd.DataFrame:
 
 
 def _per_month(plan, rows: pd.DataFrame, keys: list[str], amounts: list[str]) -> pd.DataFrame:
-    """Amounts per period (or month) as an average month of each month index, summed by
-    ``keys``, one month standing for the whole horizon repeated over its months."""
-    weight = plan.periods.drop_duplicates("month").set_index("month")["month_weight"]
-    rows = rows.assign(**{a: rows[a] / rows["month"].map(weight) for a in amounts})
-    table = rows.groupby(["month", *keys], as_index=False)[amounts].sum()
+    """:func:`plan_quantities.average_month`, one month standing for the whole horizon
+    repeated over its months."""
+    table = plan_quantities.average_month(plan, rows, keys, amounts)
     return plan_quantities.spread_months(table, plan_quantities.plan_months(plan, table))
 
 
@@ -75,12 +64,11 @@ def api_token_table(plan) -> pd.DataFrame:
     routing = _with_lengths(plan.api_routing, plan.candidates)
     if routing.empty or plan.periods.empty:
         return pd.DataFrame(columns=API_COLUMNS)
-    periods = plan.periods.set_index("period")
-    requests = routing["req_s"] * routing["period"].map(periods["hours"]) * SECONDS_PER_HOUR
+    requests = api_costs_by_period(routing, plan.periods)["requests"].to_numpy()
     rows = pd.DataFrame({"workload": routing["workload"], "api": routing["api"],
-                         "month": routing["period"].map(periods["month"]),
-                         "input_tokens": requests * routing["input_len"],
-                         "output_tokens": requests * routing["output_len"]})
+                         "month": routing["period"].map(plan.periods.set_index("period")["month"]),
+                         "input_tokens": requests * routing["input_len"].to_numpy(float),
+                         "output_tokens": requests * routing["output_len"].to_numpy(float)})
     table = _per_month(plan, rows, ["workload", "api"], ["input_tokens", "output_tokens"])
     return table[API_COLUMNS].sort_values(API_COLUMNS[:3]).reset_index(drop=True)
 
@@ -122,11 +110,9 @@ def config_month_table(plan) -> pd.DataFrame:
         return pd.DataFrame(columns=FIXED_COLUMNS)
     keys = month_keys(plan.periods)
     months = fixed[["config", *keys]].assign(
-        config_months=fixed["usd"].to_numpy(float) / fixed_price(plan))
+        config_months=fixed["usd"].to_numpy(float) / plan_quantities.fixed_price(plan))
     load = _load_hours(plan).merge(plan.periods[["period", *keys]], on="period")
-    load = load.groupby(["config", *keys, "workload"], as_index=False)["load_hours"].sum()
-    total = load.groupby(["config", *keys])["load_hours"].transform("sum")
-    load = load[total > 0].assign(share=load["load_hours"] / total)
+    load = workload_shares(load, load["load_hours"], keys)
     split = months.merge(load[["config", *keys, "workload", "share"]], on=["config", *keys],
                          how="left")
     split["workload"] = split["workload"].fillna(SPARE)
@@ -148,7 +134,8 @@ class BeyondGpus:
     def of(cls, plan, names: dict[tuple, str]) -> BeyondGpus:
         api, fixed = api_token_table(plan), config_month_table(plan)
         api = api.assign(usd=api_token_usd(api, api_prices(plan)) if len(api) else 0.0)
-        fixed = fixed.assign(usd=fixed["config_months"].to_numpy(float) * fixed_price(plan)
+        fixed = fixed.assign(usd=fixed["config_months"].to_numpy(float)
+                             * plan_quantities.fixed_price(plan)
                              if len(fixed) else 0.0)
         return cls(api, fixed, {k[1:]: v for k, v in names.items() if k[:1] == ("api",)})
 
@@ -183,7 +170,7 @@ def beyond_gpu_inputs(sheet: Assumptions, plan) -> dict[tuple, str]:
     sheet.section("Costs beyond GPUs", "The fixed cost of running a configuration and the hosted "
                   "APIs' token prices; the tokens and configuration-months are the plan's.")
     if not fixed.empty:
-        sheet.scalar("config_fixed_usd_per_month", fixed_price(plan), "USD/month",
+        sheet.scalar("config_fixed_usd_per_month", plan_quantities.fixed_price(plan), "USD/month",
                      "Fixed cost per configuration and month it runs", USD_WHOLE)
         sheet.row += 1
     if apis.empty:

@@ -78,6 +78,16 @@ def price_table(plan) -> pd.DataFrame:
     return prices[keep].drop_duplicates(["gpu", "pricing_type"]).reset_index(drop=True)
 
 
+def fixed_price(plan) -> float:
+    """USD per configuration-month: the scenario's, else the plan's own table's (usd over
+    weighted months)."""
+    given = plan.assumptions.get("config_fixed_usd_per_month")
+    if given:
+        return float(given)
+    fixed = plan.config_fixed_costs
+    return float(fixed["usd"].sum() / fixed["month_weight"].astype(float).sum())
+
+
 def charged_prices(prices: pd.DataFrame) -> pd.Series:
     """USD charged per GPU-hour of the horizon by (gpu, pricing_type), from a
     :func:`price_table`: the listed price times its term charge factor."""
@@ -125,10 +135,18 @@ def _gpu_hours_by_month(plan, by_period: pd.DataFrame) -> pd.DataFrame:
     """GPU-hours per calendar month, GPU and pricing type from GPUs per period."""
     if by_period.empty:
         return pd.DataFrame(columns=["month", "gpu", "pricing_type", "gpu_hours"])
-    rows = by_period.merge(plan.periods[["period", "month", "hours", "month_weight"]],
-                           on="period")
-    rows["gpu_hours"] = rows["gpus"] * rows["hours"] / rows["month_weight"]
-    return rows.groupby(["month", "gpu", "pricing_type"], as_index=False)["gpu_hours"].sum()
+    rows = by_period.merge(plan.periods[["period", "month", "hours"]], on="period")
+    rows["gpu_hours"] = rows["gpus"] * rows["hours"]
+    return average_month(plan, rows, ["gpu", "pricing_type"], ["gpu_hours"])
+
+
+def average_month(plan, rows: pd.DataFrame, keys: list[str], amounts: list[str]) -> pd.DataFrame:
+    """``amounts`` of ``rows`` (a table with a plan ``month`` column) in an average month of
+    each month index, over the horizon months it stands for (``month_weight``), summed by
+    month and ``keys``."""
+    weight = plan.periods.drop_duplicates("month").set_index("month")["month_weight"]
+    rows = rows.assign(**{a: rows[a] / rows["month"].map(weight) for a in amounts})
+    return rows.groupby(["month", *keys], as_index=False)[amounts].sum()
 
 
 def usage_table(plan) -> pd.DataFrame:

@@ -228,12 +228,12 @@ def fixed_cost_by_workload(problem, routes: pd.DataFrame, fixed: pd.DataFrame) -
     keys = month_keys(problem.periods)
     hours = problem.periods.set_index("period")["hours"]
     loads = routes.merge(problem.periods[["period", *keys]], on="period")
-    by_workload = _workload_shares(loads, loads["full_load"] * loads["period"].map(hours), keys)
+    by_workload = workload_shares(loads, loads["full_load"] * loads["period"].map(hours), keys)
     by_workload = by_workload.merge(fixed[["config", *keys, "usd"]], on=["config", *keys])
     return (by_workload["share"] * by_workload["usd"]).groupby(by_workload["workload"]).sum()
 
 
-def _workload_shares(table: pd.DataFrame, weight, keys: list[str]) -> pd.DataFrame:
+def workload_shares(table: pd.DataFrame, weight, keys: list[str]) -> pd.DataFrame:
     """(config, month keys, workload, weight, share): each workload's part of ``weight``
     within each configuration-month that has any."""
     by_workload = table.assign(weight=weight).groupby(["config", *keys, "workload"],
@@ -285,7 +285,7 @@ def fixed_charges(plan, use: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     use = use.merge(periods[["period", *keys, "hours"]], on="period")
     tokens = (use["token_rate"] * use["hours"]).groupby([use["config"], *(use[k] for k in keys)])
     weight = np.where(tokens.transform("sum") > 0, use["token_rate"], use["load"]) * use["hours"]
-    by_workload = _workload_shares(use, weight, keys)
+    by_workload = workload_shares(use, weight, keys)
     charged = spread.merge(by_workload[["config", *keys, "workload", "share"]],
                            on=["config", *keys])
     charges = charged.assign(usd=charged["usd"] * charged["share"])[["period", "workload", "usd"]]
