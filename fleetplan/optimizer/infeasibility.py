@@ -21,10 +21,10 @@ import pandas as pd
 from fleetplan.optimizer.constraint_families import FAMILIES, FAMILY, FAMILY_PROBLEM_FIELDS
 from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.fleet_problem import Problem, complete_routes
-from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.milp import FleetModel, build_model
 from fleetplan.optimizer.period_solves import Deadline
-from fleetplan.optimizer.solution_tables import solution_tables
-from fleetplan.optimizer.solver import SolveOptions
+from fleetplan.optimizer.solution_tables import solution_tables, unmet_table
+from fleetplan.optimizer.solver import SolveOptions, open_solver
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +80,20 @@ def _bucket_reason(candidates: pd.DataFrame, workloads: pd.DataFrame, workload: 
 def _slo(workloads: pd.DataFrame, workload: str, metric: str) -> float:
     column = f"{metric.lower()}_slo_ms"
     return workloads.loc[workload, column] if column in workloads else np.nan
+
+
+def relaxed_unmet(model: FleetModel, options: SolveOptions, seconds: float) -> pd.DataFrame | None:
+    """Unmet demand per workload bucket and period (``solution_tables.unmet_table``) of the
+    elastic ``model``'s LP relaxation, solved for the least unmet share of request-hours: for
+    when its MILP finds no plan in time. Whole replicas serve no more than fractional ones, so
+    every plan leaves at least this share unmet in all (not bucket by bucket: a plan may leave
+    a different bucket unmet). None when the LP is not solved within ``seconds`` either."""
+    result = open_solver(model.program, model.unmet_share, options).solve(
+        time_limit_s=seconds, mip_gap=options.mip_gap, relax=True)
+    if result.values is None or result.outcome.status != "optimal":
+        return None
+    unmet = model.unmet.assign(value=result.values[model.unmet["col"].to_numpy(dtype=np.int64)])
+    return unmet_table(model, {"unmet": unmet})
 
 
 def _unmet_share(problem: Problem, options: SolveOptions,

@@ -16,7 +16,7 @@ from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.fleet_simplicity import models_no_quant_serves, no_quant_message
-from fleetplan.optimizer.infeasibility import explain_unmet
+from fleetplan.optimizer.infeasibility import explain_unmet, relaxed_unmet
 from fleetplan.optimizer.marginal_values import COLUMNS as BINDING_COLUMNS
 from fleetplan.optimizer.marginal_values import (
     BasePlan,
@@ -38,6 +38,12 @@ logger = logging.getLogger(__name__)
 #: Least time an infeasible problem's elastic model gets, even past the deadline [s]: its
 #: plan names the unmet demand, which no other answer does.
 ELASTIC_MIN_S = 1.0
+
+#: What an infeasible plan says when its unmet demand is the elastic LP relaxation's
+#: (``infeasibility.relaxed_unmet``): the MILP found no whole-replica plan in time.
+RELAXED_UNMET_MESSAGE = (
+    "no whole-replica plan was found within the time limit: the unmet demand shown is the LP "
+    "relaxation's (fractional replicas), and every plan leaves at least as much unmet in all")
 
 #: Share of ``solver.time_limit_s`` kept for the work after the solve (the plan's tables,
 #: spreading merged periods, the full re-check), so the whole call ends within the limit:
@@ -184,7 +190,12 @@ def _elastic_plan(problem: Problem, options: SolveOptions, metadata: dict,
     plan = assemble_plan(model, outcome, "infeasible", **metadata)
     plan.candidates = problem.candidates
     plan.binding_constraints = pd.DataFrame(columns=BINDING_COLUMNS)
-    if outcome.has_solution and not plan.unmet_demand.empty:
+    relaxed = None if outcome.has_solution else relaxed_unmet(
+        model, options, max(deadline.remaining(), ELASTIC_MIN_S))
+    if relaxed is not None:
+        plan.unmet_demand = relaxed
+        plan.messages.append(RELAXED_UNMET_MESSAGE)
+    if not plan.unmet_demand.empty:
         hours = plan.unmet_demand["period"].map(problem.periods.set_index("period")["hours"])
         demand = problem.demand[problem.demand["req_s"] > 0]
         all_hours = demand["period"].map(problem.periods.set_index("period")["hours"])
@@ -194,7 +205,7 @@ def _elastic_plan(problem: Problem, options: SolveOptions, metadata: dict,
             problem, plan.unmet_demand, options, unmet_share,
             max(deadline.remaining(), ELASTIC_MIN_S))
         plan.messages = [*plan.messages, *reasons]
-    elif not outcome.has_solution:
+    elif relaxed is None and not outcome.has_solution:
         plan.messages.append("the elastic model found no plan within the time limit")
     if outcome.has_solution:
         plan.messages += spare_shortfall_messages(model)

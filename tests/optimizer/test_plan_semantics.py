@@ -15,12 +15,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fleetplan.optimizer.infeasibility as infeasibility
+import fleetplan.optimizer.optimization as optimization
 from fleetplan.optimizer.fleet_problem import Problem, configs_of
 from fleetplan.optimizer.linear_program import LinearProgram
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.scenario_files import validate_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario, prepare
 from fleetplan.optimizer.slo_levels import slo_levels
+from fleetplan.optimizer.solve_results import SolveOutcome
 from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.instances import brute_force_usd, least_load, make_problem
 from tests.optimizer.plan_checker import check_plan
@@ -278,3 +280,28 @@ def test_explaining_unmet_demand_shares_the_time_it_is_given(monkeypatch):
     assert infeasibility.limit_reasons(problem, SolveOptions(time_limit_s=60), 0.5, 3.0) == []
     # the mocked solves take no time, so each is offered a share of what is left, never more
     assert len(given) >= 2 and given[0] <= 3.0 / 2 and max(given) <= 3.0
+
+
+def test_an_elastic_milp_without_a_plan_in_time_gives_its_lp_relaxations_unmet_demand(
+        monkeypatch):
+    # 20 req/s on 10 req/s replicas at $1/h with a $1.50 budget: whole replicas serve 10 req/s,
+    # fractional ones 15. When the elastic MILP finds no plan in time (whether the time was too
+    # short to start it depends on the machine), the LP's 5 req/s are reported as what it is,
+    # at least what every plan leaves unmet, instead of nothing at all
+    problem = make_problem([[10.0]], [[20.0]], {("g0", "on_demand"): 1.0},
+                           budget_usd_per_month=1.5, horizon_months=1.0)
+    whole = optimize_problem(problem, EXACT)
+    solve = optimization.solve_fleet
+
+    def elastic_finds_nothing(model, options, deadline=None, **kwargs):
+        if model.elastic:
+            return SolveOutcome("no_solution", math.nan, math.nan, "HiGHS", 0.0)
+        return solve(model, options, deadline, **kwargs)
+
+    monkeypatch.setattr(optimization, "solve_fleet", elastic_finds_nothing)
+    relaxed = optimize_problem(problem, EXACT)
+    assert relaxed.status == "infeasible" and relaxed.fleet.empty
+    assert relaxed.unmet_demand["unmet_req_s"].sum() == pytest.approx(5.0, rel=1e-6)
+    assert whole.unmet_demand["unmet_req_s"].sum() >= relaxed.unmet_demand["unmet_req_s"].sum()
+    assert optimization.RELAXED_UNMET_MESSAGE in relaxed.messages
+    assert set(relaxed.unmet_demand["reason"]) == {"needs $2.00 per month but the budget is $1.50"}
