@@ -105,7 +105,8 @@ def _gpus_by_period(plan) -> pd.DataFrame:
 
 
 def _bought_by_period(plan, used: pd.DataFrame, prices: pd.DataFrame) -> pd.DataFrame:
-    """GPUs bought per period: whole nodes covering the used GPUs (the cheapest cover).
+    """GPUs bought per period: the plan's own ``nodes_by_period``, else (a plan written before
+    it existed) whole nodes covering the used GPUs (the cheapest cover).
 
     Flexible pricing buys ``ceil(used / node) * node`` per period; a reserved term or a
     purchase is one count held from its start month (after a lead time) to the end of the
@@ -113,6 +114,8 @@ def _bought_by_period(plan, used: pd.DataFrame, prices: pd.DataFrame) -> pd.Data
     (``prices``, a :func:`price_table`, holds the start months).
     """
     keys = ["gpu", "pricing_type"]
+    if not plan.nodes_by_period.empty:
+        return plan.nodes_by_period[["period", *keys, "gpus"]]
     node = plan.nodes.set_index(keys)["gpus_per_node"]
     size = node.reindex(pd.MultiIndex.from_frame(used[keys])).fillna(1.0)
     size = size.to_numpy(dtype=float)
@@ -152,10 +155,11 @@ def average_month(plan, rows: pd.DataFrame, keys: list[str], amounts: list[str])
 def usage_table(plan) -> pd.DataFrame:
     """Mean GPUs bought per (month, gpu, pricing_type), over the months of costs_by_month.
 
-    Bought GPUs are the whole-node cover of the used GPUs in each period. If that does not
-    reproduce the plan's node cost of a GPU and pricing type (a solve stopped short of the
-    optimum may buy spare nodes), its bought GPU-hours are spread over the months in
-    proportion to use instead: exact in total, approximate per month.
+    Bought GPUs are the plan's nodes in each period (``nodes_by_period``); a plan written
+    before that table existed has the whole-node cover of its used GPUs instead, and where
+    that does not reproduce the plan's node cost of a GPU and pricing type (a solve stopped
+    short of the optimum may buy spare nodes), its bought GPU-hours are spread over the months
+    in proportion to use: exact in total, approximate per month.
     """
     columns = ["month", "gpu", "pricing_type", "gpus_mean"]
     nodes = plan.nodes

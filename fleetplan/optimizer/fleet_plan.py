@@ -22,10 +22,10 @@ from fleetplan.optimizer.plan_summary import summary_text
 
 #: Every table field of a FleetPlan, in the order exports should show them.
 TABLE_FIELDS: tuple[str, ...] = (
-    "fleet", "fleet_by_period", "nodes", "routing", "workloads", "costs_by_gpu",
-    "costs_by_pricing", "costs_by_workload", "costs_by_month", "binding_constraints",
-    "unmet_demand", "prices", "periods", "candidates", "commitments", "power", "api_routing",
-    "api_usage", "api_break_even", "changes", "config_fixed_costs",
+    "fleet", "fleet_by_period", "nodes", "nodes_by_period", "routing", "workloads",
+    "costs_by_gpu", "costs_by_pricing", "costs_by_workload", "costs_by_month",
+    "binding_constraints", "unmet_demand", "prices", "periods", "candidates", "commitments",
+    "power", "api_routing", "api_usage", "api_break_even", "changes", "config_fixed_costs",
 )
 
 #: Scalar fields written at the top of the JSON file and the workbook's summary.
@@ -83,6 +83,9 @@ class FleetPlan:
             gpus (= replicas x tp).
         nodes: (gpu, pricing_type): gpus_per_node, nodes_peak, gpus_bought_peak,
             gpus_used_peak, max_gpus (availability cap, NaN = none), usd_per_month.
+        nodes_by_period: (period, gpu, pricing_type): month, hour, nodes and gpus bought
+            in the period (reserved ones from their start month on), the GPUs the node cost
+            pays for; empty in plans written before it existed.
         routing: (workload, bucket, period, config): route, input_len, output_len, fraction
             (of the bucket's demand), req_s, tpot_ms, ttft_ms, batch. The two stages of a
             disaggregated route (``<route>#prefill``, ``<route>#decode``) each carry the
@@ -158,6 +161,7 @@ class FleetPlan:
     messages: list[str] = field(default_factory=list)
     fleet: pd.DataFrame = field(default_factory=_empty)
     fleet_by_period: pd.DataFrame = field(default_factory=_empty)
+    nodes_by_period: pd.DataFrame = field(default_factory=_empty)
     nodes: pd.DataFrame = field(default_factory=_empty)
     routing: pd.DataFrame = field(default_factory=_empty)
     workloads: pd.DataFrame = field(default_factory=_empty)

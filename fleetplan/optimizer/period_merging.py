@@ -13,7 +13,8 @@ from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem, month_keys
 
 #: Plan tables with a ``period`` column, spread back to every original period after solving.
-PERIOD_TABLES = ("fleet_by_period", "routing", "unmet_demand", "api_routing")
+PERIOD_TABLES = ("fleet_by_period", "nodes_by_period", "routing", "unmet_demand",
+                 "api_routing")
 
 
 def demand_matrix(problem: Problem) -> pd.DataFrame:

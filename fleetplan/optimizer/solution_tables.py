@@ -109,7 +109,22 @@ def fleet_tables(model: FleetModel, solution: dict) -> dict[str, pd.DataFrame]:
                    "replicas_mean", "gpus_peak", "usd_per_gpu_hour", "usd_per_month",
                    "usd_total"]].sort_values(["usd_total", "config"], ascending=[False, True])
     return {"fleet_by_period": by_period.reset_index(drop=True),
-            "fleet": fleet.reset_index(drop=True), "nodes": _nodes_table(model, solution)}
+            "fleet": fleet.reset_index(drop=True), "nodes": _nodes_table(model, solution),
+            "nodes_by_period": _nodes_by_period_table(model, solution)}
+
+
+def _nodes_by_period_table(model: FleetModel, solution: dict) -> pd.DataFrame:
+    """(period, gpu, pricing_type): month, hour, nodes and GPUs bought then (reserved ones in
+    every period from their start month): what the node cost is paid for, period by period,
+    spare nodes a solve stopped short of the optimum kept included."""
+    p = model.problem
+    nodes = solution["nodes"]
+    nodes = nodes[nodes["gpus"] > EPSILON]
+    table = nodes.groupby(["period", "gpu", "pricing_type"], as_index=False).agg(
+        nodes=("value", "sum"), gpus=("gpus", "sum"))
+    table = table.merge(p.periods[["period", "month", "hour"]], on="period")
+    return table[["period", "month", "hour", "gpu", "pricing_type", "nodes", "gpus"]].sort_values(
+        ["period", "gpu", "pricing_type"]).reset_index(drop=True)
 
 
 def _nodes_table(model: FleetModel, solution: dict) -> pd.DataFrame:

@@ -8,11 +8,13 @@ import math
 import openpyxl
 import pytest
 
+import fleetplan.optimizer.optimization as optimization
 from fleetplan.exports import write_plan
 from fleetplan.exports.labels import header_of
 from fleetplan.exports.plan_quantities import usage_table
 from fleetplan.exports.plan_workbook import build_plan_book
 from tests.exports.samples import (
+    STRESS_SCENARIO,
     assert_recalculation_matches,
     cell_values,
     formula_cells,
@@ -150,3 +152,42 @@ def test_a_fleet_row_that_keeps_the_plans_number_counts_in_the_stored_total(
     path = book.save(tmp_path / "kept.xlsx")
     compared = assert_recalculation_matches(path, libreoffice.recalculate(path))
     assert compared == len(formula_cells(path)) > 0
+
+
+def _keeping_a_spare_node(solve):
+    """``solve_fleet`` whose plan keeps one node more than its replicas need in one period of
+    the last month (hours of identical demand solved as one), as a solve stopped short of the
+    optimum may."""
+    def solve_with_spare(model, options, deadline=None, **kwargs):
+        outcome = solve(model, options, deadline, **kwargs)
+        nodes = model.nodes.assign(value=model.value(model.nodes))
+        month = nodes["period"].map(model.problem.periods.set_index("period")["month"])
+        flexible = nodes[(nodes["period"] >= 0) & (month == month.max()) & (nodes["value"] > 0)]
+        model.values[int(flexible["col"].iloc[0])] += 1.0
+        return outcome
+    return solve_with_spare
+
+
+def test_spare_nodes_in_one_hour_cost_that_month_in_live_formulas(tmp_path, libreoffice,
+                                                                   monkeypatch, stress_plan):
+    # the plan's nodes period by period (nodes_by_period) price the spare node in the month that
+    # holds it; a plan without them spreads its node-hours over the months by use, so the
+    # cost-by-month cells would keep the plan's numbers
+    monkeypatch.setattr(optimization, "solve_fleet", _keeping_a_spare_node(
+        optimization.solve_fleet))
+    plan = make_plan(STRESS_SCENARIO)
+    keys = ["period", "gpu", "pricing_type"]
+    more = plan.nodes_by_period.set_index(keys)["nodes"].sub(
+        stress_plan.nodes_by_period.set_index(keys)["nodes"], fill_value=0.0)
+    more = more[more != 0]  # one node more in the hours of the last month one solve stands for
+    months = plan.periods.set_index("period")["month"]
+    assert len(more) and set(more) == {1.0}
+    assert set(months.loc[more.index.get_level_values("period")]) == {2}
+    book = build_plan_book(plan)
+    assert book.mismatches == []
+    path = book.save(tmp_path / "spare.xlsx")
+    compared = assert_recalculation_matches(path, libreoffice.recalculate(path))
+    assert compared == len(formula_cells(path)) > 0
+    older = copy.deepcopy(plan)
+    older.nodes_by_period = older.nodes_by_period.iloc[0:0]
+    assert any(m.startswith("Costs!") for m in build_plan_book(older).mismatches)
