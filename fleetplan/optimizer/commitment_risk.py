@@ -41,9 +41,11 @@ import pandas as pd
 
 from fleetplan.catalogs.conventions import RESERVED_PRICING
 from fleetplan.optimizer.decomposition import solve_fleet
+from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp import FleetModel, build_model
+from fleetplan.optimizer.period_merging import merge_identical_periods
 from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.reserved_candidates import reserved_plan, reserved_rows
 from fleetplan.optimizer.rounding import rounded_up
@@ -177,6 +179,7 @@ def commitment_table(problem: Problem, chosen: pd.DataFrame, options: SolveOptio
     """The commitments table (:data:`COLUMNS`) for a problem with demand scenarios, given the
     stochastic plan's first stage ``chosen`` (config, pricing_type, replicas)."""
     deadline = Deadline(seconds)
+    problem, _ = merge_identical_periods(problem)  # the same costs, as the plan was solved
     model = build_model(problem.with_changes(cvar_weight=0.0), cost_cover=False)
     found = commitment_options(problem, chosen, options, deadline)
     parts = []
@@ -211,6 +214,8 @@ def add_commitments(plan: FleetPlan, problem: Problem, options: SolveOptions) ->
     reserved = fleet[fleet["pricing_type"].isin(RESERVED_PRICING)]
     chosen = pd.DataFrame({"config": reserved["config"], "pricing_type": reserved["pricing_type"],
                            "replicas": reserved["replicas_peak"].astype(float)})
+    # the configurations the plan was chosen among: a dominated one never prices an option lower
+    problem, _ = prune_dominated(problem, plan.assumptions.get("dominated_configs"))
     plan.commitments = commitment_table(problem, chosen, options, options.time_limit_s)
     scenarios = problem.periods.drop_duplicates("scenario")
     plan.assumptions["stochastic"] = {

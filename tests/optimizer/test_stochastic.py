@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+import fleetplan.optimizer.commitment_risk as commitment_risk
 from fleetplan.optimizer.api_supply import api_shares
 from fleetplan.optimizer.commitment_risk import (
     add_commitments,
@@ -169,6 +170,44 @@ def test_commitment_options_past_the_time_limit_are_not_priced():
     others = table[table["option"] != "stochastic"]
     assert others["expected_usd_per_month"].isna().all()
     assert math.isnan(value_of_stochastic_solution(table))
+
+
+def test_options_are_priced_among_the_plans_configurations_on_merged_periods(monkeypatch):
+    # c2 (1 req/s on g1, priced as c1's 4 req/s) is dominated, and the year's two halves ask
+    # for the same demand: the plan was solved without c2 on one period, and so are its
+    # commitment options now, for the same costs as on the problem as given
+    problem = make_problem([[2.0], [4.0], [1.0]], [[1.0], [1.0]],
+                           {("g0", "on_demand"): 2.0, ("g0", "reserved_1y"): 0.5,
+                            ("g1", "on_demand"): 1.6}, gpu=["g0", "g1", "g1"],
+                           hours=[HOURS / 2, HOURS / 2])
+    problem = problem.with_changes(periods=problem.periods.assign(month_weight=12.0))
+    problem = with_demand_factors(problem, pd.DataFrame(
+        {"scenario": ["s0", "s1", "s2"], "probability": [0.3, 0.4, 0.3],
+         "factor": [1.0, 5.0, 12.0]}))
+    plan = optimize_problem(problem, EXACT)
+    assert plan.assumptions["dominated_configs"] == ["c2"]
+    built = []
+    build = commitment_risk.build_model
+
+    def recorded(part, **kwargs):
+        model = build(part, **kwargs)
+        built.append((set(part.configs["config"]), len(part.periods)))
+        return model
+
+    monkeypatch.setattr(commitment_risk, "build_model", recorded)
+    table = add_commitments(plan, problem, EXACT).commitments
+    assert built and all(configs == {"c0", "c1"} for configs, _ in built)
+    assert built[0][1] == 3  # one period per scenario, not two
+    reserved = plan.fleet[plan.fleet["pricing_type"] == "reserved_1y"]
+    chosen = pd.DataFrame({"config": reserved["config"], "pricing_type": reserved["pricing_type"],
+                           "replicas": reserved["replicas_peak"].astype(float)})
+    monkeypatch.setattr(commitment_risk, "build_model", build)
+    as_given = commitment_table(problem, chosen, EXACT, seconds=30.0)
+    # costs, not utilisation: a tie in routing (idle reserved c0 or a c1 bought anyway) may
+    # split either way in each half of the year
+    columns = ["usd_per_month", "recourse_usd_per_month", "expected_usd_per_month",
+               "p90_usd_per_month"]
+    assert table[columns].to_numpy() == pytest.approx(as_given[columns].to_numpy(), nan_ok=True)
 
 
 def test_cost_quantile_and_cvar_of_a_discrete_distribution():
