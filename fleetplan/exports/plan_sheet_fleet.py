@@ -65,7 +65,8 @@ def fleet_sheet(book: Book, ws: Worksheet, plan, names: dict[tuple, str]) -> Pla
                    lambda i, r: f"{at['usd_per_month']}{r}*horizon_months",
                    fleet["usd_total"].tolist(), USD_WHOLE),
     ]
-    sureness = [LiveColumn(c, fleet[c].tolist(), number_format=None if c == "calibration" else "0.0")
+    sureness = [LiveColumn(c, fleet[c].tolist(),
+                           number_format=None if c == "calibration" else "0.0")
                 for c in ("calibration", "error_p10_pct", "error_p90_pct") if c in fleet]
     widths: dict[int, float] = {}
     placed = write_live_table(book, ws, row, labels + numbers + money + sureness, "Fleet", widths)

@@ -58,6 +58,7 @@ class CostCells:
     allocation_names: dict[str, str] = field(default_factory=dict)
     total_usd_per_month: float = float("nan")
     workload_usd: dict[str, float] = field(default_factory=dict)
+    gpu_usd: dict[str, float] = field(default_factory=dict)
     beyond: BeyondGpus | None = None
     start: dt.date = field(default_factory=plan_quantities.first_of_next_month)
 
@@ -128,6 +129,7 @@ def _by_gpu(book, ws, plan, usage, months, row, widths, cells: CostCells) -> int
     ]
     cells.by_gpu = write_live_table(book, ws, row, columns, "CostsByGpu", widths)
     cells.gpu_rows = {g: cells.by_gpu.first + i for i, g in enumerate(table["gpu"])}
+    cells.gpu_usd = dict(zip(table["gpu"], table["usd_per_month"], strict=True))
     return cells.by_gpu.last
 
 

@@ -216,16 +216,12 @@ def _gpu_block(book: Book, ws: Worksheet, plan, cells: CostCells, row: int) -> i
         return row
     put(ws, row, 1, "GPUs by type", font=LABEL_FONT)
     by_gpu = plan.costs_by_gpu.set_index("gpu").reindex(list(cells.gpu_rows))
-    usage = plan_quantities.usage_table(plan)
-    usd = plan_quantities.usage_usd(usage, plan_quantities.price_table(plan),
-                               plan_quantities.hours_per_month(plan))
-    python = (pd.Series(usd, index=usage.index).groupby(usage["gpu"]).sum()
-              / plan_quantities.horizon_months(plan)).reindex(list(cells.gpu_rows))
     rows = cells.gpu_rows
     gpus = list(rows)
+    python = [cells.gpu_usd[gpu] for gpu in gpus]  # the Costs sheet's by-GPU values
     columns = [LiveColumn("gpu", gpus),
                LiveColumn("gpus_peak", by_gpu["gpus_peak"].tolist(), number_format=INTEGER),
-               LiveColumn("usd_per_month", python.tolist(), lambda i, r: f"Costs!C{rows[gpus[i]]}",
+               LiveColumn("usd_per_month", python, lambda i, r: f"Costs!C{rows[gpus[i]]}",
                           by_gpu["usd_per_month"].tolist(), USD_WHOLE)]
     placed = write_live_table(book, ws, row + 1, columns, "SummaryGpus")
     chart = BarChart()
