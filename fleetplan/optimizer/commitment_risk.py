@@ -6,7 +6,11 @@ Each option is priced by re-solving the stochastic problem with that first stage
 recourse (on-demand and spot capacity) is chosen per scenario as it would be once the outcome
 is known. Options: the stochastic plan's own commitment, the P50-only plan's (the plan made as
 if the median demand scenario were certain), the P90-only plan's, and fractions of the P90-only
-plan's reserved replicas between zero and all of them (:data:`COMMITTED_SHARES`).
+plan's reserved replicas between zero and all of them (:data:`COMMITTED_SHARES`; zero is no
+commitment at all, an option even when the P90-only plan is not found). Options that commit the
+same replicas share one pricing. The stochastic plan's own commitment also has the plan's own
+solution as a recourse: when its re-solve finds none, or a dearer one, in its time, the option
+is priced from the plan itself (status ``plan``), so it always costs what the plan costs or less.
 
 The whole table is given ``solver.time_limit_s``, shared evenly by the options; an option whose
 recourse was not proven within ``solver.mip_gap`` in its share says ``time_limit`` (its costs
@@ -167,23 +171,50 @@ def commitment_options(problem: Problem, chosen: pd.DataFrame, options: SolveOpt
              f"P50 only ({median})": single_outcome_commitment(problem, median, options,
                                                                deadline.share(0.25))}
     p90 = single_outcome_commitment(problem, high, options, deadline.share(0.3))
-    for share in COMMITTED_SHARES:
-        found[f"{share:.0%} of P90 reserved"] = None if p90 is None else p90.assign(
-            replicas=np.floor(p90["replicas"] * share + 1e-9))
+    nothing = chosen.iloc[:0].assign(replicas=0.0)
+    for share in COMMITTED_SHARES:  # none of the P90-only plan's is no commitment at all
+        found[f"{share:.0%} of P90 reserved"] = nothing if share == 0 else (
+            None if p90 is None else p90.assign(
+                replicas=np.floor(p90["replicas"] * share + 1e-9)))
     found[f"P90 only ({high})"] = p90
     return found
 
 
+def commitment_key(commitment: pd.DataFrame) -> tuple:
+    """The reserved replicas of a first stage as a sorted tuple (zero counts left out): two
+    options with the same key commit to the same thing."""
+    held = commitment[commitment["replicas"] > 0.5]
+    return tuple(sorted(zip(held["config"], held["pricing_type"], held["replicas"].round(),
+                            strict=True)))
+
+
+def cheaper_option(resolved: pd.DataFrame, own: pd.DataFrame | None) -> pd.DataFrame:
+    """The stochastic option's rows: its re-solved recourse, or the plan's own solution
+    (``own``, status ``plan``) when the re-solve found none or a dearer one in its time."""
+    if own is None or own.empty:
+        return resolved
+    expected = float(resolved["expected_usd_per_month"].iloc[0])
+    if math.isfinite(expected) and expected <= float(own["expected_usd_per_month"].iloc[0]):
+        return resolved
+    return own
+
+
 def commitment_table(problem: Problem, chosen: pd.DataFrame, options: SolveOptions,
-                     seconds: float) -> pd.DataFrame:
+                     seconds: float, own: pd.DataFrame | None = None) -> pd.DataFrame:
     """The commitments table (:data:`COLUMNS`) for a problem with demand scenarios, given the
-    stochastic plan's first stage ``chosen`` (config, pricing_type, replicas)."""
+    stochastic plan's first stage ``chosen`` (config, pricing_type, replicas) and, as
+    ``own``, that option's rows priced from the plan's own solution (see
+    :func:`cheaper_option`)."""
     deadline = Deadline(seconds)
     problem, _ = merge_identical_periods(problem)  # the same costs, as the plan was solved
     model = build_model(problem.with_changes(cvar_weight=0.0), cost_cover=False)
     found = commitment_options(problem, chosen, options, deadline)
-    parts = []
+    parts, priced = [], {}
     for position, (name, commitment) in enumerate(found.items()):
+        same = None if commitment is None else priced.get(commitment_key(commitment))
+        if same is not None:  # one first stage, one recourse: priced once
+            parts.append(same.assign(option=name))
+            continue
         left = deadline.remaining() / max(len(found) - position, 1)
         # the stochastic plan's own first stage (position 0) is always priced: the others
         # are compared with it
@@ -191,7 +222,10 @@ def commitment_table(problem: Problem, chosen: pd.DataFrame, options: SolveOptio
             values, status = None, "no_solution"
         else:
             values, status = solve_committed(model, commitment, options, left)
-        parts.append(option_rows(model, values, status, name, problem.cvar_alpha))
+        rows = option_rows(model, values, status, name, problem.cvar_alpha)
+        parts.append(cheaper_option(rows, own) if position == 0 else rows)
+        if values is not None or position == 0:
+            priced[commitment_key(commitment)] = parts[-1]
     table = pd.concat(parts, ignore_index=True)
     stochastic = table.loc[table["option"] == "stochastic", "expected_usd_per_month"]
     table["over_stochastic_usd_per_month"] = table["expected_usd_per_month"] - float(
@@ -216,7 +250,8 @@ def add_commitments(plan: FleetPlan, problem: Problem, options: SolveOptions) ->
                            "replicas": reserved["replicas_peak"].astype(float)})
     # the configurations the plan was chosen among: a dominated one never prices an option lower
     problem, _ = prune_dominated(problem, plan.assumptions.get("dominated_configs"))
-    plan.commitments = commitment_table(problem, chosen, options, options.time_limit_s)
+    plan.commitments = commitment_table(problem, chosen, options, options.time_limit_s,
+                                        own=plan.own_option)
     scenarios = problem.periods.drop_duplicates("scenario")
     plan.assumptions["stochastic"] = {
         "scenarios": dict(zip(scenarios["scenario"], scenarios["probability"], strict=True)),

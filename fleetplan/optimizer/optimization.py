@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from fleetplan.optimizer.commitment_risk import option_rows
 from fleetplan.optimizer.constraint_families import verify_plan
 from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.dominance import prune_dominated
@@ -154,6 +155,9 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
         status = plan_status(outcome, options)
         plan = assemble_plan(model, outcome, status, **metadata)
         plan.candidates = problem.candidates
+        if outcome.has_solution and "scenario" in problem.periods:
+            plan.own_option = option_rows(model, model.values, "plan", "stochastic",
+                                          problem.cvar_alpha)
         if outcome.has_solution and what_if.enabled:
             base = BasePlan(plan.usd_per_month, plan.gap, resolve_options, deadline)
             plan.binding_constraints = marginal_values(

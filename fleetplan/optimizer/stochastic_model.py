@@ -1,12 +1,15 @@
 r"""The stochastic fleet MILP's own parts: the CVaR objective, each scenario's cost, and the
 utilisation of the commitment in each scenario.
 
-Cost of scenario :math:`s` (first stage plus that scenario's recourse, not weighted):
+Cost of scenario :math:`s` (first stage plus that scenario's recourse, not weighted; hosted-API
+shares and the fixed cost :math:`f` of each configuration deployed in a month, :math:`d_{cm}`
+over :math:`w_m` horizon months, are recourse too):
 
 .. math::
 
     C_s = \sum_{g,p \in R} c_{gp} n_{gp}
           + \sum_{t \in s} \frac{h_t}{p_s} \sum_{g,p \in F} c_{gp} n_{gpt}
+          + \sum_{c, m \in s} f w_m d_{cm}
 
 CVaR at level :math:`\alpha` (the mean cost of the worst :math:`1 - \alpha` of outcomes) is
 linear in the Rockafellar-Uryasev form [1]: with a free :math:`\eta` and :math:`z_s \ge 0`,
@@ -35,6 +38,7 @@ import pandas as pd
 
 from fleetplan.catalogs.conventions import RESERVED_PRICING
 from fleetplan.optimizer.api_supply import api_shares
+from fleetplan.optimizer.config_fixed_cost import config_fixed_usd
 from fleetplan.optimizer.linear_program import INF
 from fleetplan.optimizer.milp_tables import add_keyed_rows
 
@@ -44,9 +48,9 @@ if TYPE_CHECKING:
 
 
 def node_costs(model: FleetModel) -> pd.DataFrame:
-    """Paid columns (nodes, and hosted-API shares, which are recourse too) with their scenario
-    (None for reserved), probability and cost per unit over the hours it is paid for, not
-    weighted by probability [USD]."""
+    """Paid columns (nodes; hosted-API shares and the fixed cost of deployed configurations,
+    which are recourse too) with their scenario (None for reserved), probability and cost per
+    unit over the hours it is paid for, not weighted by probability [USD]."""
     p = model.problem
     nodes = model.nodes
     node_usd = nodes["gpus_per_node"] * nodes["usd_per_gpu_hour"] * nodes["hours"]
@@ -58,10 +62,30 @@ def node_costs(model: FleetModel) -> pd.DataFrame:
     scenario = paid["period"].map(periods["scenario"]) if "scenario" in periods else None
     probability = paid["period"].map(periods["probability"]) if "scenario" in periods \
         else pd.Series(np.where(paid["period"] < 0, np.nan, 1.0), index=paid.index)
-    return pd.DataFrame({"col": paid["col"].astype(np.int64), "scenario": scenario,
-                         "probability": probability, "reserved": paid["period"].to_numpy() < 0,
-                         "usd_per_node": (paid["usd"].astype(float)
-                                          / probability.fillna(1.0)).to_numpy(float)})
+    costs = pd.DataFrame({"col": paid["col"].astype(np.int64), "scenario": scenario,
+                          "probability": probability, "reserved": paid["period"].to_numpy() < 0,
+                          "usd_per_node": (paid["usd"].astype(float)
+                                           / probability.fillna(1.0)).to_numpy(float)})
+    return pd.concat([costs, _fixed_costs(model)], ignore_index=True)
+
+
+def _fixed_costs(model: FleetModel) -> pd.DataFrame:
+    """The deployed-configuration binaries as :func:`node_costs` rows (none without them)."""
+    deployed = model.extras.get("config_fixed")
+    columns = ["col", "scenario", "probability", "reserved", "usd_per_node"]
+    if deployed is None or deployed.empty:
+        return pd.DataFrame(columns=columns).astype({"col": np.int64, "reserved": bool,
+                                                     "usd_per_node": float})
+    periods = model.problem.periods
+    probability = deployed["scenario"].map(periods.drop_duplicates("scenario").set_index(
+        "scenario")["probability"]) if "scenario" in deployed else pd.Series(
+        1.0, index=deployed.index)
+    usd = config_fixed_usd(model.problem.config_fixed_usd_per_month, deployed["weight"])
+    return pd.DataFrame({
+        "col": deployed["col"].astype(np.int64),
+        "scenario": deployed["scenario"] if "scenario" in deployed else None,
+        "probability": probability.astype(float), "reserved": False,
+        "usd_per_node": (np.asarray(usd, float) / probability.to_numpy(float))})
 
 
 def scenario_names(model: FleetModel) -> pd.DataFrame:
@@ -111,10 +135,12 @@ def define_cvar(model: FleetModel) -> None:
     add_keyed_rows(model, "cvar", terms, ["scenario"], ">=", 0.0, unit="USD",
                    subject=lambda t: t["scenario"])
     weight, alpha = p.cvar_weight, p.cvar_alpha
-    model.extras["objective"] = pd.DataFrame({
+    risk = pd.DataFrame({
         "col": np.concatenate([excess["col"], eta["col"]]),
         "coef": np.concatenate([weight * excess["probability"].to_numpy(float) / (1 - alpha),
                                 [weight]])})
+    model.extras["objective"] = pd.concat([model.extras.get("objective"), risk],
+                                          ignore_index=True)
 
 
 def check_cvar(view: PlanView) -> list[str]:

@@ -325,3 +325,60 @@ def test_scenario_months_count_the_fixed_cost_per_configuration():
     assert not plan.config_fixed_costs.empty
     assert expected_scenario_month(plan, problem)[1] == pytest.approx(
         float(plan.costs_by_month["usd"].iloc[0]), rel=1e-6)
+
+
+def test_the_stochastic_option_costs_what_the_plan_costs_fixed_costs_included():
+    # the fixed cost per deployed configuration is recourse in every scenario's cost; it was
+    # left out, so the stochastic option cost $500 x months less than the plan
+    problem = tiny(2.0, 4.0, 1.0, 0.5, 1.6, [1.0, 5.0, 12.0], [0.3, 0.4, 0.3]).with_changes(
+        config_fixed_usd_per_month=500.0)
+    plan = add_commitments(optimize_problem(problem, EXACT), problem, EXACT)
+    assert not plan.config_fixed_costs.empty
+    table = plan.commitments.drop_duplicates("option").set_index("option")
+    assert table.loc["stochastic", "expected_usd_per_month"] == pytest.approx(
+        plan.usd_per_month, rel=1e-9)
+
+
+def test_the_plans_own_solution_prices_its_commitment_when_no_re_solve_finds_one(monkeypatch):
+    # a huge model's options may get no recourse in their time: the stochastic plan's own
+    # commitment is then priced from the plan itself (status "plan"), and every option with
+    # the same first stage shares that price instead of being solved again
+    problem = tiny(2.0, 4.0, 1.0, 0.5, 1.6, [1.0, 5.0, 12.0], [0.3, 0.4, 0.3])
+    plan = optimize_problem(problem, EXACT)
+    solved = []
+
+    def nothing_found(model, commitment, options, seconds):
+        solved.append(commitment_risk.commitment_key(commitment))
+        return None, "no_solution"
+
+    monkeypatch.setattr(commitment_risk, "solve_committed", nothing_found)
+    table = add_commitments(plan, problem, EXACT).commitments
+    options = table.drop_duplicates("option").set_index("option")
+    assert options.loc["stochastic", "status"] == "plan"
+    assert options.loc["stochastic", "expected_usd_per_month"] == pytest.approx(
+        plan.usd_per_month, rel=1e-9)
+    # the known instance's plan: 3 reserved c0 replicas, and s2's recourse 1.6 + 1.0 $/h
+    own = table[table["option"] == "stochastic"].set_index("scenario")
+    assert own.loc["s2", "usd_per_month"] == pytest.approx((3 * 0.5 + 1.6 + 1.0) * HOURS / 12)
+    assert own.loc["s0", "utilization"] == pytest.approx(1.0 / 6.0)
+    same = [name for name in options.index if name != "stochastic"
+            and options.loc[name, "status"] == "plan"]
+    assert same, "the P50-only plan commits the same 3 replicas"
+    assert len(solved) == len(set(solved)), "a first stage was solved twice"
+    for name in same:
+        assert table.loc[table["option"] == name, "usd_per_month"].to_numpy() == pytest.approx(
+            own["usd_per_month"].to_numpy())
+    assert options.loc["0% of P90 reserved", "status"] == "no_solution"
+
+
+def test_no_commitment_is_an_option_even_without_a_p90_only_plan(monkeypatch):
+    problem = tiny(2.0, 4.0, 1.0, 0.5, 1.6, [1.0, 5.0, 12.0], [0.3, 0.4, 0.3])
+    plan = optimize_problem(problem, EXACT)
+    monkeypatch.setattr(commitment_risk, "single_outcome_commitment", lambda *a, **k: None)
+    options = add_commitments(plan, problem, EXACT).commitments.drop_duplicates(
+        "option").set_index("option")
+    assert options.loc["0% of P90 reserved", "status"] == "optimal"
+    assert options.loc["0% of P90 reserved", "reserved_gpus"] == 0
+    # all on demand: c1 (4 req/s at 1.6 $/h) and c0 (2 req/s at 2 $/h) cover every outcome
+    assert options.loc["0% of P90 reserved", "over_stochastic_usd_per_month"] > 0
+    assert options.loc["25% of P90 reserved", "status"] == "no_solution"
