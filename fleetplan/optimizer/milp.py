@@ -76,6 +76,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -153,19 +154,34 @@ class FleetModel:
                                                          integer=integer))
 
 
+class BuildStopped(Exception):
+    """The model was not built by its deadline: ``after`` is the last step built, ``routes``
+    the routing rows (route stage x period) and ``columns`` the columns so far."""
+
+    def __init__(self, after: str, routes: int, columns: int) -> None:
+        super().__init__(f"model build stopped after {after}")
+        self.after, self.routes, self.columns = after, routes, columns
+
+
 def build_model(problem: Problem, *, elastic: bool = False, cost_cover: bool = True,
-                cover_build: Callable[[Problem], FleetModel] | None = None) -> FleetModel:
+                cover_build: Callable[[Problem], FleetModel] | None = None,
+                time_left: Callable[[], float] | None = None) -> FleetModel:
     """Assemble the MILP from ``problem``; ``elastic`` adds penalized unmet demand;
     ``cost_cover`` the whole-replica cost cut (``cost_cover.py``), whose small models
-    ``cover_build`` makes (default: ``build_model`` without the cut)."""
+    ``cover_build`` makes (default: ``build_model`` without the cut). With ``time_left``
+    (seconds left of the call), the build raises :class:`BuildStopped` at the first step that
+    ends with no time left: a model too large to build in time is never solved anyway."""
     model = FleetModel(problem=problem, elastic=elastic)
-    for step in VARIABLE_STEPS:
-        step(model)
-    for family in FAMILIES:
-        if family.build is not None:
-            family.build(model)
+    steps = [(step.__name__.replace("define_", "") + " columns", step) for step in VARIABLE_STEPS]
+    steps += [(f"{family.name} rows", family.build) for family in FAMILIES
+              if family.build is not None]
     if cost_cover and not elastic:  # unmet demand needs no replicas
-        define_cost_cover(model, cover_build or cover_model)
+        steps.append(("cost_cover rows", partial(define_cost_cover,
+                                                 build=cover_build or cover_model)))
+    for name, step in steps:
+        step(model)
+        if time_left is not None and time_left() <= 0:
+            raise BuildStopped(name, len(model.routes), model.program.n_cols)
     define_objective(model)
     logger.debug("built model: %d columns, %d rows", model.program.n_cols,
                  model.program.n_rows)

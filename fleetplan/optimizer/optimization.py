@@ -25,7 +25,7 @@ from fleetplan.optimizer.marginal_values import (
     marginal_values,
     start_slo_pricing,
 )
-from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.milp import BuildStopped, build_model
 from fleetplan.optimizer.model_variants import CoverBuilds
 from fleetplan.optimizer.period_merging import merge_identical_periods, spread_periods
 from fleetplan.optimizer.period_solves import Deadline
@@ -135,7 +135,10 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
     metadata["assumptions"] = {**problem_assumptions(problem), **metadata["assumptions"]}
     pruned, dropped = prune_dominated(problem)
     metadata["assumptions"]["dominated_configs"] = dropped
-    model = build_model(pruned, cover_build=CoverBuilds())  # each pool's small model built once
+    try:  # each pool's small model built once
+        model = build_model(pruned, cover_build=CoverBuilds(), time_left=deadline.remaining)
+    except BuildStopped as stopped:
+        return unbuilt_plan(pruned, stopped, deadline, metadata)
     resolve_options = side_by_side(SolveOptions(what_if.time_limit_s, options.mip_gap,
                                                 options.threads, options.solver))
     unservable = models_no_quant_serves(model)
@@ -175,6 +178,24 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
         plan.messages.append(
             "time_limit: no bound was proven in time, so how far this plan is from the best "
             "is unknown; raise solver.time_limit_s for a proven plan")
+    return plan
+
+
+def unbuilt_plan(problem: Problem, stopped: BuildStopped, deadline: Deadline,
+                 metadata: dict) -> FleetPlan:
+    """The ``no_solution`` plan of a model not built within the time limit, saying how large
+    it was and what would let it be built."""
+    periods = len(problem.periods)
+    plan = FleetPlan(status="no_solution", gap=math.nan, objective_usd=math.nan,
+                     usd_per_month=math.nan, solver="none", solve_seconds=deadline.elapsed(),
+                     periods=problem.periods, candidates=problem.candidates, **metadata)
+    plan.binding_constraints = pd.DataFrame(columns=BINDING_COLUMNS)
+    plan.messages.append(
+        f"no plan: the model did not finish building within the solve's {deadline.seconds:.1f} "
+        f"s (stopped after its {stopped.after}, {deadline.elapsed():.1f} s in, with "
+        f"{stopped.columns:,} columns so far for {stopped.routes:,} routes over {periods:,} "
+        f"period(s)); raise solver.time_limit_s, or plan fewer periods, workloads or "
+        f"configurations")
     return plan
 
 

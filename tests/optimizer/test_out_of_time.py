@@ -7,10 +7,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
-from fleetplan.optimizer import decomposition, reserved_first, solver
+from fleetplan.optimizer import decomposition, optimization, reserved_first, solver
 from fleetplan.optimizer.decomposition import solve_fleet, solve_whole
-from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.milp import BuildStopped, build_model
+from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms
 from fleetplan.optimizer.reserved_first import ReservedFirst
 from fleetplan.optimizer.solver import Result, SolveOptions, SolveOutcome
@@ -86,3 +88,24 @@ def test_a_budget_problem_without_a_linked_plan_tries_the_greedy_plan_once(monke
         monkeypatch.setattr(module, "greedy_plan", lambda *a, **k: calls.append(1))
     outcome = solve_fleet(model, OPTIONS, Deadline(5.0))
     assert outcome.status == "no_solution" and calls == [1]
+
+
+def test_a_model_not_built_by_the_deadline_stops_after_the_step_that_ran_out():
+    # each step is checked once it ends: the first ending with no time left raises
+    left = iter([1.0, 1.0, 0.0])
+    with pytest.raises(BuildStopped, match="model build stopped after nodes columns") as stopped:
+        build_model(linked_problem(), time_left=lambda: next(left))
+    assert stopped.value.routes == 8  # 1 workload x 2 buckets x 2 configurations x 2 periods
+    assert stopped.value.columns > stopped.value.routes
+    assert build_model(linked_problem(), time_left=lambda: 1.0).program.n_cols > 0
+
+
+def test_a_plan_whose_model_is_not_built_in_time_says_so_without_solving(monkeypatch):
+    monkeypatch.setattr(solver.HighsSolver, "_built", never_opened)
+    monkeypatch.setattr(optimization, "solve_deadline", lambda options: Deadline(0.0))
+    plan = optimize_problem(linked_problem(), OPTIONS)
+    assert plan.status == "no_solution" and math.isnan(plan.usd_per_month)
+    assert plan.solver == "none"
+    assert any("the model did not finish building within the solve's 0.0 s (stopped after "
+               "its routes columns" in message and "for 8 routes over 2 period(s)" in message
+               and "raise solver.time_limit_s" in message for message in plan.messages)
