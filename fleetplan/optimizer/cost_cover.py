@@ -32,13 +32,16 @@ period gets no cut (its small MILP would be the model itself, solved twice). A m
 weaker): a week of hours is first planned on representative periods
 (``representative_periods.py``), whose model is small enough for the cut. A small MILP stands
 for one hour wherever it lies, so a pool's small MILPs differ only in demand: the caller's
-``build`` may make them as variants of the first (``model_variants.CoverBuilds``).
+``build`` may make them as variants of the first (``model_variants.CoverBuilds``). The small
+MILPs share a time budget (the plan's build gives them a quarter of the time left,
+``milp.COVER_SHARE``): those not started in it give no row, and the rows solved stay valid.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -101,9 +104,17 @@ def pool_period_problem(problem: Problem, pool: str, period: int) -> Problem:
         one_quant_per_model=problem.one_quant_per_model)
 
 
-def least_pool_costs(problem: Problem, build: Callable, options: SolveOptions) -> pd.DataFrame:
+def _now() -> float:
+    """The clock the small MILPs' shared time is measured on [s]."""
+    return time.perf_counter()
+
+
+def least_pool_costs(problem: Problem, build: Callable, options: SolveOptions,
+                     seconds: float = math.inf) -> pd.DataFrame:
     """pool, period, usd_per_hour: the lowest cost of serving each pool in each period with
-    whole replicas [USD/h], a dual bound (module docstring)."""
+    whole replicas [USD/h], a dual bound (module docstring). The small MILPs share
+    ``seconds``; those left when it runs out give no row (the others stay valid)."""
+    started = _now()
     signatures = demand_signatures(problem)
     if len(signatures) <= 1:  # one pool in one period: the small MILP would be the model itself
         return pd.DataFrame(columns=["pool", "period", "usd_per_hour"])
@@ -114,11 +125,16 @@ def least_pool_costs(problem: Problem, build: Callable, options: SolveOptions) -
         return pd.DataFrame(columns=["pool", "period", "usd_per_hour"])
     bounds = {}
     for key, pool, period in zip(firsts["key"], firsts["pool"], firsts["period"]):
+        left = seconds - (_now() - started)
+        if left <= 0:
+            logger.debug("cost cover: out of time after %d of %d small MILPs", len(bounds),
+                         len(firsts))
+            break
         model = build(pool_period_problem(problem, pool, int(period)))
         if model.program.n_rows == 0:
             continue
         result = open_solver(model.program, model.cost, options).solve(
-            time_limit_s=SOLVE_LIMIT_S, mip_gap=1e-6)
+            time_limit_s=min(SOLVE_LIMIT_S, left), mip_gap=1e-6)
         if result.outcome.status in ("optimal", "time_limit") and \
                 math.isfinite(result.outcome.bound):
             bounds[key] = result.outcome.bound

@@ -74,6 +74,7 @@ adds :math:`x_{wbrt} d_{wbt} / (\rho \kappa_{wbc})` to :math:`L_{ct}` of each st
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -98,6 +99,10 @@ from fleetplan.optimizer.milp_tables import add_keyed_rows, per_period
 from fleetplan.optimizer.solver import SolveOptions
 
 logger = logging.getLogger(__name__)
+
+#: Largest share of the time left that the cost-cover cut's small MILPs may take when the
+#: build has a deadline: the cut only tightens the relaxation, the solve needs the rest.
+COVER_SHARE = 0.25
 
 
 @dataclass
@@ -177,7 +182,8 @@ def build_model(problem: Problem, *, elastic: bool = False, cost_cover: bool = T
               if family.build is not None]
     if cost_cover and not elastic:  # unmet demand needs no replicas
         steps.append(("cost_cover rows", partial(define_cost_cover,
-                                                 build=cover_build or cover_model)))
+                                                 build=cover_build or cover_model,
+                                                 time_left=time_left)))
     for name, step in steps:
         step(model)
         if time_left is not None and time_left() <= 0:
@@ -273,12 +279,15 @@ def cover_model(part: Problem) -> FleetModel:
     return build_model(part, cost_cover=False)
 
 
-def define_cost_cover(model: FleetModel, build: Callable[[Problem], FleetModel]) -> None:
+def define_cost_cover(model: FleetModel, build: Callable[[Problem], FleetModel],
+                      time_left: Callable[[], float] | None = None) -> None:
     """Valid cut: each pool's replicas in a period, priced at their GPU's lowest price, cost at
     least the cheapest whole-replica fleet for that pool and period (``cost_cover.py``), each
-    small model made by ``build``."""
+    small model made by ``build``; with ``time_left``, its small MILPs get at most
+    :data:`COVER_SHARE` of the time left."""
     problem = model.problem
-    costs = cover_costs(problem, build)
+    costs = cover_costs(problem, build,
+                        math.inf if time_left is None else COVER_SHARE * time_left())
     if costs.empty:
         return
     terms = cover_terms(per_period(model.replicas, problem.periods), lowest_gpu_prices(problem))
@@ -288,8 +297,9 @@ def define_cost_cover(model: FleetModel, build: Callable[[Problem], FleetModel])
                    subject=lambda table: table["pool"])
 
 
-def cover_costs(problem: Problem, build: Callable[[Problem], FleetModel]) -> pd.DataFrame:
+def cover_costs(problem: Problem, build: Callable[[Problem], FleetModel],
+                seconds: float = math.inf) -> pd.DataFrame:
     """pool, period, usd_per_hour of the cost-cover rows ``problem`` gets (no pool an API may
-    serve: it may need no replicas at all)."""
-    costs = least_pool_costs(problem, build, SolveOptions())
+    serve: it may need no replicas at all), its small MILPs solved within ``seconds``."""
+    costs = least_pool_costs(problem, build, SolveOptions(), seconds)
     return costs[~costs["pool"].isin(api_pools(problem))].reset_index(drop=True)

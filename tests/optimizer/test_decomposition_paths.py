@@ -11,7 +11,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
+import fleetplan.optimizer.cost_cover as cost_cover
 import fleetplan.optimizer.decomposition as decomposition
+import fleetplan.optimizer.milp as milp
 import fleetplan.optimizer.reserved_first as reserved_first
 from fleetplan.optimizer.cost_cover import least_pool_costs, pool_period_problem
 from fleetplan.optimizer.greedy_fallback import greedy_plan
@@ -73,6 +75,29 @@ def test_the_cost_cover_is_the_cheapest_whole_fleet_of_each_pool_and_period():
     part = pool_period_problem(problem, "p", 0)
     assert part.offers["pricing_type"].tolist() == ["on_demand", "on_demand"]
     assert part.gpus["max_gpus"].isna().all()
+
+
+def test_the_cost_cover_takes_a_share_of_the_time_left_and_keeps_the_rows_it_solved(
+        monkeypatch):
+    problem = make_problem([[2.0], [3.0]], [[2.5], [1.0]],
+                           {("g0", "on_demand"): 1.0, ("g0", "reserved_1y"): 0.6,
+                            ("g1", "on_demand"): 1.5})
+    def build(part):
+        return build_model(part, cost_cover=False)
+
+    assert least_pool_costs(problem, build, SolveOptions(), seconds=0.0).empty
+    clock = iter([0.0, 0.0, 5.0])  # the first small MILP starts in time, the second does not
+    monkeypatch.setattr(cost_cover, "_now", lambda: next(clock))
+    costs = least_pool_costs(problem, build, SolveOptions(), seconds=1.0)
+    assert costs.set_index("period")["usd_per_hour"].to_dict() == pytest.approx({0: 1.2})
+    monkeypatch.undo()
+    # a build with a deadline gives the cut at most a quarter of the time left
+    given = []
+    monkeypatch.setattr(milp, "least_pool_costs",
+                        lambda problem, build, options, seconds: given.append(seconds) or
+                        least_pool_costs(problem, build, options, seconds))
+    families = set(build_model(problem, time_left=lambda: 8.0).constraint_table()["family"])
+    assert given == [pytest.approx(2.0)] and "cost_cover" in families
 
 
 def test_one_pool_in_one_period_gets_no_cost_cover():
