@@ -14,6 +14,7 @@ from fleetplan.optimizer.chargeback import chargeback_table
 from fleetplan.optimizer.fleet_changes import monthly_diff
 from fleetplan.optimizer.fleet_plan import STATUSES
 from fleetplan.optimizer.plan_summary import fixed_cost_line, months_text
+from fleetplan.optimizer.stay_the_course import UNSERVABLE
 
 MAX_ROWS = 12
 
@@ -150,5 +151,7 @@ def _changes(plan) -> None:
         if stay["status"] == "time_limit":
             typer.echo("  (the stay-the-course cost is the best found in its time, not proven "
                        "the least: the saving may be overstated)")
-    else:
+    elif stay["status"] == UNSERVABLE:
         typer.echo(f"stay the course: not possible ({stay['status']})")
+    else:
+        typer.echo(f"stay the course: not priced ({stay['status']}; raise solver.time_limit_s)")

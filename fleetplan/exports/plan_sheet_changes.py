@@ -31,6 +31,7 @@ from fleetplan.exports.xlsx_live import LiveColumn, write_live_table
 from fleetplan.exports.xlsx_package import Book
 from fleetplan.exports.xlsx_print import PageOptions
 from fleetplan.optimizer.fleet_changes import monthly_diff
+from fleetplan.optimizer.stay_the_course import UNSERVABLE
 
 MONTH = "mmm yyyy"
 DIFF_HEADERS = {"month": "Month", "bought": "Bought (GPUs)", "released": "Released (GPUs)",
@@ -80,8 +81,10 @@ def _bill(book: Book, ws: Worksheet, row: int, plan) -> int:
                           USD)
         if stay.get("status") == "time_limit":
             put(ws, row + 5, 1, UNPROVEN_STAY, font=NOTE_FONT)
+    elif stay.get("status") == UNSERVABLE:
+        put(ws, row + 3, 2, f"not possible: {UNSERVABLE}")
     else:
-        put(ws, row + 3, 2, f"not possible: {stay.get('status', 'not computed')}")
+        put(ws, row + 3, 2, f"not priced: {stay.get('status', 'not computed')}")
     return row + 6
 
 

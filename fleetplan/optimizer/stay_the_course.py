@@ -20,12 +20,21 @@ import pandas as pd
 from fleetplan.catalogs.conventions import EXISTING_PRICING
 from fleetplan.optimizer.current_fleet import months_held, sunk_total_usd
 from fleetplan.optimizer.decomposition import solve_fleet
+from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
-from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.milp import BuildStopped, build_model
+from fleetplan.optimizer.period_merging import merge_identical_periods
+from fleetplan.optimizer.period_solves import Deadline
+from fleetplan.optimizer.solve_results import SolveOutcome
 from fleetplan.optimizer.solver import SolveOptions
 
 logger = logging.getLogger(__name__)
+
+#: Status of a comparison whose kept fleet plus on-demand GPUs cannot serve the demand.
+UNSERVABLE = "cannot serve the demand"
+#: Status of a comparison not solved within its time (nothing is known of its cost).
+UNPRICED = "no plan found in time"
 
 
 def owned_usd_total(problem: Problem) -> float:
@@ -53,13 +62,22 @@ def kept_fleet_problem(problem: Problem) -> Problem:
 def stay_the_course(problem: Problem, plan: FleetPlan, options: SolveOptions) -> dict:
     """Plan and stay-the-course totals over the horizon [USD], both with the sunk fees:
     plan_usd_total, stay_usd_total, sunk_usd_total, saving_usd_total (stay - plan; NaN when
-    today's fleet plus on-demand cannot serve the demand), per month and a status."""
+    today's fleet plus on-demand cannot serve the demand, or no plan was found in its time),
+    per month and a status (the solver's, or :data:`UNSERVABLE` or :data:`UNPRICED`). The
+    comparison's build and solve share ``options.time_limit_s``."""
     sunk = sunk_total_usd(problem)
     months = problem.horizon_months
-    kept = kept_fleet_problem(problem)
-    model = build_model(kept, cost_cover=False)  # one solve: the cut would cost more than it saves
-    outcome = solve_fleet(model, options)
-    status = outcome.status if outcome.has_solution else "cannot serve the demand"
+    deadline = Deadline(options.time_limit_s)  # building counts, as for the plan
+    kept, _ = merge_identical_periods(kept_fleet_problem(problem))  # the same costs, as the plan
+    kept, _ = prune_dominated(kept)
+    try:  # one solve: the cut would cost more than it saves
+        model = build_model(kept, cost_cover=False, time_left=deadline.remaining)
+    except BuildStopped:
+        outcome = SolveOutcome("no_solution", math.nan, math.nan, "none", deadline.elapsed())
+    else:
+        outcome = solve_fleet(model, options, deadline)
+    status = outcome.status if outcome.has_solution else (
+        UNSERVABLE if outcome.status == "infeasible" else UNPRICED)
     stay = outcome.objective + owned_usd_total(problem) + sunk if outcome.has_solution \
         else math.nan
     whole = plan.objective_usd + sunk

@@ -4,6 +4,7 @@ LibreOffice to the plan's numbers, and its monthly diff to the library's."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 
 import openpyxl
 import pytest
@@ -13,7 +14,7 @@ from fleetplan.exports.plan_sheet_changes import UNPROVEN_STAY
 from fleetplan.exports.plan_workbook import plan_sheets
 from fleetplan.optimizer.fleet_changes import monthly_diff
 from fleetplan.optimizer.optimization import optimize_problem
-from fleetplan.optimizer.stay_the_course import stay_the_course
+from fleetplan.optimizer.stay_the_course import UNPRICED, UNSERVABLE, stay_the_course
 from tests.exports.samples import cell_values
 from tests.optimizer.test_replanning import EXACT, tiny
 
@@ -76,3 +77,19 @@ def test_a_stay_the_course_cost_cut_short_is_noted_under_the_saving(tmp_path, re
     assert (UNPROVEN_STAY in labels) is noted
     if noted:  # right under the saving
         assert labels.index(UNPROVEN_STAY) == labels.index("Saving of the plan") + 1
+
+
+@pytest.mark.parametrize(("status", "shown"), [
+    (UNSERVABLE, f"not possible: {UNSERVABLE}"), (UNPRICED, f"not priced: {UNPRICED}")])
+def test_a_stay_the_course_without_a_cost_says_whether_it_cannot_serve_or_ran_out_of_time(
+        tmp_path, replan_plan, status, shown):
+    stay = replan_plan.assumptions["stay_the_course"]
+    replan_plan.assumptions["stay_the_course"] = {**stay, "status": status,
+                                                  "stay_usd_total": math.nan}
+    try:
+        path = write_plan(replan_plan, tmp_path / "plan.xlsx", start_date=dt.date(2027, 1, 1))
+    finally:
+        replan_plan.assumptions["stay_the_course"] = stay
+    sheet = openpyxl.load_workbook(path)["Changes"]
+    rows = {sheet.cell(r, 1).value: sheet.cell(r, 2).value for r in range(1, 15)}
+    assert rows["Stay the course (today's fleet + on demand)"] == shown

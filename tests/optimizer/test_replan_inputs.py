@@ -28,6 +28,7 @@ from fleetplan.optimizer.current_fleet_inputs import read_current_csv, replan_ta
 from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
 from fleetplan.optimizer.scenario_files import load_scenario, validate_scenario
 from fleetplan.optimizer.scenario_planning import prepare
+from fleetplan.optimizer.stay_the_course import UNPRICED, UNSERVABLE
 from tests.optimizer.test_replanning import EXACT, brute_force, tiny
 
 EXAMPLE = Path(fleetplan.__file__).parent / "examples" / "replan.yaml"
@@ -296,3 +297,17 @@ def test_a_stay_the_course_cost_cut_short_says_the_saving_may_be_overstated(
     assert main(["plan", str(EXAMPLE), "-o", str(tmp_path / "plan.json"), "--no-what-if"]) == 0
     printed, _ = capsys.readouterr()
     assert ("not proven the least: the saving may be overstated" in printed) is warned
+
+
+@pytest.mark.parametrize(("status", "printed_line"), [
+    (UNSERVABLE, f"stay the course: not possible ({UNSERVABLE})"),
+    (UNPRICED, f"stay the course: not priced ({UNPRICED}; raise solver.time_limit_s)")])
+def test_a_stay_the_course_without_a_cost_prints_why(monkeypatch, catalogs, capsys, tmp_path,
+                                                      status, printed_line):
+    real = scenario_planning.stay_the_course
+    monkeypatch.setattr(scenario_planning, "stay_the_course", lambda *a: {
+        **real(*a), "status": status, "stay_usd_total": math.nan})
+    monkeypatch.setattr(fleetplan.cli.plan, "plan_scenario", lambda scenario, what_if=None:
+                        scenario_planning.plan_scenario(scenario, catalogs, what_if=False))
+    assert main(["plan", str(EXAMPLE), "-o", str(tmp_path / "plan.json"), "--no-what-if"]) == 0
+    assert printed_line in capsys.readouterr().out

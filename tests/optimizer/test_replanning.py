@@ -25,7 +25,7 @@ from fleetplan.optimizer.fleet_problem import Problem, profile_periods
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.solver import SolveOptions
-from fleetplan.optimizer.stay_the_course import stay_the_course
+from fleetplan.optimizer.stay_the_course import UNPRICED, UNSERVABLE, stay_the_course
 
 EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)
 PRICES = {("ga", "committed"): 0.0, ("ga", "on_demand"): 2.0, ("ga", "purchase"): 1.2,
@@ -246,3 +246,25 @@ def test_the_need_for_todays_gpus_is_counted_from_replicas_not_from_free_nodes()
     assert diagnose_existing(problem, solution) == [
         ("would run 4 committed ga in month 0 but today's fleet has 2 there and no other pricing "
          "type may add them")]
+
+
+def test_a_stay_the_course_comparison_out_of_time_is_unpriced_not_unservable():
+    # it once said "cannot serve the demand" whenever its solve found nothing in time
+    problem = tiny([2, 4, 1], owned=1)
+    plan = optimize_problem(problem, EXACT)
+    stay = stay_the_course(problem, plan, SolveOptions(time_limit_s=1e-9, mip_gap=0.0))
+    assert stay["status"] == UNPRICED and math.isnan(stay["stay_usd_total"])
+    assert stay_the_course(problem, plan, EXACT)["status"] == "optimal"
+
+
+def test_a_kept_fleet_that_cannot_serve_the_demand_is_unservable():
+    # on-demand capped at 1 GPU of each type: today's 2 committed GPUs and 2 rented serve 4 of
+    # the 5 requests/s; the plan buys GPUs, which staying the course never does
+    problem = tiny([5])
+    on_demand = problem.offers["pricing_type"] == "on_demand"
+    problem = problem.with_changes(offers=problem.offers.assign(
+        max_gpus=np.where(on_demand, 1.0, math.nan)))
+    plan = optimize_problem(problem, EXACT)
+    assert plan.feasible
+    stay = stay_the_course(problem, plan, EXACT)
+    assert stay["status"] == UNSERVABLE and math.isnan(stay["saving_usd_total"])
