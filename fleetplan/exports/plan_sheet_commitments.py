@@ -39,7 +39,7 @@ _NOTES = (
     "P90: the cost not exceeded with 90 % probability. Cost-at-risk = P90 - expected: what a bad "
     "outcome costs beyond the expected cost. CVaR: the mean cost of the worst outcomes. "
     "Re-solve status time_limit: the recourse was found, not proven the cheapest, in time; "
-    "plan: the plan's own recourse, cheaper than any re-solve found in time; lp_rounded: the LP "
+    "plan: the plan's own recourse, as no re-solve was found in time; lp_rounded: the LP "
     "relaxation rounded up to whole replicas; no_solution: not priced in time.",
 )
 

@@ -9,8 +9,11 @@ if the median demand scenario were certain), the P90-only plan's, and fractions 
 plan's reserved replicas between zero and all of them (:data:`COMMITTED_SHARES`; zero is no
 commitment at all, an option even when the P90-only plan is not found). Options that commit the
 same replicas share one pricing. The stochastic plan's own commitment also has the plan's own
-solution as a recourse: when its re-solve finds none, or a dearer one, in its time, the option
-is priced from the plan itself (status ``plan``), so it always costs what the plan costs or less.
+solution as a recourse: when its re-solve finds none in its time, the option is priced from the
+plan itself (status ``plan``), so it always has a price. A re-solve that found a recourse is
+kept even when the plan's own is cheaper, so that the options, the VSS above all, compare
+recourses found the same way (an LP rounded up against the plan's MILP would inflate the VSS
+by the rounding).
 
 The whole table is given ``solver.time_limit_s``, shared evenly by the options; an option whose
 recourse was not proven within ``solver.mip_gap`` in its share says ``time_limit`` (its costs
@@ -188,13 +191,10 @@ def commitment_key(commitment: pd.DataFrame) -> tuple:
                             strict=True)))
 
 
-def cheaper_option(resolved: pd.DataFrame, own: pd.DataFrame | None) -> pd.DataFrame:
+def resolved_or_own(resolved: pd.DataFrame, own: pd.DataFrame | None) -> pd.DataFrame:
     """The stochastic option's rows: its re-solved recourse, or the plan's own solution
-    (``own``, status ``plan``) when the re-solve found none or a dearer one in its time."""
-    if own is None or own.empty:
-        return resolved
-    expected = float(resolved["expected_usd_per_month"].iloc[0])
-    if math.isfinite(expected) and expected <= float(own["expected_usd_per_month"].iloc[0]):
+    (``own``, status ``plan``) when the re-solve found none in its time."""
+    if own is None or own.empty or math.isfinite(float(resolved["expected_usd_per_month"].iloc[0])):
         return resolved
     return own
 
@@ -204,7 +204,7 @@ def commitment_table(problem: Problem, chosen: pd.DataFrame, options: SolveOptio
     """The commitments table (:data:`COLUMNS`) for a problem with demand scenarios, given the
     stochastic plan's first stage ``chosen`` (config, pricing_type, replicas) and, as
     ``own``, that option's rows priced from the plan's own solution (see
-    :func:`cheaper_option`)."""
+    :func:`resolved_or_own`)."""
     deadline = Deadline(seconds)
     problem, _ = merge_identical_periods(problem)  # the same costs, as the plan was solved
     model = build_model(problem.with_changes(cvar_weight=0.0), cost_cover=False)
@@ -223,7 +223,7 @@ def commitment_table(problem: Problem, chosen: pd.DataFrame, options: SolveOptio
         else:
             values, status = solve_committed(model, commitment, options, left)
         rows = option_rows(model, values, status, name, problem.cvar_alpha)
-        parts.append(cheaper_option(rows, own) if position == 0 else rows)
+        parts.append(resolved_or_own(rows, own) if position == 0 else rows)
         if values is not None or position == 0:
             priced[commitment_key(commitment)] = parts[-1]
     table = pd.concat(parts, ignore_index=True)

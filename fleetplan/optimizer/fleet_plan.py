@@ -183,7 +183,7 @@ class FleetPlan:
     config_fixed_costs: pd.DataFrame = field(default_factory=_empty)
     #: With demand scenarios, the plan's own commitment priced from its own solution
     #: (``commitment_risk.option_rows``, status ``plan``): what ``add_commitments`` falls back on
-    #: when re-solving that option finds nothing cheaper in time. Not exported.
+    #: when re-solving that option finds no recourse in time. Not exported.
     own_option: pd.DataFrame = field(default_factory=_empty, repr=False, compare=False)
 
     @property

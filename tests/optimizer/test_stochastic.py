@@ -382,3 +382,20 @@ def test_no_commitment_is_an_option_even_without_a_p90_only_plan(monkeypatch):
     # all on demand: c1 (4 req/s at 1.6 $/h) and c0 (2 req/s at 2 $/h) cover every outcome
     assert options.loc["0% of P90 reserved", "over_stochastic_usd_per_month"] > 0
     assert options.loc["25% of P90 reserved", "status"] == "no_solution"
+
+
+def test_a_re_solved_recourse_is_kept_even_where_the_plans_own_is_cheaper():
+    # the options and the VSS compare recourses found the same way: the plan's own solution
+    # stands in only where the re-solve found none
+    problem = tiny(2.0, 4.0, 1.0, 0.5, 1.6, [1.0, 5.0, 12.0], [0.3, 0.4, 0.3])
+    plan = optimize_problem(problem, EXACT)
+    own = plan.own_option.assign(
+        usd_per_month=plan.own_option["usd_per_month"] / 2,
+        expected_usd_per_month=plan.own_option["expected_usd_per_month"] / 2)
+    fleet = plan.fleet[plan.fleet["pricing_type"] == "reserved_1y"]
+    chosen = pd.DataFrame({"config": fleet["config"], "pricing_type": fleet["pricing_type"],
+                           "replicas": fleet["replicas_peak"].astype(float)})
+    table = commitment_table(problem, chosen, EXACT, seconds=30.0, own=own)
+    stochastic = table[table["option"] == "stochastic"]
+    assert (stochastic["status"] == "optimal").all()
+    assert stochastic["expected_usd_per_month"].iloc[0] == pytest.approx(plan.usd_per_month)
