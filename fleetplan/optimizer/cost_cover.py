@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.solve_results import Deadline
 from fleetplan.optimizer.solver import SolveOptions, open_solver
 
 logger = logging.getLogger(__name__)
@@ -104,17 +104,12 @@ def pool_period_problem(problem: Problem, pool: str, period: int) -> Problem:
         one_quant_per_model=problem.one_quant_per_model)
 
 
-def _now() -> float:
-    """The clock the small MILPs' shared time is measured on [s]."""
-    return time.perf_counter()
-
-
 def least_pool_costs(problem: Problem, build: Callable, options: SolveOptions,
                      seconds: float = math.inf) -> pd.DataFrame:
     """pool, period, usd_per_hour: the lowest cost of serving each pool in each period with
     whole replicas [USD/h], a dual bound (module docstring). The small MILPs share
     ``seconds``; those left when it runs out give no row (the others stay valid)."""
-    started = _now()
+    deadline = Deadline(seconds)
     signatures = demand_signatures(problem)
     if len(signatures) <= 1:  # one pool in one period: the small MILP would be the model itself
         return pd.DataFrame(columns=["pool", "period", "usd_per_hour"])
@@ -125,7 +120,7 @@ def least_pool_costs(problem: Problem, build: Callable, options: SolveOptions,
         return pd.DataFrame(columns=["pool", "period", "usd_per_hour"])
     bounds = {}
     for key, pool, period in zip(firsts["key"], firsts["pool"], firsts["period"]):
-        left = seconds - (_now() - started)
+        left = deadline.remaining()
         if left <= 0:
             logger.debug("cost cover: out of time after %d of %d small MILPs", len(bounds),
                          len(firsts))

@@ -96,7 +96,7 @@ from fleetplan.optimizer.fleet_problem import Problem, charged_offers, complete_
 from fleetplan.optimizer.lead_times import linking_hours, present_replicas
 from fleetplan.optimizer.linear_program import INF, LinearProgram
 from fleetplan.optimizer.milp_tables import add_keyed_rows, per_period
-from fleetplan.optimizer.solver import SolveOptions
+from fleetplan.optimizer.solver import SolveOptions, SolveOutcome
 
 logger = logging.getLogger(__name__)
 
@@ -166,6 +166,11 @@ class BuildStopped(Exception):
     def __init__(self, after: str, routes: int, columns: int) -> None:
         super().__init__(f"model build stopped after {after}")
         self.after, self.routes, self.columns = after, routes, columns
+
+    @staticmethod
+    def outcome(seconds: float) -> SolveOutcome:
+        """What the solve of a model not built answers after ``seconds``: no plan, no solver."""
+        return SolveOutcome("no_solution", math.nan, math.nan, "none", seconds)
 
 
 def build_model(problem: Problem, *, elastic: bool = False, cost_cover: bool = True,

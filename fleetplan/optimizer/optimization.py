@@ -31,7 +31,7 @@ from fleetplan.optimizer.period_merging import merge_identical_periods, spread_p
 from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.plan_summary import usd
 from fleetplan.optimizer.problem_checks import check_problem
-from fleetplan.optimizer.solution_tables import assemble_plan
+from fleetplan.optimizer.solution_tables import assemble_plan, plan_without_solution
 from fleetplan.optimizer.solver import SolveOptions
 
 logger = logging.getLogger(__name__)
@@ -186,9 +186,8 @@ def unbuilt_plan(problem: Problem, stopped: BuildStopped, deadline: Deadline,
     """The ``no_solution`` plan of a model not built within the time limit, saying how large
     it was and what would let it be built."""
     periods = len(problem.periods)
-    plan = FleetPlan(status="no_solution", gap=math.nan, objective_usd=math.nan,
-                     usd_per_month=math.nan, solver="none", solve_seconds=deadline.elapsed(),
-                     periods=problem.periods, candidates=problem.candidates, **metadata)
+    plan = plan_without_solution(problem, stopped.outcome(deadline.elapsed()), "no_solution",
+                                 **metadata)
     plan.binding_constraints = pd.DataFrame(columns=BINDING_COLUMNS)
     plan.messages.append(
         f"no plan: the model did not finish building within the solve's {deadline.seconds:.1f} "

@@ -24,7 +24,7 @@ from fleetplan.optimizer.constraint_families import FAMILY
 from fleetplan.optimizer.linear_program import Restriction, restricted
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.pool_split import ColumnGroups, better_of, combined, split_solve
-from fleetplan.optimizer.solve_results import stopped_solve
+from fleetplan.optimizer.solve_results import Deadline, stopped_solve
 from fleetplan.optimizer.solver import (
     Result,
     SolveOptions,
@@ -45,24 +45,6 @@ MIN_PERIOD_SECONDS = 0.2
 #: Share of a period's time its LP relaxation may take when it is split by pool (its duals
 #: price the rows that couple pools; it takes milliseconds).
 LP_SHARE = 0.2
-
-
-class Deadline:
-    """Wall-clock budget of one whole optimization call."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = float(seconds)
-        self.started = time.perf_counter()
-
-    def elapsed(self) -> float:
-        return time.perf_counter() - self.started
-
-    def remaining(self) -> float:
-        return max(0.0, self.seconds - self.elapsed())
-
-    def share(self, fraction: float) -> float:
-        """A fraction of the time left [s]."""
-        return self.remaining() * fraction
 
 
 def reserved_columns(model: FleetModel) -> np.ndarray:

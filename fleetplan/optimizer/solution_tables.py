@@ -165,14 +165,21 @@ def unmet_table(model: FleetModel, solution: dict) -> pd.DataFrame:
         "unmet_fraction": unmet["value"], "reason": ""}).reset_index(drop=True)[columns]
 
 
+def plan_without_solution(problem, outcome: SolveOutcome, status: str,
+                          **metadata) -> FleetPlan:
+    """The plan of a solve that found none: its status and solver, no cost, and the problem's
+    periods and candidates."""
+    return FleetPlan(status=status, gap=outcome.gap, objective_usd=math.nan,
+                     usd_per_month=math.nan, solver=outcome.solver,
+                     solve_seconds=outcome.seconds, periods=problem.periods,
+                     candidates=problem.candidates, **metadata)
+
+
 def assemble_plan(model: FleetModel, outcome: SolveOutcome, status: str, **metadata) -> FleetPlan:
     """A FleetPlan from a solved model; ``metadata`` fills scenario, assumptions, prices..."""
     p = model.problem
     if not outcome.has_solution:
-        return FleetPlan(status=status, gap=outcome.gap, objective_usd=math.nan,
-                         usd_per_month=math.nan, solver=outcome.solver,
-                         solve_seconds=outcome.seconds, periods=p.periods,
-                         candidates=p.candidates, **metadata)
+        return plan_without_solution(p, outcome, status, **metadata)
     solution = solution_tables(model)
     objective = (float(solution["nodes"]["usd"].sum()) + float(solution["api_costs"]["usd"].sum())
                  + float(solution["fixed_costs"]["usd"].sum()))

@@ -1,5 +1,5 @@
-"""What a solve is asked and what it answers: options, outcome, result, and the gap between an
-objective and its bound.
+"""What a solve is asked and what it answers: its deadline, options, outcome, result, and the
+gap between an objective and its bound.
 
 The HiGHS solver (``solver.py``) and the CBC fallback (``cbc_solver.py``) share them.
 """
@@ -7,9 +7,28 @@ The HiGHS solver (``solver.py``) and the CBC fallback (``cbc_solver.py``) share 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
+
+
+class Deadline:
+    """Wall-clock budget of one whole optimization call."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = float(seconds)
+        self.started = time.perf_counter()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def remaining(self) -> float:
+        return max(0.0, self.seconds - self.elapsed())
+
+    def share(self, fraction: float) -> float:
+        """A fraction of the time left [s]."""
+        return self.remaining() * fraction
 
 
 @dataclass(frozen=True)

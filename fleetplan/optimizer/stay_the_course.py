@@ -26,7 +26,6 @@ from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp import BuildStopped, build_model
 from fleetplan.optimizer.period_merging import merge_identical_periods
 from fleetplan.optimizer.period_solves import Deadline
-from fleetplan.optimizer.solve_results import SolveOutcome
 from fleetplan.optimizer.solver import SolveOptions
 
 logger = logging.getLogger(__name__)
@@ -72,8 +71,8 @@ def stay_the_course(problem: Problem, plan: FleetPlan, options: SolveOptions) ->
     kept, _ = prune_dominated(kept)
     try:  # one solve: the cut would cost more than it saves
         model = build_model(kept, cost_cover=False, time_left=deadline.remaining)
-    except BuildStopped:
-        outcome = SolveOutcome("no_solution", math.nan, math.nan, "none", deadline.elapsed())
+    except BuildStopped as stopped:
+        outcome = stopped.outcome(deadline.elapsed())
     else:
         outcome = solve_fleet(model, options, deadline)
     status = outcome.status if outcome.has_solution else (

@@ -86,8 +86,14 @@ def test_the_cost_cover_takes_a_share_of_the_time_left_and_keeps_the_rows_it_sol
         return build_model(part, cost_cover=False)
 
     assert least_pool_costs(problem, build, SolveOptions(), seconds=0.0).empty
-    clock = iter([0.0, 0.0, 5.0])  # the first small MILP starts in time, the second does not
-    monkeypatch.setattr(cost_cover, "_now", lambda: next(clock))
+    class FirstOnly:  # the first small MILP starts in time, the second does not
+        def __init__(self, seconds):
+            self.left = iter([seconds, 0.0])
+
+        def remaining(self):
+            return next(self.left)
+
+    monkeypatch.setattr(cost_cover, "Deadline", FirstOnly)
     costs = least_pool_costs(problem, build, SolveOptions(), seconds=1.0)
     assert costs.set_index("period")["usd_per_hour"].to_dict() == pytest.approx({0: 1.2})
     monkeypatch.undo()
