@@ -51,7 +51,7 @@ from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
-from fleetplan.optimizer.milp import FleetModel, build_model
+from fleetplan.optimizer.milp import BuildStopped, FleetModel, build_model
 from fleetplan.optimizer.period_merging import merge_identical_periods
 from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.reserved_candidates import reserved_plan, reserved_rows
@@ -129,8 +129,13 @@ def single_outcome_commitment(problem: Problem, scenario: str, options: SolveOpt
     was found in ``seconds``, or none are left)."""
     if seconds <= 0:
         return None
-    model = build_model(outcome_problem(problem, scenario), cost_cover=False)
-    outcome = solve_fleet(model, options, Deadline(seconds))
+    deadline = Deadline(seconds)
+    try:
+        model = build_model(outcome_problem(problem, scenario), cost_cover=False,
+                            time_left=deadline.remaining)
+    except BuildStopped:
+        return None
+    outcome = solve_fleet(model, options, deadline)
     if not outcome.has_solution or model.values is None:
         return None
     return first_stage(model, model.values)
@@ -163,24 +168,29 @@ def option_rows(model: FleetModel, values: np.ndarray | None, status: str, name:
         "cost_at_risk_usd_per_month": (p90 - expected) / months})
 
 
+def option_names(problem: Problem) -> list[str]:
+    """The options' names in the table's order: the stochastic plan's, the P50-only plan's,
+    the shares of the P90-only plan's reserved replicas, the P90-only plan's."""
+    return ["stochastic", f"P50 only ({demand_quantile_scenario(problem, 0.5)})",
+            *(f"{share:.0%} of P90 reserved" for share in COMMITTED_SHARES),
+            f"P90 only ({demand_quantile_scenario(problem, P90)})"]
+
+
 def commitment_options(problem: Problem, chosen: pd.DataFrame, options: SolveOptions,
                        deadline: Deadline) -> dict[str, pd.DataFrame | None]:
-    """Named first stages: the stochastic plan's, the P50-only and P90-only plans', and shares
-    of the P90-only plan's reserved replicas (rounded down to whole replicas); None for a
-    single-outcome plan not found within the deadline."""
-    median = demand_quantile_scenario(problem, 0.5)
-    high = demand_quantile_scenario(problem, P90)
-    found = {"stochastic": chosen,
-             f"P50 only ({median})": single_outcome_commitment(problem, median, options,
-                                                               deadline.share(0.25))}
-    p90 = single_outcome_commitment(problem, high, options, deadline.share(0.3))
+    """Named first stages (:func:`option_names`): the stochastic plan's, the P50-only and
+    P90-only plans', and shares of the P90-only plan's reserved replicas (rounded down to
+    whole replicas); None for a single-outcome plan not found within the deadline."""
+    stochastic, p50_name, *share_names, p90_name = option_names(problem)
+    p50 = single_outcome_commitment(problem, demand_quantile_scenario(problem, 0.5), options,
+                                    deadline.share(0.25))
+    p90 = single_outcome_commitment(problem, demand_quantile_scenario(problem, P90), options,
+                                    deadline.share(0.3))
     nothing = chosen.iloc[:0].assign(replicas=0.0)
-    for share in COMMITTED_SHARES:  # none of the P90-only plan's is no commitment at all
-        found[f"{share:.0%} of P90 reserved"] = nothing if share == 0 else (
-            None if p90 is None else p90.assign(
-                replicas=np.floor(p90["replicas"] * share + 1e-9)))
-    found[f"P90 only ({high})"] = p90
-    return found
+    shares = {name: nothing if share == 0 else (  # none of the P90-only plan's: no commitment
+        None if p90 is None else p90.assign(replicas=np.floor(p90["replicas"] * share + 1e-9)))
+        for name, share in zip(share_names, COMMITTED_SHARES, strict=True)}
+    return {stochastic: chosen, p50_name: p50, **shares, p90_name: p90}
 
 
 def commitment_key(commitment: pd.DataFrame) -> tuple:
@@ -204,10 +214,18 @@ def commitment_table(problem: Problem, chosen: pd.DataFrame, options: SolveOptio
     """The commitments table (:data:`COLUMNS`) for a problem with demand scenarios, given the
     stochastic plan's first stage ``chosen`` (config, pricing_type, replicas) and, as
     ``own``, that option's rows priced from the plan's own solution (see
-    :func:`resolved_or_own`)."""
+    :func:`resolved_or_own`). With ``own``, a model not built within ``seconds`` prices no
+    option but the plan's own (:func:`unpriced_table`)."""
     deadline = Deadline(seconds)
     problem, _ = merge_identical_periods(problem)  # the same costs, as the plan was solved
-    model = build_model(problem.with_changes(cvar_weight=0.0), cost_cover=False)
+    has_own = own is not None and not own.empty
+    try:  # without the plan's own price, the stochastic option's model is built anyway
+        model = build_model(problem.with_changes(cvar_weight=0.0), cost_cover=False,
+                            time_left=deadline.remaining if has_own else None)
+    except BuildStopped as stopped:
+        logger.info("commitment options not priced: their model stopped building after its "
+                    "%s at %.1f s", stopped.after, deadline.elapsed())
+        return unpriced_table(problem, own)
     found = commitment_options(problem, chosen, options, deadline)
     parts, priced = [], {}
     for position, (name, commitment) in enumerate(found.items()):
@@ -233,6 +251,22 @@ def commitment_table(problem: Problem, chosen: pd.DataFrame, options: SolveOptio
     return table[list(COLUMNS)]
 
 
+def unpriced_table(problem: Problem, own: pd.DataFrame) -> pd.DataFrame:
+    """The commitments table when the options' model was not built in time: the stochastic
+    option priced from the plan's own solution (``own``), every other option ``no_solution``
+    with NaN figures."""
+    scenarios = problem.periods.drop_duplicates("scenario")
+    blank = pd.DataFrame({column: math.nan for column in COLUMNS}, index=range(len(scenarios)))
+    blank = blank.assign(status="no_solution", scenario=scenarios["scenario"].to_numpy(),
+                         probability=scenarios["probability"].to_numpy(float))
+    stochastic, *others = option_names(problem)
+    table = pd.concat([own.assign(option=stochastic),
+                       *(blank.assign(option=name) for name in others)], ignore_index=True)
+    table["over_stochastic_usd_per_month"] = table["expected_usd_per_month"] - float(
+        own["expected_usd_per_month"].iloc[0])
+    return table[list(COLUMNS)]
+
+
 def value_of_stochastic_solution(table: pd.DataFrame) -> float:
     """VSS [USD/month]: the P50-only option's expected cost minus the stochastic plan's."""
     p50 = table[table["option"].str.startswith("P50 only")]
@@ -252,6 +286,11 @@ def add_commitments(plan: FleetPlan, problem: Problem, options: SolveOptions) ->
     problem, _ = prune_dominated(problem, plan.assumptions.get("dominated_configs"))
     plan.commitments = commitment_table(problem, chosen, options, options.time_limit_s,
                                         own=plan.own_option)
+    unpriced = plan.commitments.loc[plan.commitments["status"] == "no_solution", "option"]
+    if not unpriced.empty:
+        plan.messages.append(
+            f"commitment options not priced within the time limit: "
+            f"{', '.join(unpriced.unique())}; raise solver.time_limit_s to price them")
     scenarios = problem.periods.drop_duplicates("scenario")
     plan.assumptions["stochastic"] = {
         "scenarios": dict(zip(scenarios["scenario"], scenarios["probability"], strict=True)),

@@ -179,11 +179,15 @@ def solve_fleet(model: FleetModel, options: SolveOptions, deadline: Deadline | N
 def solve_separable(model: FleetModel, options: SolveOptions, deadline: Deadline) -> SolveOutcome:
     """Every period on its own, each started from the rounded-up LP plan and never reported
     worse than it: a period whose share of the time runs out keeps the LP's plan rather than
-    the first incumbent branch and bound found. The LP's value bounds the whole from below."""
+    the first incumbent branch and bound found. The LP's value bounds the whole from below; an
+    infeasible LP answers ``infeasible`` at once."""
     floor = floor_bound(model, options, deadline.share(FLOOR_SHARE))
     lp = open_solver(model.program, model.cost, options).solve(
         time_limit_s=max(deadline.share(LP_TIME_SHARE), LAST_CHANCE_S), mip_gap=options.mip_gap,
         relax=True)
+    if lp.outcome.status == "infeasible":  # no fractional plan, so no period plan either:
+        model.values = None                 # the periods are not solved one by one in vain
+        return dataclasses.replace(lp.outcome, seconds=deadline.elapsed())
     lp_optimal = lp.values is not None and lp.outcome.status == "optimal"
     # without the LP in time, the greedy plan: periods the deadline leaves unsolved keep it
     start = rounded_within_limits(model, lp.values, options, deadline.share(ROUNDING_SHARE)) \

@@ -21,7 +21,7 @@ import pandas as pd
 from fleetplan.optimizer.constraint_families import FAMILIES, FAMILY, FAMILY_PROBLEM_FIELDS
 from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.fleet_problem import Problem, complete_routes
-from fleetplan.optimizer.milp import FleetModel, build_model
+from fleetplan.optimizer.milp import BuildStopped, FleetModel, build_model
 from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.solution_tables import solution_tables, unmet_table
 from fleetplan.optimizer.solver import SolveOptions, open_solver
@@ -98,8 +98,12 @@ def relaxed_unmet(model: FleetModel, options: SolveOptions, seconds: float) -> p
 
 def _unmet_share(problem: Problem, options: SolveOptions,
                  seconds: float) -> tuple[float, dict | None]:
-    model = build_model(problem, elastic=True)
-    outcome = solve_fleet(model, options, Deadline(seconds))
+    deadline = Deadline(seconds)
+    try:  # a lift is tried only within its share: the explanation must not outlast the call
+        model = build_model(problem, elastic=True, time_left=deadline.remaining)
+    except BuildStopped:
+        return float("inf"), None
+    outcome = solve_fleet(model, options, deadline)
     if not outcome.has_solution:
         return float("inf"), None
     unmet = model.unmet

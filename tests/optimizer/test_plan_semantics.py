@@ -282,6 +282,16 @@ def test_explaining_unmet_demand_shares_the_time_it_is_given(monkeypatch):
     assert len(given) >= 2 and given[0] <= 3.0 / 2 and max(given) <= 3.0
 
 
+def test_a_lifted_limit_out_of_time_is_not_built_or_solved(monkeypatch):
+    # a lift's elastic model stops building at the end of its share of the time, so a large
+    # model's explanation cannot outlast the call; the lift then explains nothing
+    monkeypatch.setattr(infeasibility, "solve_fleet", lambda *a, **k: pytest.fail(
+        "a lift was solved past its time"))
+    problem = make_problem([[10.0]], [[50.0]], {("g0", "on_demand"): 1.0}, max_gpus={"g0": 2})
+    assert infeasibility._unmet_share(problem, SolveOptions(time_limit_s=60), 0.0) == (
+        math.inf, None)
+
+
 def test_an_elastic_milp_without_a_plan_in_time_gives_its_lp_relaxations_unmet_demand(
         monkeypatch):
     # 20 req/s on 10 req/s replicas at $1/h with a $1.50 budget: whole replicas serve 10 req/s,

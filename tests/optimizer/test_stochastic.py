@@ -4,6 +4,7 @@ the P50-only plan never cheaper in expectation than the stochastic plan, CVaR, a
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
@@ -170,6 +171,30 @@ def test_commitment_options_past_the_time_limit_are_not_priced():
     others = table[table["option"] != "stochastic"]
     assert others["expected_usd_per_month"].isna().all()
     assert math.isnan(value_of_stochastic_solution(table))
+
+
+def test_with_the_plans_own_price_no_option_model_is_built_past_the_time_limit(monkeypatch):
+    # the options' model of a huge plan may take longer to build than the call has left: the
+    # build stops, the stochastic option keeps the plan's own price and the rest say so
+    prices, demands, probabilities = (2.0, 4.0, 1.0, 0.5, 1.6), [1.0, 5.0, 12.0], [0.3, 0.4, 0.3]
+    problem = tiny(*prices, demands, probabilities)
+    plan = optimize_problem(problem, EXACT)
+    monkeypatch.setattr(commitment_risk, "solve_committed", lambda *a, **k: pytest.fail(
+        "an option was priced past the time limit"))
+    plan = add_commitments(plan, problem, dataclasses.replace(EXACT, time_limit_s=0.0))
+    table = plan.commitments
+    assert list(dict.fromkeys(table["option"])) == commitment_risk.option_names(problem)
+    assert list(table.columns) == list(commitment_risk.COLUMNS)
+    status = table.drop_duplicates("option").set_index("option")["status"]
+    assert status["stochastic"] == "plan"
+    assert set(status.drop("stochastic")) == {"no_solution"}
+    stochastic = table[table["option"] == "stochastic"]
+    assert stochastic["expected_usd_per_month"].iloc[0] == pytest.approx(plan.usd_per_month)
+    assert table.loc[table["option"] != "stochastic", "expected_usd_per_month"].isna().all()
+    assert sorted(table["scenario"].unique()) == ["s0", "s1", "s2"]
+    assert math.isnan(plan.assumptions["stochastic"]["vss_usd_per_month"])
+    assert any(m.startswith("commitment options not priced within the time limit: P50 only")
+               for m in plan.messages)
 
 
 def test_options_are_priced_among_the_plans_configurations_on_merged_periods(monkeypatch):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fleetplan.optimizer import decomposition
 from fleetplan.optimizer.decomposition import is_separable, solve_fleet, solve_whole
 from fleetplan.optimizer.dominance import dominated_configs
 from fleetplan.optimizer.marginal_values import BasePlan, binding_limits, marginal_values
@@ -71,6 +72,22 @@ def test_periods_solved_one_by_one_match_the_whole_model():
     assert split.status == "optimal"
     assert split.objective == pytest.approx(whole.objective)
     assert split.bound <= split.objective + 1e-9
+
+
+def test_a_separable_model_whose_lp_is_infeasible_solves_no_period(monkeypatch):
+    # 2 GPUs serve 20 req/s at most, and the second period asks for 25: no plan at all
+    problem = make_problem([[10.0]], [[5.0], [25.0], [5.0]], {("g0", "on_demand"): 1.0},
+                           max_gpus={"g0": 2})
+    assert is_separable(problem)
+
+    def no_period_solve(*args, **kwargs):
+        raise AssertionError("an infeasible LP needs no period solve")
+
+    monkeypatch.setattr(decomposition, "solve_periods", no_period_solve)
+    model = build_model(problem)
+    outcome = solve_fleet(model, EXACT)
+    assert outcome.status == "infeasible"
+    assert model.values is None
 
 
 def test_reserved_pricing_links_periods_and_the_start_is_used():
