@@ -148,11 +148,15 @@ def _changed(problem: Problem, lifted: Problem) -> dict:
 
 
 def explain_unmet(problem: Problem, unmet: pd.DataFrame, options: SolveOptions,
-                  base_unmet: float, seconds: float) -> tuple[pd.DataFrame, list[str]]:
+                  base_unmet: float, seconds: float,
+                  pruned: Problem | None = None) -> tuple[pd.DataFrame, list[str]]:
     """Fill ``unmet.reason``; return it with the distinct reasons (one line each); the limits'
-    re-solves share ``seconds``."""
+    re-solves share ``seconds`` and, given ``pruned`` (``problem`` without its dominated
+    configurations), are built on it. SLO reasons read every candidate of ``problem``: a
+    dominated configuration may still be the fastest."""
     slo = slo_reasons(problem)
-    limits = limit_reasons(problem, options, base_unmet, seconds) if base_unmet > 0 else []
+    limits = limit_reasons(problem if pruned is None else pruned, options, base_unmet,
+                           seconds) if base_unmet > 0 else []
     limit_text = "; ".join(limits) if limits else "not enough capacity within the limits"
     unmet = unmet.drop(columns="reason").merge(slo, on=["workload", "bucket"], how="left")
     unmet["reason"] = unmet["reason"].fillna(limit_text)

@@ -143,7 +143,7 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
                                                 options.threads, options.solver))
     unservable = models_no_quant_serves(model)
     if unservable:  # no plan exists, though the LP relaxation has one: no solve proves it
-        plan = _elastic_plan(problem, options, metadata, deadline)
+        plan = _elastic_plan(problem, pruned, options, metadata, deadline)
         plan.messages.insert(0, no_quant_message(model.problem, unservable))
         return plan
     with ReSolves(resolve_options, deadline) as resolves:  # starts no thread until given work
@@ -154,7 +154,7 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
         outcome = solve_fleet(model, base_options, deadline)
         if outcome.status == "infeasible":
             resolves.close()  # no plan to compare with: drop the re-solves begun
-            return _elastic_plan(problem, options, metadata, deadline)
+            return _elastic_plan(problem, pruned, options, metadata, deadline)
         status = plan_status(outcome, options)
         plan = assemble_plan(model, outcome, status, **metadata)
         plan.candidates = problem.candidates
@@ -207,9 +207,12 @@ def far_from_bound(objective: float, bound: float) -> str:
             f"but its cost is no estimate of the best plan's")
 
 
-def _elastic_plan(problem: Problem, options: SolveOptions, metadata: dict,
+def _elastic_plan(problem: Problem, pruned: Problem, options: SolveOptions, metadata: dict,
                   deadline: Deadline) -> FleetPlan:
-    model = build_model(problem, elastic=True)
+    """The plan of an infeasible ``problem``: the elastic model, built on ``pruned`` (its
+    dominated configurations dropped: a swap that holds every limit serves no less demand),
+    and the reasons its unmet demand is unmet."""
+    model = build_model(pruned, elastic=True)
     outcome = solve_fleet(model, options, Deadline(max(deadline.remaining(), ELASTIC_MIN_S)))
     plan = assemble_plan(model, outcome, "infeasible", **metadata)
     plan.candidates = problem.candidates
@@ -227,7 +230,7 @@ def _elastic_plan(problem: Problem, options: SolveOptions, metadata: dict,
                             / (demand["req_s"] * all_hours).sum())
         plan.unmet_demand, reasons = explain_unmet(  # within the call's time, at least 1 s
             problem, plan.unmet_demand, options, unmet_share,
-            max(deadline.remaining(), ELASTIC_MIN_S))
+            max(deadline.remaining(), ELASTIC_MIN_S), pruned)
         plan.messages = [*plan.messages, *reasons]
     elif relaxed is None and not outcome.has_solution:
         plan.messages.append("the elastic model found no plan within the time limit")
@@ -245,7 +248,8 @@ def spare_shortfall_messages(model) -> list[str]:
     short = short[short["value"] > 1e-6]
     worst = short.groupby("workload").agg(k=("redundancy_k", "first"), v=("value", "max"))
     return [f"{w}: cannot keep N+{int(k)} spare replicas within the limits "
-            f"(short by up to {v:.2f} replicas)" for w, k, v in zip(worst.index, worst["k"], worst["v"])]
+            f"(short by up to {v:.2f} replicas)"
+            for w, k, v in zip(worst.index, worst["k"], worst["v"], strict=True)]
 
 
 def problem_assumptions(problem: Problem) -> dict:

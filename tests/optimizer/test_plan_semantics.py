@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import fleetplan.optimizer.infeasibility as infeasibility
 import fleetplan.optimizer.optimization as optimization
+from fleetplan.optimizer.dominance import dominated_configs
 from fleetplan.optimizer.fleet_problem import Problem, configs_of
 from fleetplan.optimizer.linear_program import LinearProgram
 from fleetplan.optimizer.optimization import optimize_problem
@@ -280,6 +281,26 @@ def test_explaining_unmet_demand_shares_the_time_it_is_given(monkeypatch):
     assert infeasibility.limit_reasons(problem, SolveOptions(time_limit_s=60), 0.5, 3.0) == []
     # the mocked solves take no time, so each is offered a share of what is left, never more
     assert len(given) >= 2 and given[0] <= 3.0 / 2 and max(given) <= 3.0
+
+
+def test_the_elastic_model_leaves_out_dominated_configurations(monkeypatch):
+    # c1 serves less on the same capped GPU: swapping its replicas for c0's never serves less,
+    # so the elastic model and the lifted limits' models are built without it
+    problem = make_problem([[10.0], [8.0]], [[50.0]], {("g0", "on_demand"): 1.0},
+                           gpu=["g0", "g0"], max_gpus={"g0": 2}, horizon_months=1.0)
+    assert dominated_configs(problem) == ["c1"]
+    built = []
+    for module in (optimization, infeasibility):
+        def recorded(part, build=module.build_model, **kwargs):
+            if kwargs.get("elastic"):
+                built.append(set(part.configs["config"]))
+            return build(part, **kwargs)
+
+        monkeypatch.setattr(module, "build_model", recorded)
+    plan = optimize_problem(problem, SolveOptions(time_limit_s=30, mip_gap=0.0))
+    assert plan.status == "infeasible"
+    assert len(built) >= 2 and all(configs == {"c0"} for configs in built)
+    assert plan.unmet_demand["unmet_req_s"].sum() == pytest.approx(30.0, abs=1e-3)  # 2 x 10 served
 
 
 def test_a_lifted_limit_out_of_time_is_not_built_or_solved(monkeypatch):
