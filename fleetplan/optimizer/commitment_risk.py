@@ -53,9 +53,9 @@ from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp import BuildStopped, FleetModel, build_model
 from fleetplan.optimizer.period_merging import merge_identical_periods
-from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.reserved_candidates import reserved_plan, reserved_rows
 from fleetplan.optimizer.rounding import rounded_up
+from fleetplan.optimizer.solve_results import Deadline
 from fleetplan.optimizer.solver import SolveOptions, open_solver
 from fleetplan.optimizer.stochastic_model import (
     commitment_utilization,

@@ -185,8 +185,8 @@ def solve_separable(model: FleetModel, options: SolveOptions, deadline: Deadline
     lp = open_solver(model.program, model.cost, options).solve(
         time_limit_s=max(deadline.share(LP_TIME_SHARE), LAST_CHANCE_S), mip_gap=options.mip_gap,
         relax=True)
-    if lp.outcome.status == "infeasible":  # no fractional plan, so no period plan either:
-        model.values = None                 # the periods are not solved one by one in vain
+    if lp.outcome.status == "infeasible":  # no fractional plan, so no period has a plan either
+        model.values = None
         return dataclasses.replace(lp.outcome, seconds=deadline.elapsed())
     lp_optimal = lp.values is not None and lp.outcome.status == "optimal"
     # without the LP in time, the greedy plan: periods the deadline leaves unsolved keep it

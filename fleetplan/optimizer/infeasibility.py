@@ -22,8 +22,8 @@ from fleetplan.optimizer.constraint_families import FAMILIES, FAMILY, FAMILY_PRO
 from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.fleet_problem import Problem, complete_routes
 from fleetplan.optimizer.milp import BuildStopped, FleetModel, build_model
-from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.solution_tables import solution_tables, unmet_table
+from fleetplan.optimizer.solve_results import Deadline
 from fleetplan.optimizer.solver import SolveOptions, open_solver
 
 logger = logging.getLogger(__name__)

@@ -27,9 +27,9 @@ from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.fleet_problem import Problem, configs_of
 from fleetplan.optimizer.milp import FleetModel, build_model
-from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.plan_summary import usd
 from fleetplan.optimizer.relaxed_variants import relaxed_variant
+from fleetplan.optimizer.solve_results import Deadline
 from fleetplan.optimizer.solver import SolveOptions
 
 logger = logging.getLogger(__name__)

@@ -28,10 +28,10 @@ from fleetplan.optimizer.marginal_values import (
 from fleetplan.optimizer.milp import BuildStopped, build_model
 from fleetplan.optimizer.model_variants import CoverBuilds
 from fleetplan.optimizer.period_merging import merge_identical_periods, spread_periods
-from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.plan_summary import usd
 from fleetplan.optimizer.problem_checks import check_problem
 from fleetplan.optimizer.solution_tables import assemble_plan, plan_without_solution
+from fleetplan.optimizer.solve_results import Deadline
 from fleetplan.optimizer.solver import SolveOptions
 
 logger = logging.getLogger(__name__)

@@ -23,8 +23,8 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.reserved_candidates import reserved_rows
+from fleetplan.optimizer.solve_results import Deadline
 
 logger = logging.getLogger(__name__)
 

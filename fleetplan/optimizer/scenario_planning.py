@@ -32,11 +32,11 @@ from fleetplan.optimizer.fleet_problem import (
     term_charge_factors,
 )
 from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
-from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.scenario import Scenario
 from fleetplan.optimizer.scenario_prices import select_prices
 from fleetplan.optimizer.scenario_supply import supply_notes, supply_tables
 from fleetplan.optimizer.slo_levels import slo_levels
+from fleetplan.optimizer.solve_results import Deadline
 from fleetplan.optimizer.solver import SolveOptions
 from fleetplan.optimizer.stay_the_course import stay_the_course
 from fleetplan.optimizer.stochastic_problem import (

@@ -25,7 +25,7 @@ from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.milp import BuildStopped, build_model
 from fleetplan.optimizer.period_merging import merge_identical_periods
-from fleetplan.optimizer.period_solves import Deadline
+from fleetplan.optimizer.solve_results import Deadline
 from fleetplan.optimizer.solver import SolveOptions
 
 logger = logging.getLogger(__name__)
