@@ -22,7 +22,9 @@ are those of the recourse found, possibly above the best), one without any plan
 :data:`WHOLE_OPTION_COLUMNS` columns) prices every option by its LP relaxation rounded
 up to whole replicas (``lp_rounded``): one quick solve per option, the same method for all, so
 the options compare like with like, but each cost may sit above the best recourse by the
-rounding, and the stochastic option's above the plan's own.
+rounding, and the stochastic option's above the plan's own. The options' models stop building
+at the table's deadline; when the options' own model is not built in time, only the stochastic
+option is priced, from the plan itself, and the others are ``no_solution``.
 
 Definitions (per option, costs per month of the horizon):
     expected: sum over scenarios of probability x cost; P90 cost: the smallest scenario cost
@@ -204,9 +206,18 @@ def commitment_key(commitment: pd.DataFrame) -> tuple:
 def resolved_or_own(resolved: pd.DataFrame, own: pd.DataFrame | None) -> pd.DataFrame:
     """The stochastic option's rows: its re-solved recourse, or the plan's own solution
     (``own``, status ``plan``) when the re-solve found none in its time."""
-    if own is None or own.empty or math.isfinite(float(resolved["expected_usd_per_month"].iloc[0])):
+    if own is None or math.isfinite(float(resolved["expected_usd_per_month"].iloc[0])):
         return resolved
     return own
+
+
+def with_comparison(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with each option's expected cost over the stochastic option's, in the order
+    of :data:`COLUMNS`."""
+    stochastic = table.loc[table["option"] == "stochastic", "expected_usd_per_month"]
+    table["over_stochastic_usd_per_month"] = table["expected_usd_per_month"] - float(
+        stochastic.iloc[0])
+    return table[list(COLUMNS)]
 
 
 def commitment_table(problem: Problem, chosen: pd.DataFrame, options: SolveOptions,
@@ -218,10 +229,10 @@ def commitment_table(problem: Problem, chosen: pd.DataFrame, options: SolveOptio
     option but the plan's own (:func:`unpriced_table`)."""
     deadline = Deadline(seconds)
     problem, _ = merge_identical_periods(problem)  # the same costs, as the plan was solved
-    has_own = own is not None and not own.empty
+    own = None if own is None or own.empty else own
     try:  # without the plan's own price, the stochastic option's model is built anyway
         model = build_model(problem.with_changes(cvar_weight=0.0), cost_cover=False,
-                            time_left=deadline.remaining if has_own else None)
+                            time_left=None if own is None else deadline.remaining)
     except BuildStopped as stopped:
         logger.info("commitment options not priced: their model stopped building after its "
                     "%s at %.1f s", stopped.after, deadline.elapsed())
@@ -244,11 +255,7 @@ def commitment_table(problem: Problem, chosen: pd.DataFrame, options: SolveOptio
         parts.append(resolved_or_own(rows, own) if position == 0 else rows)
         if values is not None or position == 0:
             priced[commitment_key(commitment)] = parts[-1]
-    table = pd.concat(parts, ignore_index=True)
-    stochastic = table.loc[table["option"] == "stochastic", "expected_usd_per_month"]
-    table["over_stochastic_usd_per_month"] = table["expected_usd_per_month"] - float(
-        stochastic.iloc[0])
-    return table[list(COLUMNS)]
+    return with_comparison(pd.concat(parts, ignore_index=True))
 
 
 def unpriced_table(problem: Problem, own: pd.DataFrame) -> pd.DataFrame:
@@ -260,11 +267,9 @@ def unpriced_table(problem: Problem, own: pd.DataFrame) -> pd.DataFrame:
     blank = blank.assign(status="no_solution", scenario=scenarios["scenario"].to_numpy(),
                          probability=scenarios["probability"].to_numpy(float))
     stochastic, *others = option_names(problem)
-    table = pd.concat([own.assign(option=stochastic),
-                       *(blank.assign(option=name) for name in others)], ignore_index=True)
-    table["over_stochastic_usd_per_month"] = table["expected_usd_per_month"] - float(
-        own["expected_usd_per_month"].iloc[0])
-    return table[list(COLUMNS)]
+    return with_comparison(pd.concat([own.assign(option=stochastic),
+                                      *(blank.assign(option=name) for name in others)],
+                                     ignore_index=True))
 
 
 def value_of_stochastic_solution(table: pd.DataFrame) -> float:

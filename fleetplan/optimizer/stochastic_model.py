@@ -76,14 +76,12 @@ def _fixed_costs(model: FleetModel) -> pd.DataFrame:
     if deployed is None or deployed.empty:
         return pd.DataFrame(columns=columns).astype({"col": np.int64, "reserved": bool,
                                                      "usd_per_node": float})
-    periods = model.problem.periods
-    probability = deployed["scenario"].map(periods.drop_duplicates("scenario").set_index(
-        "scenario")["probability"]) if "scenario" in deployed else pd.Series(
-        1.0, index=deployed.index)
+    scenario = deployed["scenario"] if "scenario" in deployed else None
+    probability = pd.Series(1.0, index=deployed.index) if scenario is None else scenario.map(
+        model.problem.periods.drop_duplicates("scenario").set_index("scenario")["probability"])
     usd = config_fixed_usd(model.problem.config_fixed_usd_per_month, deployed["weight"])
     return pd.DataFrame({
-        "col": deployed["col"].astype(np.int64),
-        "scenario": deployed["scenario"] if "scenario" in deployed else None,
+        "col": deployed["col"].astype(np.int64), "scenario": scenario,
         "probability": probability.astype(float), "reserved": False,
         "usd_per_node": (np.asarray(usd, float) / probability.to_numpy(float))})
 
