@@ -22,6 +22,7 @@ import typer
 
 import fleetplan
 from fleetplan.cli import calibration, catalog, compare, estimate, export, plan, sweep, whatif
+from fleetplan.cli.command_clock import start_command
 from fleetplan.cli.options import checked_number, checked_output
 from fleetplan.errors import FleetplanError, one_line
 
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; every failure is one line on stderr and an exit code (see the module doc)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     _state["debug"] = os.environ.get("FLEETPLAN_DEBUG", "") not in ("", "0")
+    start_command(at_process_start=argv is None)  # argv None: this process runs one command
     try:
         command = _add_checks(typer.main.get_command(app))
         with _signals_raise():

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from fleetplan.catalogs import PriceRule
+from fleetplan.cli.command_clock import command_elapsed_s, writing_s
 from fleetplan.cli.options import (
     CatalogOption,
     MaxAgeOption,
@@ -33,6 +35,7 @@ from fleetplan.exports.plan_quantities import first_of_next_month
 from fleetplan.optimizer.current_fleet_inputs import read_current_csv
 from fleetplan.optimizer.example import EXAMPLE_YAML, example_scenario
 from fleetplan.optimizer.fleet_plan import FleetPlan
+from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.scenario import scenario_json_schema
 from fleetplan.optimizer.scenario_files import load_scenario, validate_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario
@@ -58,6 +61,11 @@ def write_plan_file(plan: FleetPlan, path: Path, start_date: dt.date | None = No
     if suffix == ".csv" or (not suffix and not path.is_file()):
         return write_plan_csv(plan, path.with_suffix("") if suffix else path)
     return Path(write_plan(plan, path, start_date=start_date))
+
+
+def plan_writing_s(problem: Problem, suffix: str, printing: bool, focus: bool) -> float:
+    """Seconds to keep for writing the plan of ``problem`` [s] (``command_clock.writing_s``)."""
+    return writing_s(int((problem.demand["req_s"] > 0).sum()), suffix, printing, focus)
 
 
 def parse_date(text: str | None) -> dt.date:
@@ -93,8 +101,8 @@ def plan_command(
         "-o", "--output", help="Write .xlsx, .parquet, .json or .csv (a folder of CSV tables); "
                                f"default: {DEFAULT_OUTPUT}")] = None,
     time_limit_s: Annotated[float | None, typer.Option(
-        "--time-limit", help="Time limit of the whole optimization [s]; default: the "
-                             "scenario's")] = None,
+        "--time-limit", help="Time limit of the whole command [s], from its start to the plan "
+                             "written; default: the scenario's solver.time_limit_s")] = None,
     what_if: Annotated[bool | None, typer.Option(
         "--what-if/--no-what-if", help="Price binding limits by re-solving")] = None,
     allow_gap: Annotated[bool, typer.Option(
@@ -135,8 +143,11 @@ def plan_command(
             raise InvalidValueError(message)
         solver = loaded.solver.model_copy(update={"time_limit_s": time_limit_s})
         loaded = loaded.model_copy(update={"solver": solver})
-    plan = plan_scenario(loaded, what_if=what_if)
-    written = write_plan_file(plan, output if output is not None else Path(DEFAULT_OUTPUT), first_month)
+    output = output if output is not None else Path(DEFAULT_OUTPUT)
+    kept_s = partial(plan_writing_s, suffix=output.suffix, printing=not quiet,
+                     focus=focus is not None)
+    plan = plan_scenario(loaded, what_if=what_if, spent_s=command_elapsed_s(), kept_s=kept_s)
+    written = write_plan_file(plan, output, first_month)
     if not quiet:
         print_plan(plan)
     typer.echo(f"wrote {written}", err=True)

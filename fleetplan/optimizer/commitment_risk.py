@@ -221,18 +221,21 @@ def with_comparison(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def commitment_table(problem: Problem, chosen: pd.DataFrame, options: SolveOptions,
-                     seconds: float, own: pd.DataFrame | None = None) -> pd.DataFrame:
+                     seconds: float, own: pd.DataFrame | None = None,
+                     expected_build_s: float = 0.0) -> pd.DataFrame:
     """The commitments table (:data:`COLUMNS`) for a problem with demand scenarios, given the
     stochastic plan's first stage ``chosen`` (config, pricing_type, replicas) and, as
     ``own``, that option's rows priced from the plan's own solution (see
-    :func:`resolved_or_own`). With ``own``, a model not built within ``seconds`` prices no
-    option but the plan's own (:func:`unpriced_table`)."""
+    :func:`resolved_or_own`). With ``own``, a model not built within ``seconds``, or expected
+    to take longer (``expected_build_s`` [s], the plan's own model's), prices no option but
+    the plan's own (:func:`unpriced_table`)."""
     deadline = Deadline(seconds)
     problem, _ = merge_identical_periods(problem)  # the same costs, as the plan was solved
     own = None if own is None or own.empty else own
     try:  # without the plan's own price, the stochastic option's model is built anyway
         model = build_model(problem.with_changes(cvar_weight=0.0), cost_cover=False,
-                            time_left=None if own is None else deadline.remaining)
+                            time_left=None if own is None else deadline.remaining,
+                            expected_s=expected_build_s)
     except BuildStopped as stopped:
         logger.info("commitment options not priced: their model stopped building after its "
                     "%s at %.1f s", stopped.after, deadline.elapsed())
@@ -290,7 +293,8 @@ def add_commitments(plan: FleetPlan, problem: Problem, options: SolveOptions) ->
     # the configurations the plan was chosen among: a dominated one never prices an option lower
     problem, _ = prune_dominated(problem, plan.assumptions.get("dominated_configs"))
     plan.commitments = commitment_table(problem, chosen, options, options.time_limit_s,
-                                        own=plan.own_option)
+                                        own=plan.own_option,
+                                        expected_build_s=plan.model_build_s)
     unpriced = plan.commitments.loc[plan.commitments["status"] == "no_solution", "option"]
     if not unpriced.empty:
         plan.messages.append(

@@ -185,6 +185,10 @@ class FleetPlan:
     #: (``commitment_risk.option_rows``, status ``plan``): what ``add_commitments`` falls back on
     #: when re-solving that option finds no recourse in time. Not exported.
     own_option: pd.DataFrame = field(default_factory=_empty, repr=False, compare=False)
+    #: Seconds the plan's own model took to build [s] (``FleetModel.build_s``): how long a
+    #: follow-up's model of the same problem will take (``build_model``'s ``expected_s``).
+    #: Not exported.
+    model_build_s: float = field(default=0.0, repr=False, compare=False)
 
     @property
     def feasible(self) -> bool:

@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -132,6 +133,9 @@ class FleetModel:
     unmet_share: np.ndarray | None = None
     values: np.ndarray | None = None
     extras: dict[str, pd.DataFrame] = field(default_factory=dict)
+    #: Seconds the build took [s], its cost-cover cut (small MILPs solved) left out: what a
+    #: model of the same problem built without the cut takes.
+    build_s: float = math.nan
 
     def constraint_table(self) -> pd.DataFrame:
         """All constraint families as one table."""
@@ -175,12 +179,16 @@ class BuildStopped(Exception):
 
 def build_model(problem: Problem, *, elastic: bool = False, cost_cover: bool = True,
                 cover_build: Callable[[Problem], FleetModel] | None = None,
-                time_left: Callable[[], float] | None = None) -> FleetModel:
+                time_left: Callable[[], float] | None = None,
+                expected_s: float = 0.0) -> FleetModel:
     """Assemble the MILP from ``problem``; ``elastic`` adds penalized unmet demand;
     ``cost_cover`` the whole-replica cost cut (``cost_cover.py``), whose small models
     ``cover_build`` makes (default: ``build_model`` without the cut). With ``time_left``
     (seconds left of the call), the build raises :class:`BuildStopped` at the first step that
-    ends with no time left: a model too large to build in time is never solved anyway."""
+    ends with no time left: a model too large to build in time is never solved anyway; one
+    ``expected_s`` [s] to build (a like model's ``build_s``) is not begun with less left."""
+    if time_left is not None and expected_s > 0 and expected_s > time_left():
+        raise BuildStopped(f"no step: a like model took {expected_s:.1f} s to build", 0, 0)
     model = FleetModel(problem=problem, elastic=elastic)
     steps = [(step.__name__.replace("define_", "") + " columns", step) for step in VARIABLE_STEPS]
     steps += [(f"{family.name} rows", family.build) for family in FAMILIES
@@ -189,11 +197,16 @@ def build_model(problem: Problem, *, elastic: bool = False, cost_cover: bool = T
         steps.append(("cost_cover rows", partial(define_cost_cover,
                                                  build=cover_build or cover_model,
                                                  time_left=time_left)))
+    started, covering_s = time.perf_counter(), 0.0
     for name, step in steps:
+        step_started = time.perf_counter()
         step(model)
+        if name == "cost_cover rows":
+            covering_s = time.perf_counter() - step_started
         if time_left is not None and time_left() <= 0:
             raise BuildStopped(name, len(model.routes), model.program.n_cols)
     define_objective(model)
+    model.build_s = time.perf_counter() - started - covering_s
     logger.debug("built model: %d columns, %d rows", model.program.n_cols,
                  model.program.n_rows)
     return model

@@ -157,7 +157,7 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
             return _elastic_plan(problem, pruned, options, metadata, deadline)
         status = plan_status(outcome, options)
         plan = assemble_plan(model, outcome, status, **metadata)
-        plan.candidates = problem.candidates
+        plan.candidates, plan.model_build_s = problem.candidates, model.build_s
         if outcome.has_solution and "scenario" in problem.periods:
             plan.own_option = option_rows(model, model.values, "plan", "stochastic",
                                           problem.cvar_alpha)

@@ -297,7 +297,9 @@ class WhatIf(StrictModel):
 
 class SolverOptions(StrictModel):
     time_limit_s: float = Field(60.0, gt=0, le=86400,
-                                description="Time limit of the whole optimization [s]")
+                                description="Time limit of the whole optimization [s]; for "
+                                            "fleetplan plan, of the whole command, from "
+                                            "its start to the plan written")
     mip_gap: float = Field(5e-3, ge=0, lt=1,
                            description="Relative gap to the proven bound accepted as optimal")
     solver: SolverName = Field("auto", description="auto (HiGHS, else CBC), highs or cbc")

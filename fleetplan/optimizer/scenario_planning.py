@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,6 +58,10 @@ FOLLOW_UP_SHARE = 0.2
 #: candidates' performance estimates, the problem's tables) took more of the limit: a call on
 #: a scenario that slow to prepare ends past its limit rather than without a plan.
 LEAST_SOLVE_SHARE = 0.5
+
+#: Largest share of ``solver.time_limit_s`` kept for the work after the call (``plan_scenario``'s
+#: ``kept_s``: a command writing the plan), so a short limit still leaves the solve most of it.
+MOST_KEPT_SHARE = 0.25
 
 
 @dataclass
@@ -225,11 +230,18 @@ def prepare(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=No
 
 
 def plan_scenario(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=None,
-                  what_if: bool | None = None) -> FleetPlan:
-    """The cheapest fleet for ``scenario`` (see FleetPlan for what it holds)."""
+                  what_if: bool | None = None, spent_s: float = 0.0,
+                  kept_s: Callable[[Problem], float] | None = None) -> FleetPlan:
+    """The cheapest fleet for ``scenario`` (see FleetPlan for what it holds), within
+    ``solver.time_limit_s`` of which ``spent_s`` [s] went before this call (a command's process
+    start, reading the scenario) and ``kept_s(problem)`` [s] are kept for after it (writing the
+    plan of the prepared problem; at most :data:`MOST_KEPT_SHARE` of the limit)."""
     options = solve_options(scenario)
-    call = Deadline(options.time_limit_s)  # the whole call: estimating the candidates counts
+    call = Deadline(options.time_limit_s, spent_s)  # the whole call: preparing counts
     prepared = prepare(scenario, catalogs, estimate=estimate)
+    if kept_s is not None:
+        kept = min(kept_s(prepared.problem), MOST_KEPT_SHARE * call.seconds)
+        call = Deadline(call.seconds - kept, call.elapsed())
     solve_s = max(call.remaining(), call.seconds * LEAST_SOLVE_SHARE)
     comparing = replans(scenario)
     if comparing or has_scenarios(prepared.problem):  # a follow-up shares the time limit

@@ -14,11 +14,12 @@ import numpy as np
 
 
 class Deadline:
-    """Wall-clock budget of one whole optimization call."""
+    """Wall-clock budget of one whole optimization call; ``spent_s`` [s] of it went before the
+    clock was made (a command's process start and imports, reading its inputs)."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, spent_s: float = 0.0) -> None:
         self.seconds = float(seconds)
-        self.started = time.perf_counter()
+        self.started = time.perf_counter() - spent_s
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.started

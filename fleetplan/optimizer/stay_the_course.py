@@ -70,7 +70,8 @@ def stay_the_course(problem: Problem, plan: FleetPlan, options: SolveOptions) ->
     kept, _ = merge_identical_periods(kept_fleet_problem(problem))  # the same costs, as the plan
     kept, _ = prune_dominated(kept)
     try:  # one solve: the cut would cost more than it saves
-        model = build_model(kept, cost_cover=False, time_left=deadline.remaining)
+        model = build_model(kept, cost_cover=False, time_left=deadline.remaining,
+                            expected_s=plan.model_build_s)
     except BuildStopped as stopped:
         outcome = stopped.outcome(deadline.elapsed())
     else:

@@ -100,7 +100,7 @@ def test_the_example_points_to_commands_that_exist(capsys):
 
 @pytest.mark.parametrize(("command", "unit"), [("sweep", "Context lengths [tokens]"),
                                              ("compare", "Peak demand [requests/s]"),
-                                             ("plan", "whole optimization [s];")])
+                                             ("plan", "whole command [s], from its start")])
 def test_help_texts_keep_their_units_in_brackets(capsys, command, unit):
     """Help is rendered as Markdown, not Rich markup, which would take ``[tokens]`` for a style
     tag and drop it."""

@@ -5,11 +5,12 @@ so a step that cannot help is not taken, and none is taken twice."""
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
 
-from fleetplan.optimizer import decomposition, optimization, reserved_first, solver
+from fleetplan.optimizer import decomposition, milp, optimization, reserved_first, solver
 from fleetplan.optimizer.decomposition import solve_fleet, solve_whole
 from fleetplan.optimizer.milp import BuildStopped, build_model
 from fleetplan.optimizer.optimization import optimize_problem
@@ -109,3 +110,24 @@ def test_a_plan_whose_model_is_not_built_in_time_says_so_without_solving(monkeyp
     assert any("the model did not finish building within the solve's 0.0 s (stopped after "
                "its routes columns" in message and "for 8 routes over 2 period(s)" in message
                and "raise solver.time_limit_s" in message for message in plan.messages)
+
+
+def test_a_build_expected_to_outlast_the_time_left_is_not_begun():
+    with pytest.raises(BuildStopped, match=r"^model build stopped after no step: a like model "
+                                           r"took 2\.0 s to build$"):
+        build_model(linked_problem(), time_left=lambda: 1.0, expected_s=2.0)
+    assert build_model(linked_problem(), time_left=lambda: 3.0, expected_s=2.0).program.n_cols
+
+
+def test_a_models_build_time_leaves_out_its_cost_cover_solves(monkeypatch):
+    # the follow-ups that read it build without the cut, whose small MILPs may take seconds
+    real = milp.define_cost_cover
+
+    def slow_cover(*arguments, **keywords):
+        time.sleep(0.3)
+        return real(*arguments, **keywords)
+
+    monkeypatch.setattr(milp, "define_cost_cover", slow_cover)
+    started = time.perf_counter()
+    model = build_model(linked_problem())
+    assert 0.0 < model.build_s <= time.perf_counter() - started - 0.3

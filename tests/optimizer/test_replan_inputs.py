@@ -292,7 +292,7 @@ def test_a_stay_the_course_cost_cut_short_says_the_saving_may_be_overstated(
     real = scenario_planning.stay_the_course
     monkeypatch.setattr(scenario_planning, "stay_the_course",
                         lambda *a: {**real(*a), "status": status})
-    monkeypatch.setattr(fleetplan.cli.plan, "plan_scenario", lambda scenario, what_if=None:
+    monkeypatch.setattr(fleetplan.cli.plan, "plan_scenario", lambda scenario, what_if=None, **clock:
                         scenario_planning.plan_scenario(scenario, catalogs, what_if=False))
     assert main(["plan", str(EXAMPLE), "-o", str(tmp_path / "plan.json"), "--no-what-if"]) == 0
     printed, _ = capsys.readouterr()
@@ -307,7 +307,7 @@ def test_a_stay_the_course_without_a_cost_prints_why(monkeypatch, catalogs, caps
     real = scenario_planning.stay_the_course
     monkeypatch.setattr(scenario_planning, "stay_the_course", lambda *a: {
         **real(*a), "status": status, "stay_usd_total": math.nan})
-    monkeypatch.setattr(fleetplan.cli.plan, "plan_scenario", lambda scenario, what_if=None:
+    monkeypatch.setattr(fleetplan.cli.plan, "plan_scenario", lambda scenario, what_if=None, **clock:
                         scenario_planning.plan_scenario(scenario, catalogs, what_if=False))
     assert main(["plan", str(EXAMPLE), "-o", str(tmp_path / "plan.json"), "--no-what-if"]) == 0
     assert printed_line in capsys.readouterr().out

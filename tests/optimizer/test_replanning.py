@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import fleetplan.optimizer.stay_the_course as stay_the_course_module
 from fleetplan.errors import InvalidValueError
 from fleetplan.optimizer.constraint_families import FAMILIES
 from fleetplan.optimizer.current_fleet import LIFTED_GPUS, diagnose_existing
@@ -26,6 +27,7 @@ from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.solver import SolveOptions
 from fleetplan.optimizer.stay_the_course import UNPRICED, UNSERVABLE, stay_the_course
+from tests.optimizer.test_stochastic import never_built
 
 EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)
 PRICES = {("ga", "committed"): 0.0, ("ga", "on_demand"): 2.0, ("ga", "purchase"): 1.2,
@@ -255,6 +257,16 @@ def test_a_stay_the_course_comparison_out_of_time_is_unpriced_not_unservable():
     stay = stay_the_course(problem, plan, SolveOptions(time_limit_s=1e-9, mip_gap=0.0))
     assert stay["status"] == UNPRICED and math.isnan(stay["stay_usd_total"])
     assert stay_the_course(problem, plan, EXACT)["status"] == "optimal"
+
+
+def test_a_stay_the_course_model_expected_to_outlast_its_time_is_not_built(monkeypatch):
+    # its model is the plan's own problem with today's fleet kept: as long to build
+    problem = tiny([2, 4, 1], owned=1)
+    plan = optimize_problem(problem, EXACT)
+    monkeypatch.setattr(stay_the_course_module, "build_model", never_built(build_model))
+    plan.model_build_s = 60.0
+    stay = stay_the_course(problem, plan, EXACT)
+    assert stay["status"] == UNPRICED and math.isnan(stay["stay_usd_total"])
 
 
 def test_a_kept_fleet_that_cannot_serve_the_demand_is_unservable():

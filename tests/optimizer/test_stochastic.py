@@ -197,6 +197,29 @@ def test_with_the_plans_own_price_no_option_model_is_built_past_the_time_limit(m
                for m in plan.messages)
 
 
+def never_built(build):
+    """``build`` (``milp.build_model``), failing the test when it returns a model."""
+    def building(*arguments, **keywords):
+        build(*arguments, **keywords)
+        pytest.fail("the model was built")
+    return building
+
+
+def test_an_options_model_expected_to_outlast_the_time_left_is_not_begun(monkeypatch):
+    # the plan's own model took as long to build as the options' will: with less time left
+    # than that, the table keeps the plan's own price and builds nothing (scenario 279 built
+    # 345,000 columns for 1.4 s past its limit, then priced nothing with them)
+    prices, demands, probabilities = (2.0, 4.0, 1.0, 0.5, 1.6), [1.0, 5.0, 12.0], [0.3, 0.4, 0.3]
+    problem = tiny(*prices, demands, probabilities)
+    plan = optimize_problem(problem, EXACT)
+    assert 0.0 < plan.model_build_s < 30.0  # measured on the plan's own build
+    monkeypatch.setattr(commitment_risk, "build_model", never_built(build_model))
+    plan.model_build_s = 60.0
+    plan = add_commitments(plan, problem, dataclasses.replace(EXACT, time_limit_s=30.0))
+    status = plan.commitments.drop_duplicates("option").set_index("option")["status"]
+    assert status["stochastic"] == "plan" and set(status.drop("stochastic")) == {"no_solution"}
+
+
 def test_options_are_priced_among_the_plans_configurations_on_merged_periods(monkeypatch):
     # c2 (1 req/s on g1, priced as c1's 4 req/s) is dominated, and the year's two halves ask
     # for the same demand: the plan was solved without c2 on one period, and so are its

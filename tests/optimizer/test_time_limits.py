@@ -64,7 +64,7 @@ def test_a_generous_limit_proves_the_gap():
 
 @pytest.mark.parametrize(("arguments", "code"), [([], 3), (["--allow-gap"], 0)])
 def test_plan_exits_3_on_a_gap_above_the_accepted_one(monkeypatch, tmp_path, arguments, code):
-    def stopped(scenario, what_if=None):
+    def stopped(scenario, what_if=None, **clock):
         return FleetPlan(status="time_limit", gap=0.2, objective_usd=10.0, usd_per_month=1.0,
                          solver="HiGHS", solve_seconds=5.0, bound_usd=8.0,
                          assumptions={"horizon_months": 10.0})
@@ -169,3 +169,42 @@ def test_preparing_the_scenario_counts_against_its_time_limit(monkeypatch, shipp
     half = limit_s * scenario_planning.LEAST_SOLVE_SHARE
     assert given[0] == pytest.approx(max(left, half), abs=0.05)
     assert (given[0] == half) is (left < half)
+
+
+def test_a_deadline_counts_the_time_spent_before_it_was_made():
+    deadline = Deadline(10.0, spent_s=4.0)
+    assert 4.0 <= deadline.elapsed() < 4.5 and 5.5 < deadline.remaining() <= 6.0
+
+
+@pytest.mark.parametrize(("kept_s", "kept"), [(10.0, 10.0), (1e6, 25.0)])
+def test_the_time_spent_before_the_call_and_kept_after_it_leave_the_solve_the_rest(
+        monkeypatch, shipped, kept_s, kept):
+    # a command's start-up (spent_s) and its writing (kept_s, at most a quarter of the limit)
+    # are the limit's too: a 100 s limit, 20 s spent, 10 s kept leaves 70 s less the preparing
+    given, real_prepare = {}, scenario_planning.prepare
+
+    def prepare(*arguments, **keywords):
+        given["prepared"] = real_prepare(*arguments, **keywords)
+        given["preparing_s"] = time.perf_counter() - started
+        return given["prepared"]
+
+    def solve_time(problem, options, *arguments, **keywords):
+        given["solve_s"] = options.time_limit_s
+        raise SystemExit  # the time given is all this test needs
+
+    def keep(problem):
+        given["kept_for"] = problem
+        return kept_s
+
+    scenario = example_scenario()
+    scenario = scenario.model_copy(update={"solver": scenario.solver.model_copy(
+        update={"time_limit_s": 100.0})})
+    monkeypatch.setattr(scenario_planning, "prepare", prepare)
+    monkeypatch.setattr(scenario_planning, "optimize_problem", solve_time)
+    started = time.perf_counter()
+    with pytest.raises(SystemExit):
+        scenario_planning.plan_scenario(scenario, shipped, what_if=False, spent_s=20.0,
+                                        kept_s=keep)
+    assert given["kept_for"] is given["prepared"].problem
+    assert given["solve_s"] == pytest.approx(100.0 - kept - 20.0 - given["preparing_s"],
+                                             abs=0.05)
