@@ -18,8 +18,10 @@ from fleetplan.optimizer.fleet_plan import FleetPlan
 
 
 def plan_json_text(plan: FleetPlan) -> str:
-    """The whole plan as JSON text (tables as lists of records), newline-terminated."""
-    return json.dumps(plan.to_dict(), indent=1, allow_nan=False) + "\n"
+    """The whole plan as JSON text (tables as lists of records), newline-terminated. Not
+    indented: Python's encoder indents in Python, not C (0.67 s against 0.19 s for a plan of
+    36,000 routing rows)."""
+    return json.dumps(plan.to_dict(), allow_nan=False) + "\n"
 
 
 def write_plan_json(plan: FleetPlan, path: str | os.PathLike) -> Path:
