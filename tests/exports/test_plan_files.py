@@ -14,10 +14,11 @@ import pyarrow.parquet as pq
 import pytest
 
 import fleetplan
+from fleetplan.catalogs.jsonable import jsonable
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports import write_plan, write_sweep
 from fleetplan.exports.parquet import read_provenance
-from fleetplan.exports.plan_json import read_plan_json
+from fleetplan.exports.plan_json import plan_json_text, read_plan_json
 from fleetplan.exports.plan_parquet import plan_tables
 from fleetplan.optimizer.commitment_risk import COLUMNS, value_of_stochastic_solution
 from tests.exports.samples import synthetic_sweep
@@ -126,3 +127,21 @@ def test_a_plan_without_figures_round_trips_to_a_workbook(tmp_path, example_plan
     assert back.commitments["option"].tolist() == ["stochastic", "P50 only (s1)"]
     assert math.isnan(value_of_stochastic_solution(back.commitments))
     assert write_plan(back, tmp_path / "plan.xlsx").exists()
+
+
+def test_tables_are_written_column_by_column_as_value_by_value(tmp_path, example_plan):
+    # the fast path per column type gives what jsonable gives each value: unwrapped numbers,
+    # None for non-finite numbers and missing values, dates as text, anything else as jsonable
+    table = pd.DataFrame({
+        "ints": [1, 2, 3], "small": pd.array([1, 2, 3], dtype="int32"),
+        "flags": [True, False, True], "nullable": pd.array([1, None, 3], dtype="Int64"),
+        "usd": [1.5, math.inf, math.nan], "text": pd.array(["a", None, "c"], dtype="str"),
+        "objects": ["x", {"k": math.nan}, None],
+        "day": pd.to_datetime(["2027-01-01", None, "2027-03-01"])})
+    value_by_value = [{k: jsonable(v) for k, v in row.items()}
+                      for row in table.to_dict(orient="records")]
+    plan = copy.copy(example_plan)
+    plan.routing = table
+    assert plan.to_dict()["tables"]["routing"] == value_by_value
+    written = json.loads(plan_json_text(plan))["tables"]["routing"]
+    assert written == value_by_value and written[1]["usd"] is None
