@@ -15,10 +15,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs.jsonable import jsonable
+from fleetplan.catalogs.jsonable import jsonable, jsonable_column
 from fleetplan.optimizer.plan_summary import summary_text
 
 #: Every table field of a FleetPlan, in the order exports should show them.
@@ -257,26 +256,5 @@ def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
     if table.empty:
         return []
     names = [str(name) for name in table.columns]
-    columns = [_jsonable_column(table[name]) for name in table.columns]
+    columns = [jsonable_column(table[name]) for name in table.columns]
     return [dict(zip(names, values)) for values in zip(*columns)]
-
-
-def _jsonable_column(column: pd.Series) -> list[Any]:
-    """A column's values as JSON-compatible Python values: numbers and booleans unwrapped at
-    once, non-finite numbers and missing text as None, anything else by ``jsonable``.
-
-    >>> _jsonable_column(pd.Series([1.5, float("inf"), float("nan")]))
-    [1.5, None, None]
-    >>> _jsonable_column(pd.Series(["a", None], dtype="str")), _jsonable_column(pd.Series([2, 3]))
-    (['a', None], [2, 3])
-    """
-    dtype = column.dtype
-    if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_integer_dtype(dtype):
-        if not column.hasnans:  # nullable integers with NA take the general path
-            return column.tolist()
-    if pd.api.types.is_float_dtype(dtype) and isinstance(dtype, np.dtype):
-        values = column.to_numpy()
-        return np.where(np.isfinite(values), values.astype(object), None).tolist()
-    if pd.api.types.is_string_dtype(dtype) and dtype != object:  # pandas' own text dtype
-        return column.astype(object).where(column.notna(), None).tolist()
-    return [jsonable(value) for value in column.tolist()]
