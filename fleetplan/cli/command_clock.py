@@ -46,16 +46,16 @@ def process_age_s() -> float:
 
 
 #: Seconds to write a plan file [s], by suffix: a fixed part and a part per demand row (a
-#: workload's bucket in a period with demand), near the top of what writing took on twelve
-#: hard scenarios of ``benchmarks/hard_scenarios`` that end with a plan or an elastic one
-#: (12-36,288 demand rows, one run each): a workbook 0.34-0.72 s whatever the rows (it holds
-#: months, not hours); JSON 0.02-0.39 s, 6-15 us per row; a folder of CSVs 0.04-0.30 s;
-#: Parquet 0.04-0.26 s. A name without a suffix is a folder of CSVs.
+#: workload's bucket in a period with demand), above what ``benchmarks/bench_plan_writing.py``
+#: measures on twelve hard scenarios that end with a plan or an elastic one (12-36,288 demand
+#: rows, one run each): a workbook 0.33-0.66 s whatever the rows (it holds months, not hours);
+#: JSON 0.01-0.40 s; a folder of CSVs 0.04-0.31 s; Parquet 0.04-0.24 s; at most 0.89 of the
+#: time kept for any output. A name without a suffix is a folder of CSVs.
 WRITE_FIXED_S = {".xlsx": 0.75, ".json": 0.05, ".csv": 0.1, ".parquet": 0.25, "": 0.1}
 WRITE_PER_DEMAND_ROW_S = {".xlsx": 0.0, ".json": 12e-6, ".csv": 10e-6, ".parquet": 2e-6,
                           "": 10e-6}
 
-#: Seconds the printed summary and the FOCUS CSV take [s] (at most 0.19 s and 0.15 s on the
+#: Seconds the printed summary and the FOCUS CSV take [s] (at most 0.18 s and 0.18 s on the
 #: same scenarios), and the interpreter's exit after them.
 SUMMARY_S = 0.2
 FOCUS_S = 0.2
