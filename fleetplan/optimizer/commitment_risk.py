@@ -121,7 +121,7 @@ def solve_committed(model: FleetModel, commitment: pd.DataFrame, options: SolveO
     if whole:
         return result.values, result.outcome.status
     values = rounded_up(model, result.values, reserved=counts, options=options,
-                        seconds=seconds - result.outcome.seconds)
+                        seconds=seconds - result.outcome.seconds, hold_reserved=True)
     return (values, "lp_rounded") if values is not None else (None, "no_solution")
 
 

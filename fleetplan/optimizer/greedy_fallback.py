@@ -1,13 +1,16 @@
 """The greedy plan: a whole plan with no LP at all, for when the LP is not solved in time.
 
 Every bucket goes, in every period, wholly to its cheapest route at on-demand prices (load x
-GPUs per replica x the GPU's on-demand price, summed over the route's stages); a route with a
-stage that has no on-demand offer is unusable, not free. With one quantization per model,
-only routes in one quantization count, and for each model only those in the quantization whose
-cheapest routes serve all its workloads' buckets for least in sum. With at most N
-configurations per workload, each workload keeps one route for all its buckets and periods
-(the cheapest in sum among those that serve all of them). The routing is then rounded up to
-whole on-demand replicas (``rounding.rounded_up``).
+GPUs per replica x the GPU's on-demand price, summed over the route's stages). A route with a
+stage that has no on-demand offer is priced at its spot price, else its reserved one, and
+ranked after every route bought wholly on demand (:data:`OFF_DEMAND_RANK_USD`): the rounding
+makes such a configuration's replicas up on spot or reserved, which a spot share or a
+reserved cap may not allow. A route with a stage that has no offer at all is unusable. With
+one quantization per model, only routes in one quantization count, and for each model only
+those in the quantization whose cheapest routes serve all its workloads' buckets for least in
+sum. With at most N configurations per workload, each workload keeps one route for all its
+buckets and periods (the cheapest in sum among those that serve all of them). The routing is
+then rounded up to whole replicas (``rounding.rounded_up``): on demand where offered.
 
 The cheapest routes ignore limits; when their plan breaks one, a second plan avoids GPUs with
 an availability cap, a capped on-demand offer or a lead time wherever a workload has another
@@ -28,6 +31,13 @@ from fleetplan.optimizer.solver import SolveOptions
 #: Cost added to a share on a capped GPU when caps are avoided: it ranks every such route
 #: after every uncapped one [USD].
 CAPPED_RANK_USD = 1e12
+
+#: Cost added to each stage of a share on a GPU with no on-demand offer: it ranks every such
+#: route after every route bought on demand [USD].
+OFF_DEMAND_RANK_USD = 1e12
+
+#: Prices a GPU's replicas are bought at by the greedy plan, most preferred first.
+GREEDY_PRICINGS = ("on_demand", "spot", "reserved")
 
 
 def cheapest_routes(model: FleetModel, avoid_capped: bool = False) -> np.ndarray:
@@ -64,15 +74,16 @@ def capped_gpus(problem) -> set[str]:
 
 def _priced_shares(model: FleetModel, avoid_capped: bool) -> pd.DataFrame:
     """One row per routing-share column: col, workload, bucket, period, route, quant (when
-    the configurations say) and usd, the on-demand cost of its load (plus
+    the configurations say) and usd, the cost of its load at :func:`_greedy_prices` (plus
+    :data:`OFF_DEMAND_RANK_USD` per stage on a GPU with no on-demand offer, and
     :data:`CAPPED_RANK_USD` per stage on a capped GPU when ``avoid_capped``); routes with a
-    stage that has no on-demand offer are left out (unusable for the greedy plan, not free)."""
+    stage that has no offer are left out (unusable for the greedy plan, not free)."""
     problem = model.problem
-    offers = problem.offers
-    price = offers[offers["pricing_type"] == "on_demand"].groupby("gpu")["usd_per_gpu_hour"].min()
     configs = problem.configs.set_index("config")
     gpu = model.routes["config"].map(configs["gpu"])
+    price, off_demand = _greedy_prices(problem.offers)
     rank = gpu.isin(capped_gpus(problem)) * CAPPED_RANK_USD if avoid_capped else 0.0
+    rank = rank + gpu.map(off_demand).eq(True) * OFF_DEMAND_RANK_USD
     routes = model.routes.assign(
         usd=model.routes["load"] * model.routes["config"].map(configs["tp"]) * gpu.map(price)
         + rank)
@@ -84,6 +95,17 @@ def _priced_shares(model: FleetModel, avoid_capped: bool) -> pd.DataFrame:
         bucket=("bucket", "first"), period=("period", "first"), route=("route", "first"),
         quant=("quant", "first"), quants=("quant", "nunique"))
     return shares[~shares["unpriced"]].drop(columns="unpriced")
+
+
+def _greedy_prices(offers: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Each GPU's price for the greedy plan [USD/GPU-hour], its least on-demand price, else
+    spot, else reserved (``GREEDY_PRICINGS``), and whether it has no on-demand offer."""
+    kind = offers["pricing_type"].where(~offers["pricing_type"].str.startswith("reserved"),
+                                        "reserved")
+    order = kind.map({p: i for i, p in enumerate(GREEDY_PRICINGS)})
+    ranked = offers.assign(order=order)[order.notna()].sort_values(
+        ["order", "usd_per_gpu_hour"], kind="stable").drop_duplicates("gpu").set_index("gpu")
+    return ranked["usd_per_gpu_hour"], ranked["order"] > 0
 
 
 def _cheapest(shares: pd.DataFrame) -> pd.DataFrame:

@@ -4,11 +4,15 @@ The LP relaxation routes every bucket (its shares meet demand exactly); rounding
 up keeps that routing feasible: each configuration gets the replicas its load needs, rounded
 up, plus k spares where a workload with N+k uses it, and never fewer than the LP bought
 (which keeps the spot share). Reserved replicas are the LP's rounded down (or the given ones),
-spot replicas the LP's rounded down, and on-demand replicas make up the rest. Nodes follow by
-packing. The result is checked against every row. Columns of other families (fleet
-simplicity's flags, deployed-configuration binaries, re-planning's changes, node patterns)
-are left to the solver with the rounding's decisions held (:func:`completed`, below); a plan
-that still breaks a row (an availability cap the extra replicas exceed) is not returned.
+spot replicas and those on today's fleet the LP's rounded down, and on-demand replicas make up
+the rest; a configuration with no on-demand offer makes it up on spot, and one with neither
+with more reserved replicas (the most any period lacks). Nodes follow by packing. The result
+is checked against every row. Columns of other families (fleet simplicity's flags,
+deployed-configuration binaries, re-planning's changes, node patterns) are left to the solver
+with the rounding's decisions held (:func:`completed`, below); when the held replicas break a
+row of their own (a monthly cap on new GPUs, a least committed fleet), the solver chooses the
+replica counts too, with the routing alone held. A plan that still breaks a row (an
+availability cap the routing's replicas exceed) is not returned.
 
 The greedy plan (``greedy_fallback.py``) is rounded up here too.
 
@@ -69,16 +73,19 @@ def _needed_replicas(model: FleetModel, values: np.ndarray) -> pd.Series:
 
 
 def rounded_up(model: FleetModel, values: np.ndarray, reserved: np.ndarray | None = None, *,
-               options: SolveOptions | None = None, seconds: float = 0.0) -> np.ndarray | None:
+               options: SolveOptions | None = None, seconds: float = 0.0,
+               hold_reserved: bool = False) -> np.ndarray | None:
     """A feasible whole-replica plan from LP values (None if rounding breaks a limit).
 
-    ``reserved``: reserved replica counts to keep (one per reserved replica row of the model);
-    default: the LP's rounded down. With ``options``, the columns of other families (and
-    node patterns) are completed by the solver within ``seconds`` (``rounding.completed``);
-    without, a plan that needs them is not returned.
+    ``reserved``: reserved replica counts to start from (one per reserved replica row of the
+    model); default: the LP's rounded down. A configuration offered neither on demand nor on
+    spot gets more reserved replicas where it needs them, unless ``hold_reserved``. With
+    ``options``, the columns of other families (and node patterns) are completed by the
+    solver within ``seconds`` (``rounding.completed``); without, a plan that needs them is
+    not returned.
     """
     patterns = model.extras.get("patterns") is not None
-    out = _rounded_values(model, values, reserved, patterns)
+    out = _rounded_values(model, values, reserved, patterns, hold_reserved)
     return None if out is None else _as_plan(model, out, patterns, options, seconds)
 
 
@@ -92,14 +99,22 @@ def _as_plan(model: FleetModel, out: np.ndarray, patterns: bool, options: SolveO
     logger.debug("rounded-up LP breaks a row by %.3g or keeps a fraction", violation)
     if options is None:
         return None
-    return completed(model.program, model.cost, out, decided_columns(model, patterns), options,
+    started = time.perf_counter()
+    plan = completed(model.program, model.cost, out, decided_columns(model, patterns), options,
                      seconds)
+    if plan is None:
+        # the rounded replicas break a row of their own (a lead time's monthly cap, a least
+        # committed fleet): the routing alone is held, and the solver chooses the counts
+        plan = completed(model.program, model.cost, out, _routing_columns(model, out), options,
+                         seconds - (time.perf_counter() - started))
+    return plan
 
 
 def _rounded_values(model: FleetModel, values: np.ndarray, reserved: np.ndarray | None,
-                    patterns: bool) -> np.ndarray | None:
-    """The rounding's column values before any check (None without an on-demand offer to make
-    up a configuration's replicas); other families' columns keep ``values``."""
+                    patterns: bool, hold_reserved: bool = False) -> np.ndarray | None:
+    """The rounding's column values before any check (None when no offer can make up a
+    configuration's replicas: :func:`_made_up_elsewhere`); other families' columns keep
+    ``values``."""
     out = np.array(values, dtype=float)
     replicas = model.replicas
     lp = replicas.assign(lp=values[replicas["col"]])
@@ -118,15 +133,18 @@ def _rounded_values(model: FleetModel, values: np.ndarray, reserved: np.ndarray 
     flexible = lp.loc[~is_reserved].set_index(["config", "period"])
     spot = flexible[flexible["pricing_type"] == "spot"]
     demand_od = flexible[flexible["pricing_type"] == "on_demand"]
-    spot_count = np.minimum(np.floor(spot["lp"] + 1e-6),
-                            flexible_need.reindex(spot.index, fill_value=0.0))
-    out[spot["col"]] = spot_count.to_numpy()
-    rest = flexible_need - spot_count.groupby(level=[0, 1]).sum().reindex(
-        flexible_need.index, fill_value=0.0)
+    # spot and today's fleet (committed, owned) keep the LP's replicas rounded down
+    kept_rows = flexible[flexible["pricing_type"] != "on_demand"]
+    kept_count = np.minimum(np.floor(kept_rows["lp"] + 1e-6),
+                            flexible_need.reindex(kept_rows.index, fill_value=0.0))
+    out[kept_rows["col"]] = kept_count.to_numpy()
+    rest = (flexible_need - kept_count.groupby(level=[0, 1]).sum().reindex(
+        flexible_need.index, fill_value=0.0)).clip(lower=0.0)
     out[demand_od["col"]] = rest.reindex(demand_od.index, fill_value=0.0).to_numpy()
-    short = rest[~rest.index.isin(demand_od.index)]
-    if (short > 0).any():
-        return None  # no on-demand offer to make up the rest
+    short = rest[~rest.index.isin(demand_od.index) & (rest > 0)]
+    if not short.empty and not _made_up_elsewhere(model, lp[is_reserved], spot, short, out,
+                                                  hold_reserved):
+        return None
     _set_uses(model, values, out)
     if not patterns:  # patterns are left to the completion
         _set_nodes(model, out)
@@ -197,8 +215,60 @@ def decided_columns(model: FleetModel, patterns: bool) -> np.ndarray:
               model.extras.get("api_shares"), model.extras.get("redundancy")]
     if not patterns:
         tables.append(model.nodes)
+    return _columns_of(tables)
+
+
+def _columns_of(tables: list[pd.DataFrame | None]) -> np.ndarray:
+    """The sorted program columns of variable tables (None or empty ones skipped)."""
     return np.unique(np.concatenate([np.zeros(0, dtype=np.int64)] + [
         t["col"].to_numpy(dtype=np.int64) for t in tables if t is not None and not t.empty]))
+
+
+def _made_up_elsewhere(model: FleetModel, reserved_lp: pd.DataFrame, spot: pd.DataFrame,
+                       short: pd.Series, out: np.ndarray, hold_reserved: bool) -> bool:
+    """Make up the replicas ``short`` (by config and period) of configurations without an
+    on-demand offer in ``out``: spot where the configuration has a spot offer in that period
+    (a spot share cap it breaks is left to the caller's check), else more reserved replicas
+    of its cheapest reserved offer that covers every period short (the most any period
+    lacks), unless ``hold_reserved``. False when some configuration has none of these."""
+    first_spot = spot[~spot.index.duplicated()]
+    on_spot = short.index.isin(first_spot.index)
+    out[first_spot["col"]] += short.reindex(first_spot.index, fill_value=0.0).to_numpy()
+    left = short[~on_spot]
+    if left.empty:
+        return True
+    if hold_reserved or reserved_lp.empty:
+        return False
+    most = left.groupby(level="config").max()
+    first_month = model.problem.periods.set_index("period")["month"].reindex(
+        left.index.get_level_values("period")).groupby(left.index.get_level_values("config")).min()
+    offers = reserved_lp[reserved_lp["config"].isin(most.index)]
+    offers = offers.assign(usd=_reserved_usd_per_gpu(model, offers) * offers["tp"].to_numpy())
+    if "start_month" in offers:
+        offers = offers[offers["start_month"] <= offers["config"].map(first_month)]
+    cheapest = offers.sort_values("usd", kind="stable").drop_duplicates("config")
+    if len(cheapest) < len(most):
+        return False
+    out[cheapest["col"]] += np.ceil(most.reindex(cheapest["config"]).to_numpy() - 1e-7)
+    return True
+
+
+def _routing_columns(model: FleetModel, values: np.ndarray) -> np.ndarray:
+    """Columns of the routing and hosted-API shares, and the replicas of configurations the
+    routing in ``values`` leaves idle."""
+    used = model.routes.loc[values[model.routes["col"]] > 1e-9, "config"].unique()
+    idle = model.replicas[~model.replicas["config"].isin(used)]
+    return _columns_of([model.routes, model.extras.get("api_shares"), idle])
+
+
+def _reserved_usd_per_gpu(model: FleetModel, rows: pd.DataFrame) -> np.ndarray:
+    """What one GPU of each reserved replica row costs over the horizon [USD]: its node's
+    cost over the GPUs in a node (the nodes carry the cost)."""
+    nodes = model.nodes[model.nodes["period"] < 0]
+    per_gpu = pd.Series(model.cost[nodes["col"]] / nodes["gpus_per_node"].to_numpy(dtype=float),
+                        index=pd.MultiIndex.from_frame(nodes[["gpu", "pricing_type"]]))
+    per_gpu = per_gpu.groupby(level=[0, 1]).min()
+    return per_gpu.reindex(pd.MultiIndex.from_frame(rows[["gpu", "pricing_type"]])).to_numpy()
 
 
 def _set_uses(model: FleetModel, values: np.ndarray, out: np.ndarray) -> None:

@@ -73,15 +73,18 @@ def test_the_greedy_plan_keeps_one_route_per_workload_under_a_configuration_limi
     assert routes_used(free, greedy_plan(free)) == {"c0", "c1"}
 
 
-def test_no_greedy_plan_without_any_on_demand_offer_even_under_a_configuration_limit():
-    # nothing can be bought on demand, so there is no greedy plan (it used to crash on the
-    # empty table of routes under the limit)
+def test_without_any_on_demand_offer_the_greedy_plan_buys_spot_under_a_configuration_limit():
+    # nothing can be bought on demand: the greedy plan prices and buys spot (it had no plan
+    # at all, and before that crashed on the empty table of routes under the limit)
     spot_only = {("g0", "spot"): 0.5, ("g1", "spot"): 0.5}
     problem = make_problem([[4.0, 1.0], [1.0, 4.0]], [[2.0, 2.0]], spot_only,
                            max_configs_per_workload=1)
     model = build_model(problem)
-    assert not cheapest_routes(model).any()
-    assert greedy_plan(model, OPTIONS, 5.0) is None
+    plan = greedy_plan(model, OPTIONS, 5.0)
+    whole_and_feasible(model, plan)
+    assert len(routes_used(model, plan)) == 1
+    bought = model.replicas.assign(n=plan[model.replicas["col"]])
+    assert set(bought.loc[bought["n"] > 0, "pricing_type"]) == {"spot"}
 
 
 def two_workloads_one_model(capacity=(4.0, 1.0, 1.0, 3.0), demand=2.0, **scalars):
@@ -191,11 +194,13 @@ def test_reserved_replicas_round_up_when_on_demand_cannot_make_up_the_rest():
     values = lp_values(model)
     for table in (model.replicas, model.nodes):
         values[table.loc[table["period"] < 0, "col"]] = 2.5
-    assert rounded_up(model, values, options=OPTIONS, seconds=5.0) is None
-    plan = rounded_within_limits(model, values, OPTIONS, 5.0)
-    whole_and_feasible(model, plan)
+    assert rounded_up(model, values) is None
     reserved = model.replicas[model.replicas["period"] < 0]["col"]
-    assert plan[reserved].sum() == 3
+    # tightened and rounded again, or completed with the routing alone held
+    for plan in (rounded_within_limits(model, values, OPTIONS, 5.0),
+                 rounded_up(model, values, options=OPTIONS, seconds=5.0)):
+        whole_and_feasible(model, plan)
+        assert plan[reserved].sum() == 3
 
 
 def test_held_columns_that_break_a_row_of_their_own_admit_no_completion():
@@ -269,12 +274,13 @@ def test_a_whole_milp_not_run_keeps_the_linked_solves_plan_and_bound(monkeypatch
 
 
 def test_a_replanning_problem_has_a_rounded_up_lp_within_its_monthly_cap():
-    # today's 2 committed GPUs and at most 2 new GPUs a month: the LP's rounding adds more in
-    # some month, and the LP solved again with that month's cap tightened rounds within it
+    # today's 2 committed GPUs and at most 2 new GPUs a month: the LP keeps a fraction of a
+    # committed replica, rounded down like spot's, and the rounding holds the month's cap
+    # (it used to keep the fraction and need the LP solved again with the cap tightened)
     model = build_model(replanning_tiny([3.5, 1.2, 4.7], max_new=2.0))
     values = lp_values(model)
-    assert rounded_up(model, values, options=OPTIONS, seconds=5.0) is None
-    whole_and_feasible(model, rounded_within_limits(model, values, OPTIONS, 5.0))
+    for plan in (rounded_up(model, values), rounded_within_limits(model, values, OPTIONS, 5.0)):
+        whole_and_feasible(model, plan)
 
 
 def test_the_greedy_plan_avoids_a_gpu_that_arrives_after_a_lead_time():
