@@ -45,15 +45,14 @@ def process_age_s() -> float:
     return age
 
 
-#: Seconds to write a plan file [s], by suffix: a fixed part and a part per demand row (a
+#: Seconds to write a plan file [s], by suffix: (a fixed part, a part per demand row) (a
 #: workload's bucket in a period with demand), above what ``benchmarks/bench_plan_writing.py``
 #: measures on twelve hard scenarios that end with a plan or an elastic one (12-36,288 demand
 #: rows, one run each): a workbook 0.33-0.66 s whatever the rows (it holds months, not hours);
 #: JSON 0.01-0.40 s; a folder of CSVs 0.04-0.31 s; Parquet 0.04-0.24 s; at most 0.89 of the
 #: time kept for any output. A name without a suffix is a folder of CSVs.
-WRITE_FIXED_S = {".xlsx": 0.75, ".json": 0.05, ".csv": 0.1, ".parquet": 0.25, "": 0.1}
-WRITE_PER_DEMAND_ROW_S = {".xlsx": 0.0, ".json": 12e-6, ".csv": 10e-6, ".parquet": 2e-6,
-                          "": 10e-6}
+WRITE_S = {".xlsx": (0.75, 0.0), ".json": (0.05, 12e-6), ".csv": (0.1, 10e-6),
+           ".parquet": (0.25, 2e-6), "": (0.1, 10e-6)}
 
 #: Seconds the printed summary and the FOCUS CSV take [s] (at most 0.18 s and 0.18 s on the
 #: same scenarios), and the interpreter's exit after them.
@@ -64,10 +63,10 @@ EXIT_S = 0.1
 
 def writing_s(demand_rows, suffix: str, printing: bool, focus: bool) -> float:
     """Seconds to write a plan of ``demand_rows`` demand rows [s]: the plan file by its suffix
-    (:data:`WRITE_FIXED_S` + :data:`WRITE_PER_DEMAND_ROW_S` x rows), the printed summary and
-    the FOCUS CSV when asked for, and the exit."""
-    suffix = suffix.lower()
-    seconds = WRITE_FIXED_S[suffix] + WRITE_PER_DEMAND_ROW_S[suffix] * demand_rows + EXIT_S
+    (:data:`WRITE_S`: fixed + per row x rows), the printed summary and the FOCUS CSV when asked
+    for, and the exit."""
+    fixed_s, per_row_s = WRITE_S[suffix.lower()]
+    seconds = fixed_s + per_row_s * demand_rows + EXIT_S
     return seconds + SUMMARY_S * printing + FOCUS_S * focus
 
 

@@ -134,11 +134,11 @@ def _rounded_values(model: FleetModel, values: np.ndarray, reserved: np.ndarray 
     spot = flexible[flexible["pricing_type"] == "spot"]
     demand_od = flexible[flexible["pricing_type"] == "on_demand"]
     # spot and today's fleet (committed, owned) keep the LP's replicas rounded down
-    kept_rows = flexible[flexible["pricing_type"] != "on_demand"]
-    kept_count = np.minimum(np.floor(kept_rows["lp"] + 1e-6),
-                            flexible_need.reindex(kept_rows.index, fill_value=0.0))
-    out[kept_rows["col"]] = kept_count.to_numpy()
-    rest = (flexible_need - kept_count.groupby(level=[0, 1]).sum().reindex(
+    floored_rows = flexible[flexible["pricing_type"] != "on_demand"]
+    floored = np.minimum(np.floor(floored_rows["lp"] + 1e-6),
+                         flexible_need.reindex(floored_rows.index, fill_value=0.0))
+    out[floored_rows["col"]] = floored.to_numpy()
+    rest = (flexible_need - floored.groupby(level=[0, 1]).sum().reindex(
         flexible_need.index, fill_value=0.0)).clip(lower=0.0)
     out[demand_od["col"]] = rest.reindex(demand_od.index, fill_value=0.0).to_numpy()
     short = rest[~rest.index.isin(demand_od.index) & (rest > 0)]
@@ -237,7 +237,7 @@ def _made_up_elsewhere(model: FleetModel, reserved_lp: pd.DataFrame, spot: pd.Da
     left = short[~on_spot]
     if left.empty:
         return True
-    if hold_reserved or reserved_lp.empty:
+    if hold_reserved:
         return False
     most = left.groupby(level="config").max()
     first_month = model.problem.periods.set_index("period")["month"].reindex(
