@@ -156,9 +156,8 @@ def restricted(program: LinearProgram, rows: np.ndarray, *,
                extra_cols: np.ndarray | None = None) -> Restriction:
     """The program made of ``rows`` and every column they use (plus ``extra_cols``)."""
     part = program.matrix[rows]
-    used = np.unique(part.indices)
-    if extra_cols is not None:
-        used = np.union1d(used, extra_cols)
+    used = column_set(program.n_cols, part.indices,
+                      np.zeros(0, dtype=np.int64) if extra_cols is None else extra_cols)
     local = sp.csr_matrix(part[:, used])
     sub = LinearProgram()
     sub.add_columns(len(used), lower=program.col_lower[used], upper=program.col_upper[used],
@@ -167,3 +166,14 @@ def restricted(program: LinearProgram, rows: np.ndarray, *,
     sub.add_rows(len(rows), coo.row, coo.col, coo.data, lower=program.row_lower[rows],
                  upper=program.row_upper[rows])
     return Restriction(sub, np.asarray(rows), used)
+
+
+def column_set(n_cols: int, *columns: np.ndarray) -> np.ndarray:
+    """The distinct column indices of ``columns`` (each in ``[0, n_cols)``), sorted.
+
+    A mask over the program's columns, not ``np.unique``: numpy 2.4's hash-based unique takes
+    about 1.7 s on 2 million distinct indices, the mask under 0.01 s."""
+    mask = np.zeros(n_cols, dtype=bool)
+    for part in columns:
+        mask[np.asarray(part, dtype=np.int64)] = True
+    return np.flatnonzero(mask)

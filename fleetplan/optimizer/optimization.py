@@ -143,7 +143,7 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
                                                 options.threads, options.solver))
     unservable = models_no_quant_serves(model)
     if unservable:  # no plan exists, though the LP relaxation has one: no solve proves it
-        plan = _elastic_plan(problem, pruned, options, metadata, deadline)
+        plan = _elastic_plan(problem, pruned, options, metadata, deadline, model.build_s)
         plan.messages.insert(0, no_quant_message(model.problem, unservable))
         return plan
     with ReSolves(resolve_options, deadline) as resolves:  # starts no thread until given work
@@ -154,7 +154,7 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
         outcome = solve_fleet(model, base_options, deadline)
         if outcome.status == "infeasible":
             resolves.close()  # no plan to compare with: drop the re-solves begun
-            return _elastic_plan(problem, pruned, options, metadata, deadline)
+            return _elastic_plan(problem, pruned, options, metadata, deadline, model.build_s)
         status = plan_status(outcome, options)
         plan = assemble_plan(model, outcome, status, **metadata)
         plan.candidates, plan.model_build_s = problem.candidates, model.build_s
@@ -208,11 +208,18 @@ def far_from_bound(objective: float, bound: float) -> str:
 
 
 def _elastic_plan(problem: Problem, pruned: Problem, options: SolveOptions, metadata: dict,
-                  deadline: Deadline) -> FleetPlan:
+                  deadline: Deadline, like_build_s: float = 0.0) -> FleetPlan:
     """The plan of an infeasible ``problem``: the elastic model, built on ``pruned`` (its
     dominated configurations dropped: a swap that holds every limit serves no less demand),
-    and the reasons its unmet demand is unmet."""
-    model = build_model(pruned, elastic=True)
+    and the reasons its unmet demand is unmet. The build, like the elastic solves, gets what
+    is left of ``deadline`` or at least :data:`ELASTIC_MIN_S`; one expected to take longer
+    (``like_build_s`` [s], the feasible model's build) is not begun."""
+    least = Deadline(max(deadline.remaining(), ELASTIC_MIN_S))
+    try:  # a model as large as the one just built takes as long: not begun without the time
+        model = build_model(pruned, elastic=True, time_left=least.remaining,
+                            expected_s=like_build_s)
+    except BuildStopped as stopped:
+        return _unexplained_plan(pruned, stopped, deadline, metadata)
     outcome = solve_fleet(model, options, Deadline(max(deadline.remaining(), ELASTIC_MIN_S)))
     plan = assemble_plan(model, outcome, "infeasible", **metadata)
     plan.candidates = problem.candidates
@@ -236,6 +243,22 @@ def _elastic_plan(problem: Problem, pruned: Problem, options: SolveOptions, meta
         plan.messages.append("the elastic model found no plan within the time limit")
     if outcome.has_solution:
         plan.messages += spare_shortfall_messages(model)
+    return plan
+
+
+def _unexplained_plan(problem: Problem, stopped: BuildStopped, deadline: Deadline,
+                      metadata: dict) -> FleetPlan:
+    """The ``infeasible`` plan of a problem whose elastic model was not built in time: no
+    plan exists, but which demand goes unmet is not known."""
+    plan = plan_without_solution(problem, stopped.outcome(deadline.elapsed()), "infeasible",
+                                 **metadata)
+    plan.binding_constraints = pd.DataFrame(columns=BINDING_COLUMNS)
+    step = stopped.after if stopped.columns == 0 else f"stopped after its {stopped.after}"
+    plan.messages.append(
+        f"no plan meets every limit and SLO; the elastic model that names the unmet demand "
+        f"was not built in the time left ({step}; {deadline.elapsed():.1f} s of the solve's "
+        f"{deadline.seconds:.1f} s spent): raise solver.time_limit_s to see which demand goes "
+        f"unmet and why")
     return plan
 
 

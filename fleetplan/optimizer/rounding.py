@@ -39,7 +39,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from fleetplan.optimizer.linear_program import LinearProgram
+from fleetplan.optimizer.linear_program import LinearProgram, column_set
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.milp_tables import per_period
 from fleetplan.optimizer.node_packing import nodes_needed_table
@@ -173,8 +173,10 @@ def rounded_within_limits(model: FleetModel, values: np.ndarray, options: SolveO
         out = _rounded_values(model, values, reserved, patterns)
         plan = None if out is None else _as_plan(model, out, patterns, options, left())
         if plan is None and reserved is None:
-            up = np.ceil(values[reserved_rows(model)["col"].to_numpy()] - 1e-6) + 0.0
-            plan = rounded_up(model, values, up, options=options, seconds=left())
+            lp_reserved = values[reserved_rows(model)["col"].to_numpy()]
+            up = np.ceil(lp_reserved - 1e-6) + 0.0
+            if not np.array_equal(up, np.floor(lp_reserved + 1e-6)):  # else the same again
+                plan = rounded_up(model, values, up, options=options, seconds=left())
         return plan, out
 
     plan, out = rounded(values)
@@ -215,13 +217,13 @@ def decided_columns(model: FleetModel, patterns: bool) -> np.ndarray:
               model.extras.get("api_shares"), model.extras.get("redundancy")]
     if not patterns:
         tables.append(model.nodes)
-    return _columns_of(tables)
+    return _columns_of(model, tables)
 
 
-def _columns_of(tables: list[pd.DataFrame | None]) -> np.ndarray:
+def _columns_of(model: FleetModel, tables: list[pd.DataFrame | None]) -> np.ndarray:
     """The sorted program columns of variable tables (None or empty ones skipped)."""
-    return np.unique(np.concatenate([np.zeros(0, dtype=np.int64)] + [
-        t["col"].to_numpy(dtype=np.int64) for t in tables if t is not None and not t.empty]))
+    return column_set(model.program.n_cols, *[
+        t["col"].to_numpy(dtype=np.int64) for t in tables if t is not None and not t.empty])
 
 
 def _made_up_elsewhere(model: FleetModel, reserved_lp: pd.DataFrame, spot: pd.DataFrame,
@@ -258,7 +260,7 @@ def _routing_columns(model: FleetModel, values: np.ndarray) -> np.ndarray:
     routing in ``values`` leaves idle."""
     used = model.routes.loc[values[model.routes["col"]] > 1e-9, "config"].unique()
     idle = model.replicas[~model.replicas["config"].isin(used)]
-    return _columns_of([model.routes, model.extras.get("api_shares"), idle])
+    return _columns_of(model, [model.routes, model.extras.get("api_shares"), idle])
 
 
 def _reserved_usd_per_gpu(model: FleetModel, rows: pd.DataFrame) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Large MIP solves in a child process that is stopped at the time limit.
+"""Large MIP and LP solves in a child process that is stopped at the time limit.
 
 HiGHS checks its time limit between the steps of branch and bound, but some steps of the root
 node do not check it: on the 72-period stochastic portfolio (``benchmarks/bench_portfolio.py
@@ -7,7 +7,8 @@ a 60 s limit, and on the 13,967 columns of its day case for 110.8 s at a 5 s lim
 option stops it. A solve in the interpreter cannot be interrupted, so a MIP of at least
 :data:`WATCHDOG_COLUMNS` columns runs in a child Python process (``python -m`` this
 module: no fork, which hangs highspy, and no re-run of the caller's script) fed the pickled
-program on stdin, and is stopped :data:`GRACE_S` after its limit. A stopped solve reports
+program on stdin, and is stopped :data:`GRACE_S` after its limit; so does an LP of at least
+:data:`LP_WATCHDOG_COLUMNS`, whose presolve does not check the limit either. A stopped solve reports
 ``time_limit`` with its start as the solution when it was given one (the caller's best plan
 stays the best known), else ``no_solution``; its dual bound is lost, never invented.
 
@@ -34,6 +35,14 @@ logger = logging.getLogger(__name__)
 #: watchdog from 20,000 columns that case took 45.8 s at ``--time-limit 30`` (30.3 s now).
 WATCHDOG_COLUMNS = 5_000
 
+#: Smallest LP solved in a child process [columns]. HiGHS's presolve of a large LP does not
+#: check the time limit: at a 1 s limit the LP of ``benchmarks/hard_scenarios/random_38.yaml``
+#: (2,066,385 columns) returned after 18.9 s and its elastic model's (2,712,657) after
+#: 17.1 s, so the infeasible plan's explanation ran 11 s past a 60 s call; the other hard
+#: scenarios' LPs (up to 1,044,588 columns) overran it by at most 2.1 s, about what a
+#: child's start costs.
+LP_WATCHDOG_COLUMNS = 1_000_000
+
 #: Time a child gets past its limit to return its own answer before it is stopped [s].
 GRACE_S = 1.0
 
@@ -49,9 +58,10 @@ CHILD_FLAG = "FLEETPLAN_SOLVER_CHILD"
 
 
 def wants_watchdog(n_cols: int, mip: bool) -> bool:
-    """True for a MIP of at least :data:`WATCHDOG_COLUMNS` columns, unless this process is
-    itself a watchdog's child."""
-    return mip and n_cols >= WATCHDOG_COLUMNS and os.environ.get(CHILD_FLAG) != "1"
+    """True for a MIP of at least :data:`WATCHDOG_COLUMNS` columns or an LP of at least
+    :data:`LP_WATCHDOG_COLUMNS`, unless this process is itself a watchdog's child."""
+    least = WATCHDOG_COLUMNS if mip else LP_WATCHDOG_COLUMNS
+    return n_cols >= least and os.environ.get(CHILD_FLAG) != "1"
 
 
 def run_with_watchdog(solve: Callable, arguments: tuple, time_limit_s: float):
@@ -62,7 +72,7 @@ def run_with_watchdog(solve: Callable, arguments: tuple, time_limit_s: float):
     it is pickled by name, so the child imports its module and no script of the caller's is run
     again."""
     if time_limit_s < MIN_WATCHED_S:
-        logger.info("%.2f s is too short for a MIP of this size: not started", time_limit_s)
+        logger.info("%.2f s is too short for a solve of this size: not started", time_limit_s)
         return None
     deadline = time.time() + time_limit_s  # wall clock: the child's start-up counts
     payload = pickle.dumps((solve, arguments, deadline, os.getpid()), protocol=pickle.HIGHEST_PROTOCOL)

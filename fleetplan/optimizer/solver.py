@@ -202,11 +202,11 @@ class HighsSolver:
               relax: bool = False, abs_gap: float | None = None,
               root_only: bool = False) -> Result:
         """Run with a time limit [s], a relative gap and, if given, an absolute gap [USD];
-        ``root_only`` stops after the root node (its dual bound is valid). A large MIP runs in
+        ``root_only`` stops after the root node (its dual bound is valid). A large MIP or LP runs in
         a child process stopped at the limit (``solve_watchdog``)."""
         mip = bool(self.integer.any()) and not relax
         if wants_watchdog(self.n_cols, mip) and not self.changed:
-            return self._solve_watched(time_limit_s, mip_gap, start, abs_gap, root_only)
+            return self._solve_watched(time_limit_s, mip_gap, start, abs_gap, root_only, relax)
         started = time.perf_counter()
         highs = self.highs
         highs.setOptionValue("mip_max_nodes", 1 if root_only else 2147483647)
@@ -241,9 +241,10 @@ class HighsSolver:
         return result
 
     def _solve_watched(self, time_limit_s: float, mip_gap: float, start: np.ndarray | None,
-                       abs_gap: float | None, root_only: bool) -> Result:
+                       abs_gap: float | None, root_only: bool, relax: bool) -> Result:
         started = time.perf_counter()
-        arguments = (self.program, self.cost, self.options, float(mip_gap), start, abs_gap, root_only)
+        arguments = (self.program, self.cost, self.options, float(mip_gap), start, abs_gap,
+                     root_only, relax)
         result = run_with_watchdog(solve_in_child, arguments, float(time_limit_s))
         if result is not None:
             return result
@@ -303,8 +304,10 @@ class HighsSolver:
 
 
 def solve_in_child(time_limit_s: float, program: LinearProgram, cost: np.ndarray, options: SolveOptions,
-                   mip_gap: float, start: np.ndarray | None, abs_gap: float | None, root_only: bool) -> Result:
+                   mip_gap: float, start: np.ndarray | None, abs_gap: float | None, root_only: bool,
+                   relax: bool = False) -> Result:
     """One HiGHS solve in a watchdog's child process (``HighsSolver.solve`` there runs
     in-process: a daemonic child starts no children)."""
-    return HighsSolver(program, cost, options).solve(time_limit_s=time_limit_s, mip_gap=mip_gap, start=start,
-                                                     abs_gap=abs_gap, root_only=root_only)
+    return HighsSolver(program, cost, options).solve(
+        time_limit_s=time_limit_s, mip_gap=mip_gap, start=start, abs_gap=abs_gap,
+        root_only=root_only, relax=relax)
