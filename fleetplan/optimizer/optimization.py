@@ -219,7 +219,7 @@ def _elastic_plan(problem: Problem, pruned: Problem, options: SolveOptions, meta
         model = build_model(pruned, elastic=True, time_left=least.remaining,
                             expected_s=like_build_s)
     except BuildStopped as stopped:
-        return _unexplained_plan(pruned, stopped, deadline, metadata)
+        return _unexplained_plan(problem, stopped, deadline, metadata)
     outcome = solve_fleet(model, options, Deadline(max(deadline.remaining(), ELASTIC_MIN_S)))
     plan = assemble_plan(model, outcome, "infeasible", **metadata)
     plan.candidates = problem.candidates
