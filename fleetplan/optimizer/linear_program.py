@@ -157,7 +157,7 @@ def restricted(program: LinearProgram, rows: np.ndarray, *,
     """The program made of ``rows`` and every column they use (plus ``extra_cols``)."""
     part = program.matrix[rows]
     used = column_set(program.n_cols, part.indices,
-                      np.zeros(0, dtype=np.int64) if extra_cols is None else extra_cols)
+                      *([] if extra_cols is None else [extra_cols]))
     local = sp.csr_matrix(part[:, used])
     sub = LinearProgram()
     sub.add_columns(len(used), lower=program.col_lower[used], upper=program.col_upper[used],
@@ -171,8 +171,8 @@ def restricted(program: LinearProgram, rows: np.ndarray, *,
 def column_set(n_cols: int, *columns: np.ndarray) -> np.ndarray:
     """The distinct column indices of ``columns`` (each in ``[0, n_cols)``), sorted.
 
-    A mask over the program's columns, not ``np.unique``: numpy 2.4's hash-based unique takes
-    about 1.7 s on 2 million distinct indices, the mask under 0.01 s."""
+    A mask over the program's columns, not ``np.unique``: numpy 2.4's hash-based unique took
+    2.07 s on 2.7 million distinct indices, the mask 0.006 s (``bench_large_lp.py``)."""
     mask = np.zeros(n_cols, dtype=bool)
     for part in columns:
         mask[np.asarray(part, dtype=np.int64)] = True

@@ -186,9 +186,7 @@ def unbuilt_plan(problem: Problem, stopped: BuildStopped, deadline: Deadline,
     """The ``no_solution`` plan of a model not built within the time limit, saying how large
     it was and what would let it be built."""
     periods = len(problem.periods)
-    plan = plan_without_solution(problem, stopped.outcome(deadline.elapsed()), "no_solution",
-                                 **metadata)
-    plan.binding_constraints = pd.DataFrame(columns=BINDING_COLUMNS)
+    plan = _stopped_plan(problem, stopped, deadline, metadata, "no_solution")
     plan.messages.append(
         f"no plan: the model did not finish building within the solve's {deadline.seconds:.1f} "
         f"s (stopped after its {stopped.after}, {deadline.elapsed():.1f} s in, with "
@@ -246,13 +244,20 @@ def _elastic_plan(problem: Problem, pruned: Problem, options: SolveOptions, meta
     return plan
 
 
+def _stopped_plan(problem: Problem, stopped: BuildStopped, deadline: Deadline, metadata: dict,
+                  status: str) -> FleetPlan:
+    """A plan with ``status`` and no solution, for a model whose build ``stopped``."""
+    plan = plan_without_solution(problem, stopped.outcome(deadline.elapsed()), status,
+                                 **metadata)
+    plan.binding_constraints = pd.DataFrame(columns=BINDING_COLUMNS)
+    return plan
+
+
 def _unexplained_plan(problem: Problem, stopped: BuildStopped, deadline: Deadline,
                       metadata: dict) -> FleetPlan:
     """The ``infeasible`` plan of a problem whose elastic model was not built in time: no
     plan exists, but which demand goes unmet is not known."""
-    plan = plan_without_solution(problem, stopped.outcome(deadline.elapsed()), "infeasible",
-                                 **metadata)
-    plan.binding_constraints = pd.DataFrame(columns=BINDING_COLUMNS)
+    plan = _stopped_plan(problem, stopped, deadline, metadata, "infeasible")
     step = stopped.after if stopped.columns == 0 else f"stopped after its {stopped.after}"
     plan.messages.append(
         f"no plan meets every limit and SLO; the elastic model that names the unmet demand "
