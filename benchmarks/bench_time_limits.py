@@ -11,7 +11,7 @@ process, and the wall time of the whole call is measured, process start and impo
 Outcomes: ``optimal`` or ``time_limit`` (a plan), ``infeasible`` (no plan exists: the elastic
 plan says why), ``no_solution`` (none found in the time), ``refused`` (exit 2: the input is
 rejected with a one-line error), ``error`` (any other exit). A plan's cost and its gap follow
-its wall time.
+its wall time; plans without a gap (no bound proven) are counted and named.
 
 ``--outputs`` also exercises what the plan is written to: the call prints its summary (no
 ``-q``) and writes the FOCUS CSV, then ``fleetplan export`` turns the plan into a workbook and
@@ -159,13 +159,16 @@ def main() -> None:
     if args.only:
         wanted = {f"random_{seed.strip()}" for seed in args.only.split(",")}
         paths = [p for p in paths if p.stem in wanted]
-    outcomes, walls, kept, differ = Counter(), [], [], []
+    outcomes, walls, kept, differ, unbounded = Counter(), [], [], [], []
     for path in paths:
         outcome, seconds, figures = plan_once(path, args.time_limit, args.tree, args.outputs)
         outcomes[outcome] += 1
         walls.append(seconds)
         kept += [figures["kept"]] if figures.get("kept") else []
         differ += [path.stem] if figures.get("differ") else []
+        gap = figures.get("gap")
+        if outcome in ("optimal", "time_limit") and (gap is None or not math.isfinite(gap)):
+            unbounded.append(path.stem)
         print(f"{path.stem:>12}  {outcome:<12} {seconds:6.1f} s{_figures_text(figures)}",
               flush=True)
     planned = outcomes["optimal"] + outcomes["time_limit"]
@@ -174,7 +177,8 @@ def main() -> None:
           f"{planned} with a plan ({outcomes['optimal']} optimal, "
           f"{outcomes['time_limit']} time_limit), {outcomes['infeasible']} infeasible, "
           f"{outcomes['no_solution']} no_solution, {outcomes['refused']} refused, "
-          f"{outcomes['error']} errors")
+          f"{outcomes['error']} errors; plans without a bound: {len(unbounded)} "
+          f"{', '.join(unbounded)}".rstrip())
     p90 = statistics.quantiles(walls, n=10, method="inclusive")[-1] if len(walls) > 1 else walls[0]
     print(f"wall time of the whole call: median {statistics.median(walls):.1f} s, "
           f"90th percentile {p90:.1f} s, "

@@ -13,6 +13,7 @@ import pandas as pd
 from fleetplan.optimizer.commitment_risk import option_rows
 from fleetplan.optimizer.constraint_families import verify_plan
 from fleetplan.optimizer.decomposition import solve_fleet
+from fleetplan.optimizer.demand_floor import FLOOR_NOTE, demand_floor_usd, floored
 from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
@@ -151,13 +152,17 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
         if what_if.enabled and model.program.n_cols <= EARLY_PRICING_COLUMNS:
             slo_pricing = start_slo_pricing(resolves, problem, what_if.relaxed_candidates)
             base_options = side_by_side(options)
-        outcome = solve_fleet(model, base_options, deadline)
+        floor = demand_floor_usd(model)  # before the solve: variants change the model
+        solved = solve_fleet(model, base_options, deadline)
+        outcome = floored(solved, floor, options.mip_gap)
         if outcome.status == "infeasible":
             resolves.close()  # no plan to compare with: drop the re-solves begun
             return _elastic_plan(problem, pruned, options, metadata, deadline, model.build_s)
         status = plan_status(outcome, options)
         plan = assemble_plan(model, outcome, status, **metadata)
         plan.candidates, plan.model_build_s = problem.candidates, model.build_s
+        if outcome is not solved:
+            plan.assumptions["bound"] = FLOOR_NOTE
         if outcome.has_solution and "scenario" in problem.periods:
             plan.own_option = option_rows(model, model.values, "plan", "stochastic",
                                           problem.cvar_alpha)
@@ -173,6 +178,8 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
             f"time_limit: stopped at a gap of {plan.gap:.2%} to the bound of "
             f"{usd(plan.bound_usd / problem.horizon_months)} per month, above the accepted "
             f"{options.mip_gap:.2%}; raise solver.time_limit_s for a proven plan"
+            + ("; the bound is the demand floor, as the solve proved none higher in time"
+               if plan.assumptions.get("bound") == FLOOR_NOTE else "")
             + far_from_bound(plan.objective_usd, plan.bound_usd))
     elif status == "time_limit":
         plan.messages.append(

@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 import fleetplan.optimizer.cost_cover as cost_cover
 import fleetplan.optimizer.decomposition as decomposition
 import fleetplan.optimizer.milp as milp
+import fleetplan.optimizer.optimization as optimization
 import fleetplan.optimizer.reserved_first as reserved_first
 from fleetplan.optimizer.cost_cover import least_pool_costs, pool_period_problem
+from fleetplan.optimizer.demand_floor import demand_floor_usd
 from fleetplan.optimizer.greedy_fallback import greedy_plan
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import AFTER_SOLVE_SHARE, optimize_problem
@@ -147,9 +149,15 @@ def test_a_plan_without_a_bound_says_so(monkeypatch):
                         lambda self: Result(SolveOutcome("time_limit", math.nan, math.nan,
                                                          "HiGHS", 0.0, math.nan), None))
     plan = optimize_problem(problem, SolveOptions(time_limit_s=5, mip_gap=0.01))
+    assert plan.status == "time_limit" and plan.bound_usd < plan.objective_usd
+    assert plan.bound_usd == pytest.approx(demand_floor_usd(build_model(problem)))
+    assert any("the bound is the demand floor" in m for m in plan.messages)
+    assert check_plan(plan, problem) == []
+    # without the floor too (a model with a negative price has none), the plan says so
+    monkeypatch.setattr(optimization, "demand_floor_usd", lambda model: -math.inf)
+    plan = optimize_problem(problem, SolveOptions(time_limit_s=5, mip_gap=0.01))
     assert plan.status == "time_limit" and math.isnan(plan.gap)
     assert any("no bound was proven in time" in m for m in plan.messages)
-    assert check_plan(plan, problem) == []
 
 
 def test_a_separable_period_cut_short_keeps_the_rounded_up_lp_plan():

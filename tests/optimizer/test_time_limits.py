@@ -132,6 +132,7 @@ def test_a_time_limited_plan_at_three_times_its_bound_says_so(monkeypatch):
                                    gap=2 / 3)
 
     monkeypatch.setattr(optimization, "solve_fleet", weak_bound)
+    monkeypatch.setattr(optimization, "demand_floor_usd", lambda model: -math.inf)  # above a third
     plan = optimize_problem(portfolio_problem(n_models=1, n_gpus=2, n_periods=2),
                             SolveOptions(time_limit_s=20.0, mip_gap=0.01))
     assert plan.status == "time_limit"
