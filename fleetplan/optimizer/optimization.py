@@ -185,6 +185,8 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
         plan.messages.append(
             "time_limit: no bound was proven in time, so how far this plan is from the best "
             "is unknown; raise solver.time_limit_s for a proven plan")
+    elif status == "no_solution":
+        plan.messages.append(no_plan_message(plan, problem))
     return plan
 
 
@@ -201,6 +203,17 @@ def unbuilt_plan(problem: Problem, stopped: BuildStopped, deadline: Deadline,
         f"period(s)); raise solver.time_limit_s, or plan fewer periods, workloads or "
         f"configurations")
     return plan
+
+
+def no_plan_message(plan: FleetPlan, problem: Problem) -> str:
+    """What a built model's plan that found no plan in time says: that none was found (not
+    that none exists), the bound when known, and what to change."""
+    floor = " (the demand floor)" if plan.assumptions.get("bound") == FLOOR_NOTE else ""
+    bound = (f"; none can cost less than {usd(plan.bound_usd / problem.horizon_months)} per "
+             f"month{floor}") if math.isfinite(plan.bound_usd) else ""
+    return (f"no_solution: no plan that keeps every limit was found in the time, nor was one "
+            f"proven not to exist{bound}; raise solver.time_limit_s, or loosen a budget or cap "
+            f"the fallback plans could not keep")
 
 
 def far_from_bound(objective: float, bound: float) -> str:

@@ -23,8 +23,12 @@ def _status_line(plan: FleetPlan) -> str:
     gap_text = "" if gap is None or not math.isfinite(gap) else f", gap {gap:.3%}"
     bound = getattr(plan, "bound_usd", math.nan)
     months = plan.assumptions.get("horizon_months", math.nan)
-    bound_text = "" if bound is None or not math.isfinite(bound) or not math.isfinite(months) \
-        else f" to a bound of {usd(bound / months)} per month"
+    if bound is None or not math.isfinite(bound) or not math.isfinite(months):
+        bound_text = ""
+    elif math.isfinite(plan.objective_usd):
+        bound_text = f" to a bound of {usd(bound / months)} per month"
+    else:  # no plan: the bound is what none costs less than
+        bound_text = f", none below {usd(bound / months)} per month"
     return (f"status: {plan.status}{gap_text}{bound_text} ({plan.solver}, "
             f"{plan.solve_seconds:.2f} s)")
 

@@ -167,11 +167,12 @@ def unmet_table(model: FleetModel, solution: dict) -> pd.DataFrame:
 
 def plan_without_solution(problem, outcome: SolveOutcome, status: str,
                           **metadata) -> FleetPlan:
-    """The plan of a solve that found none: its status and solver, no cost, and the problem's
-    periods and candidates."""
+    """The plan of a solve that found none: its status, solver and bound (no plan costs
+    less), no cost, and the problem's periods and candidates."""
     return FleetPlan(status=status, gap=outcome.gap, objective_usd=math.nan,
                      usd_per_month=math.nan, solver=outcome.solver,
-                     solve_seconds=outcome.seconds, periods=problem.periods,
+                     solve_seconds=outcome.seconds, bound_usd=outcome.bound,
+                     periods=problem.periods,
                      candidates=problem.candidates, **metadata)
 
 

@@ -162,3 +162,18 @@ def test_floor_never_above_the_optimum_with_other_families(name):
     assert plan.status == "optimal"
     floor = floor_of(problem)
     assert math.isfinite(floor) and floor <= plan.objective_usd * (1 + 1e-9) + 1e-9
+
+
+def test_a_plan_not_found_in_time_says_so_with_the_floor(monkeypatch):
+    problem = make_problem([[5.0]], [[4.0], [9.0]], {("g0", "on_demand"): 2.0},
+                           hours=[10.0, 10.0], horizon_months=2.0)
+
+    def nothing(model, options, deadline=None, **kwargs):
+        return SolveOutcome("no_solution", math.nan, math.nan, "HiGHS", 1.0)
+
+    monkeypatch.setattr(optimization, "solve_fleet", nothing)
+    plan = optimize_problem(problem, SolveOptions(time_limit_s=10, mip_gap=0.0))
+    assert plan.status == "no_solution" and plan.bound_usd == pytest.approx(60.0)
+    assert ("no_solution: no plan that keeps every limit was found in the time, nor was one "
+            "proven not to exist; none can cost less than $30.00 per month (the demand floor); "
+            "raise solver.time_limit_s") in plan.messages[-1]
