@@ -20,17 +20,12 @@ import argparse
 import math
 import statistics
 import time
-from pathlib import Path
+
+from hard_problems import planned_problems, scenario_paths
 
 from fleetplan.optimizer.demand_floor import demand_floor_usd
-from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.milp import build_model
-from fleetplan.optimizer.period_merging import merge_identical_periods
-from fleetplan.optimizer.scenario_files import load_scenario
-from fleetplan.optimizer.scenario_planning import prepare
 from fleetplan.optimizer.solver import SolveOptions, open_solver
-
-SCENARIOS = Path(__file__).parent / "hard_scenarios"
 
 #: Round-off forgiven when a floor is compared with a bound (relative, and absolute [USD]).
 ROUND_OFF = (1e-6, 1e-6)
@@ -60,17 +55,8 @@ def main() -> None:
     parser.add_argument("--mip-columns", type=int, default=20_000)
     parser.add_argument("--lp-columns", type=int, default=600_000)
     args = parser.parse_args()
-    paths = sorted(SCENARIOS.glob("random_*.yaml"), key=lambda p: int(p.stem.split("_")[1]))
-    if args.only:
-        paths = [p for p in paths if p.stem.split("_")[1] in args.only.split(",")]
     shares, slowest, broken = [], 0.0, 0
-    for path in paths:
-        try:
-            merged, _ = merge_identical_periods(prepare(load_scenario(path)).problem)
-            problem, _ = prune_dominated(merged)
-        except Exception as error:  # noqa: BLE001 - a refused scenario is reported, not fatal
-            print(f"{path.stem:>11}  refused: {type(error).__name__}")
-            continue
+    for path, problem in planned_problems(scenario_paths(args.only)):
         model = build_model(problem, cost_cover=False)
         started = time.perf_counter()
         floor = demand_floor_usd(model)
@@ -89,7 +75,7 @@ def main() -> None:
         print(f"{path.stem:>11} {columns:>10,} columns  floor ${floor:>15,.0f} in {seconds:5.2f} s"
               f"  LP ${lp:>15,.0f} ({share:6.1%})  MILP bound ${mip:>15,.0f}"
               f"{'  ABOVE A BOUND' if wrong else ''}", flush=True)
-    if shares:
+    if len(shares) >= 2:
         quartiles = statistics.quantiles(shares, n=4)
         print(f"floor / LP bound over {len(shares)} scenarios: median {quartiles[1]:.1%}, "
               f"quartiles {quartiles[0]:.1%}-{quartiles[2]:.1%}, "

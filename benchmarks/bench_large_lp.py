@@ -19,20 +19,14 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from pathlib import Path
 
 import numpy as np
+from hard_problems import planned_problems, scenario_paths
 
-from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.linear_program import column_set
 from fleetplan.optimizer.milp import build_model
-from fleetplan.optimizer.period_merging import merge_identical_periods
-from fleetplan.optimizer.scenario_files import load_scenario
-from fleetplan.optimizer.scenario_planning import prepare
 from fleetplan.optimizer.solve_watchdog import CHILD_FLAG, LP_WATCHDOG_COLUMNS
 from fleetplan.optimizer.solver import SolveOptions, open_solver
-
-SCENARIOS = Path(__file__).resolve().parent / "hard_scenarios"
 
 
 def timed_lp(model, objective: np.ndarray, time_limit_s: float, in_process: bool):
@@ -55,18 +49,9 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated seeds")
     parser.add_argument("--elastic", action="store_true", help="the elastic models too")
     args = parser.parse_args()
-    paths = sorted(SCENARIOS.glob("random_*.yaml"), key=lambda p: int(p.stem.split("_")[1]))
-    if args.only:
-        paths = [p for p in paths if p.stem.split("_")[1] in args.only.split(",")]
     largest = 0
     print(f"LP at a {args.time_limit:g} s limit; watched from {LP_WATCHDOG_COLUMNS:,} columns")
-    for path in paths:
-        try:
-            merged, _ = merge_identical_periods(prepare(load_scenario(path)).problem)
-            problem, _ = prune_dominated(merged)
-        except Exception as error:  # noqa: BLE001 - a refused scenario is reported, not fatal
-            print(f"{path.stem:>11}  refused: {type(error).__name__}")
-            continue
+    for path, problem in planned_problems(scenario_paths(args.only)):
         kinds = [False, True] if args.elastic else [False]
         for elastic in kinds:
             model = build_model(problem, elastic=elastic, cost_cover=False)
