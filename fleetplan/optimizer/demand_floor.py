@@ -129,12 +129,15 @@ def demand_floor_usd(model: FleetModel) -> float:
 
 
 def floored(outcome: SolveOutcome, floor_usd: float, mip_gap: float) -> SolveOutcome:
-    """``outcome`` with ``floor_usd`` as its bound when that is higher, or the solve proved
-    none (a plan it brings within ``mip_gap`` is ``optimal``); an infeasible or unbounded
-    outcome, or a floor that is unknown or not positive (GPUs already paid for cost 0: a bound
-    of $0 says nothing), leaves it as it is."""
+    """``outcome`` with ``floor_usd`` as its bound when that is higher than the bound the solve
+    proved, or implied by its gap (CBC reports a gap but no bound), or the solve proved none (a
+    plan it brings within ``mip_gap`` is ``optimal``); an infeasible or unbounded outcome, or a
+    floor that is unknown or not positive (GPUs already paid for cost 0: a bound of $0 says
+    nothing), leaves it as it is."""
+    proven = outcome.bound if math.isfinite(outcome.bound) \
+        else outcome.objective * (1.0 - outcome.gap)  # NaN without a gap or a plan
     if outcome.status in ("infeasible", "unbounded") or not math.isfinite(floor_usd) \
-            or floor_usd <= 0 or floor_usd <= outcome.bound:
+            or floor_usd <= 0 or floor_usd <= proven:
         return outcome
     gap = gap_between(outcome.objective, floor_usd)
     status = "optimal" if outcome.status == "time_limit" and gap <= mip_gap else outcome.status

@@ -106,6 +106,20 @@ def test_floored_keeps_a_higher_bound_and_an_infeasible_outcome():
     assert floored(infeasible, 40.0, 0.01) is infeasible
     assert floored(plan, -math.inf, 0.01) is plan
     assert floored(plan, 0.0, 0.01) is plan  # GPUs already paid for: $0 bounds nothing
+    by_cbc = SolveOutcome("optimal", 0.0, 100.0, "PULP_CBC_CMD", 1.0)  # a gap, no bound
+    assert floored(by_cbc, 40.0, 0.01) is by_cbc
+    assert floored(dataclasses.replace(by_cbc, status="time_limit", gap=0.7), 40.0, 0.01).bound \
+        == 40.0  # above the 30.0 its gap implies
+
+
+def test_a_plan_cbc_proves_optimal_stays_optimal():
+    # CBC reports no dual bound: its proven plan must not fall back to the far weaker floor
+    problem = make_problem([[5.0], [3.0]], [[9.0]], {("g0", "on_demand"): 2.0,
+                                                   ("g1", "on_demand"): 1.0},
+                           hours=[10.0], redundancy_k=1)  # one period: CBC's MILP, whole
+    plan = optimize_problem(problem, SolveOptions(time_limit_s=30, mip_gap=0.0, solver="cbc"))
+    assert floor_of(problem) < plan.objective_usd
+    assert plan.status == "optimal" and plan.gap == 0.0
 
 
 @pytest.mark.slow
@@ -177,3 +191,12 @@ def test_a_plan_not_found_in_time_says_so_with_the_floor(monkeypatch):
     assert ("no_solution: no plan that keeps every limit was found in the time, nor was one "
             "proven not to exist; none can cost less than $30.00 per month (the demand floor); "
             "raise solver.time_limit_s") in plan.messages[-1]
+
+
+@pytest.mark.parametrize(("gap", "status"), [(0.0, "optimal"), (4.6e-8, "optimal"),
+                                             (9e-7, "optimal"), (2e-6, "time_limit")])
+def test_a_gap_of_round_off_beyond_the_accepted_is_still_optimal(gap, status):
+    # CBC's LP bound sat 4.6e-8 under the optimum it proved at mip_gap 0 (every period solved
+    # on its own): round-off, not a plan stopped short
+    outcome = SolveOutcome("optimal", gap, 70.0, "PULP_CBC_CMD", 0.1, 70.0 * (1 - gap))
+    assert optimization.plan_status(outcome, SolveOptions(mip_gap=0.0)) == status
