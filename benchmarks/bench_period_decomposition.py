@@ -39,8 +39,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import scipy.sparse as sp
-from bench_portfolio import CASES, _relaxed
+from bench_portfolio import CASES, FLEXIBLE, _relaxed
 
 from fleetplan.optimizer.lagrangian_prices import period_prices
 from fleetplan.optimizer.linear_program import LinearProgram
@@ -82,8 +81,7 @@ def lagrangian_bound(bounds: list[float], reserved_cost: np.ndarray, upper: np.n
     prices leave cheapest (its upper bound where they sum past its cost)."""
     slack = reserved_cost - prices.sum(axis=0)
     over = slack < -1e-9
-    with np.errstate(invalid="ignore"):
-        return float(sum(bounds) + np.sum(np.where(over, slack * upper, 0.0)))
+    return float(sum(bounds) + np.sum(slack[over] * upper[over]))
 
 
 def master(costs: np.ndarray, copies: np.ndarray, owners: np.ndarray, n_periods: int,
@@ -125,23 +123,23 @@ def run(case: str, iterations: int, smoothing: float, seconds: float, gap: float
                       "reserved_columns": len(reserved),
                       "lp_usd_per_hour": lp.outcome.objective / hours}), flush=True)
     best, costs, copies, owners = -np.inf, [], [], []
-    pool = ThreadPoolExecutor(2)
-    for iteration in range(iterations):
-        round_started = time.perf_counter()
-        answers = list(pool.map(blocks.solve, blocks.periods, prices))
-        bound = lagrangian_bound([a[0] for a in answers], reserved_cost, upper, prices)
-        if bound > best:
-            best, center = bound, prices
-        costs += [a[1] for a in answers]
-        copies += [a[2] for a in answers]
-        owners += list(range(len(blocks.periods)))
-        upper_usd, duals = master(np.array(costs), np.array(copies), np.array(owners),
-                                  len(blocks.periods), reserved_cost, lower, upper)
-        prices = smoothing * center + (1.0 - smoothing) * duals
-        print(json.dumps({"iteration": iteration, "lagrangian_usd_per_hour": bound / hours,
-                          "best_usd_per_hour": best / hours,
-                          "master_usd_per_hour": upper_usd / hours,
-                          "seconds": time.perf_counter() - round_started}), flush=True)
+    with ThreadPoolExecutor(2) as pool:
+        for iteration in range(iterations):
+            round_started = time.perf_counter()
+            answers = list(pool.map(blocks.solve, blocks.periods, prices))
+            bound = lagrangian_bound([a[0] for a in answers], reserved_cost, upper, prices)
+            if bound > best:
+                best, center = bound, prices
+            costs += [a[1] for a in answers]
+            copies += [a[2] for a in answers]
+            owners += list(range(len(blocks.periods)))
+            upper_usd, duals = master(np.array(costs), np.array(copies), np.array(owners),
+                                      len(blocks.periods), reserved_cost, lower, upper)
+            prices = smoothing * center + (1.0 - smoothing) * duals
+            print(json.dumps({"iteration": iteration, "lagrangian_usd_per_hour": bound / hours,
+                              "best_usd_per_hour": best / hours,
+                              "master_usd_per_hour": upper_usd / hours,
+                              "seconds": time.perf_counter() - round_started}), flush=True)
     # weak duality: a Lagrangian bound above the restricted master would be an error here
     print(json.dumps({"case": case, "dantzig_wolfe_at_least_usd_per_hour": best / hours,
                       "dantzig_wolfe_at_most_usd_per_hour": upper_usd / hours,
@@ -151,7 +149,7 @@ def run(case: str, iterations: int, smoothing: float, seconds: float, gap: float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--case", choices=sorted(set(CASES) - {"flexible", "flexible_week"}),
+    parser.add_argument("--case", choices=sorted(set(CASES) - set(FLEXIBLE)),
                         default="year")
     parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--smoothing", type=float, default=0.7)
