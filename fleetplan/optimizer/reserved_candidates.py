@@ -1,6 +1,6 @@
 """Reserved counts as candidates: the reserved rows of a model, the columns that fix a count
-(with the nodes it needs), the configurations a quick period solve may close, and the
-load-duration choice.
+(with the nodes it needs), a plan moved to other reserved counts (a warm start for pricing
+them), the configurations a quick period solve may close, and the load-duration choice.
 
 The load-duration choice: the r-th reserved replica of a configuration is worth buying when
 the periods that use at least r replicas of it (in the Lagrangian periods' plans) make up at
@@ -33,6 +33,63 @@ def reserved_plan(model: FleetModel, replicas: np.ndarray) -> dict[str, np.ndarr
     node_values = np.where(per_node > 1, np.ceil(node_values - 1e-9), node_values)
     return {"cols": np.concatenate([table["col"], nodes["col"]]).astype(np.int64),
             "values": np.concatenate([replicas, node_values]).astype(float)}
+
+
+#: Flexible pricing types a replica moved off reserved capacity is rented at, first choice first.
+RENTED_FIRST = ("on_demand", "spot")
+
+
+def shifted_plan(model: FleetModel, values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``values`` with its reserved counts moved to ``counts`` (one per reserved replica row)
+    and every period's fleet kept: a reserved replica given up is rented instead (on demand,
+    else spot) in every period, one added replaces a rented replica of its configuration
+    where the period has one (on-demand first). Each period keeps its replicas of every
+    configuration, so its routing, N+k spares and spot share still hold, and its nodes are
+    recounted (``_recount_nodes``). The result is the warm start that lets pricing ``counts``
+    begin from a whole plan instead of from nothing; it may still break a cap on GPUs or
+    offers, or a node pattern, and the solver then sets it aside."""
+    shifted = np.array(values, dtype=float, copy=True)
+    rows = reserved_rows(model)
+    change = (np.asarray(counts, dtype=float) - np.round(shifted[rows["col"].to_numpy()]))
+    change = pd.Series(change, index=rows["config"].to_numpy()).groupby(level=0).sum()
+    change = change[change != 0]
+    fixed = reserved_plan(model, np.asarray(counts, dtype=float))
+    shifted[fixed["cols"]] = fixed["values"]
+    if change.empty:
+        return shifted
+    flexible = model.replicas[(model.replicas["period"] >= 0)
+                              & model.replicas["config"].isin(change.index)]
+    flexible = flexible[flexible["pricing_type"].isin(RENTED_FIRST)].assign(
+        rank=lambda t: t["pricing_type"].map({p: i for i, p in enumerate(RENTED_FIRST)}),
+        held=lambda t: np.round(shifted[t["col"].to_numpy()]))
+    flexible = flexible.sort_values(["config", "period", "rank"], kind="stable")
+    wanted = -flexible["config"].map(change).to_numpy()  # replicas to rent (< 0: to return)
+    first = ~flexible.duplicated(["config", "period"]).to_numpy()
+    # returned replicas come off the first choices first: what the earlier ones in the
+    # (config, period) group already hold is not asked of a later one
+    held = flexible["held"].to_numpy()
+    held_before = flexible.groupby(["config", "period"])["held"].cumsum().to_numpy() - held
+    returned = np.clip(np.maximum(-wanted, 0.0) - held_before, 0.0, held)
+    delta = np.where(wanted > 0, np.where(first, wanted, 0.0), -returned)
+    shifted[flexible["col"].to_numpy()] += delta
+    _recount_nodes(model, shifted, flexible.assign(delta=delta))
+    return shifted
+
+
+def _recount_nodes(model: FleetModel, values: np.ndarray, moved: pd.DataFrame) -> None:
+    """Nodes of the periods' flexible pricing types after ``moved``'s replica changes
+    (``delta`` [replicas]): GPUs bought one at a time are counted anew; nodes of several GPUs
+    gain the nodes the added GPUs fill (rounded up: replicas whose TP degrees form a
+    divisibility chain pack without waste) and keep the nodes freed."""
+    keys = ["gpu", "pricing_type", "period"]
+    nodes = model.nodes[model.nodes["period"] >= 0].merge(
+        moved.assign(gpus=moved["delta"] * moved["tp"]).groupby(keys, as_index=False)["gpus"]
+        .sum(), on=keys)
+    per_node = nodes["gpus_per_node"].to_numpy(dtype=float)
+    added = np.where(per_node > 1, np.ceil(np.maximum(nodes["gpus"], 0) / per_node - 1e-9),
+                     nodes["gpus"])
+    cols = nodes["col"].to_numpy(dtype=np.int64)
+    values[cols] = np.maximum(values[cols] + added, 0.0)
 
 
 def support_closure(model: FleetModel, values: np.ndarray,
