@@ -181,7 +181,8 @@ class PeriodRun:
 def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOptions,
                   deadline: Deadline, *, start: np.ndarray | None = None,
                   budget_s: float | None = None, optional: bool = False,
-                  keep_start: bool = False) -> PeriodRun:
+                  keep_start: bool = False,
+                  period_starts: dict[int, np.ndarray] | None = None) -> PeriodRun:
     """Solve every period's program on two threads within ``budget_s`` (default: the time
     left), each given an even share of what is left when it starts.
 
@@ -195,7 +196,9 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
     periods reached after it are not solved, and the run is incomplete. With ``keep_start`` (a
     separable model, whose ``start`` is a plan for every period), periods reached after the
     budget keep their part of ``start``, with no bound. Otherwise every period gets at least
-    :data:`MIN_PERIOD_SECONDS`, so that each has a plan."""
+    :data:`MIN_PERIOD_SECONDS`, so that each has a plan. ``period_starts`` (per period, one
+    value per column of its part) warm-starts those periods instead of ``start``: the plans
+    an earlier run found under the same task."""
     started = time.perf_counter()
     budget_s = deadline.remaining() if budget_s is None else min(budget_s, deadline.remaining())
     finish = started + budget_s
@@ -232,6 +235,9 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
         reopened = period in results and results[period].values is None
         warm = values if start is not None or period in results else None
         part = programs.parts[period]
+        if period_starts is not None and period in period_starts and period not in results:
+            warm = np.zeros(programs.model.program.n_cols)
+            part.lift(period_starts[period], warm)
         return period, solve_period(part, task, period, single, seconds, start=warm,
                                     closed=not reopened, groups=programs.groups.local(part.cols),
                                     split_only=split_only)

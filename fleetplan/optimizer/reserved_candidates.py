@@ -92,6 +92,20 @@ def _recount_nodes(model: FleetModel, values: np.ndarray, moved: pd.DataFrame) -
     values[cols] = np.maximum(values[cols] + added, 0.0)
 
 
+def other_pools_columns(model, pools: set[str]) -> np.ndarray:
+    """Routing, flexible replica and N+k spare columns of every pool but ``pools``: held at
+    the best plan's values while a neighbour's pool is solved again, so each period's MILP is
+    one pool's (the columns every pool shares, such as nodes, stay free)."""
+    pool_of = model.replicas.drop_duplicates("config").set_index("config")["pool"]
+    flexible = model.replicas[model.replicas["period"] >= 0]
+    tables = [model.routes[["config", "col"]], flexible[["config", "col"]]]
+    if "redundancy" in model.extras:
+        tables.append(model.extras["redundancy"][["config", "col"]])
+    columns = pd.concat(tables, ignore_index=True)
+    others = ~columns["config"].map(pool_of).isin(pools).to_numpy()
+    return np.unique(columns.loc[others, "col"].to_numpy(dtype=np.int64))
+
+
 def support_closure(model: FleetModel, values: np.ndarray,
                     keep: set[str] | None = None) -> dict[int, np.ndarray]:
     """Per period, the routing and flexible replica columns of configurations the LP does not

@@ -27,9 +27,9 @@ fixed, the periods separate: each period's MILP is small and all run side by sid
    load-duration choice of ``reserved_candidates.py``), priced the same way; the cheapest
    plan wins;
 7. with time left and the gap still open, a local search over the best plan's reserved
-   counts, one replica more or fewer of a configuration at a time (``reserved_search.py``),
-   with 80 % of the time left;
-8. then the whole MILP from the best plan.
+   counts, one replica more or fewer of a configuration at a time (``reserved_search.py``);
+8. the Lagrangian periods solved again to a smaller gap (``lagrangian_periods.py``);
+9. then the whole MILP from the best plan.
 
 References:
     [1] A. M. Geoffrion, "Lagrangean relaxation for integer programming", Mathematical
@@ -44,12 +44,8 @@ import math
 import numpy as np
 
 from fleetplan.optimizer.greedy_fallback import greedy_plan
-from fleetplan.optimizer.lagrangian_prices import (
-    hour_weights,
-    lp_shares,
-    period_prices,
-    priced_cost,
-)
+from fleetplan.optimizer.lagrangian_periods import LagrangianPeriods, tighter
+from fleetplan.optimizer.lagrangian_prices import hour_weights
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.period_solves import (
     Deadline,
@@ -61,6 +57,7 @@ from fleetplan.optimizer.period_solves import (
 from fleetplan.optimizer.representative_start import RepresentativeStart, floor_bound
 from fleetplan.optimizer.reserved_candidates import (
     load_duration_reserved,
+    other_pools_columns,
     reserved_plan,
     reserved_rows,
     shifted_plan,
@@ -108,11 +105,17 @@ FLOOR_SHARE = 0.2
 #: the rest is left for the reserved choice.
 GAP_SHARE = 0.5
 
+#: Share of the accepted gap the Lagrangian periods may leave open when they are solved
+#: again to tighten the bound (``ReservedFirst.tighten_bound``).
+TIGHT_GAP_SHARE = 0.1
+
+#: Share of the time the local search leaves that tightening the bound may take; the whole
+#: MILP gets the rest (on the portfolio benchmark's year case it improved neither side).
+TIGHTEN_SHARE = 0.75
+
 #: Share of the time left after the candidates that the local search over reserved counts
-#: may take (``reserved_search.py``); the whole MILP gets the rest. On the portfolio
-#: benchmark's year case the whole MILP from the best plan improved neither side in the
-#: 24 s half the time left it, while each neighbour priced takes about 5 s there.
-SEARCH_SHARE = 0.8
+#: may take (``reserved_search.py``); tightening the bound and the whole MILP get the rest.
+SEARCH_SHARE = 0.6
 
 #: The same share when the best plan's periods are polished: its reserved choice is the one
 #: kept, so the gap left is the periods'.
@@ -138,6 +141,7 @@ class ReservedFirst:
         self.whole_milp_deadline: Deadline | None = None
         self.periods_break_rows = False
         self.representatives = RepresentativeStart(model, options)
+        self._lagrangian: LagrangianPeriods | None = None
 
     @property
     def programs(self) -> PeriodPrograms:
@@ -205,20 +209,40 @@ class ReservedFirst:
         return (total * hour_weights(self.model.problem.periods)).to_dict()
 
     def periods_with(self, reserved: np.ndarray, closed: dict[int, np.ndarray] | None,
-                     budget_s: float) -> None:
+                     budget_s: float, *, pools: list[set[str]] | None = None) -> None:
         """Every period's MILP with these reserved replicas fixed (their cost is constant),
-        warm-started from the best plan moved to them (``shifted_plan``). With ``closed``
-        columns the periods' bounds hold only for the closed periods, so the plan's floor is
-        unknown."""
-        task = self._fixed_task(reserved, closed, self.abs_gaps(GAP_SHARE))
+        warm-started from the best plan moved to them (``shifted_plan``). With ``pools``, a
+        sweep instead: for each set of pools in turn, every period's MILP with the other
+        pools' columns held where the sweep left them (``other_pools_columns``). With
+        ``closed`` columns or ``pools`` the periods' bounds hold only for the restricted
+        periods, so the plan's floor is unknown."""
         start = None if self.best is None else shifted_plan(self.model, self.best, reserved)
-        run = solve_periods(self.programs, task, self.options, self.deadline, start=start,
-                            budget_s=budget_s, optional=self.best is not None)
+        if pools is not None and start is not None:
+            for names in pools:
+                held = other_pools_columns(self.model, names)
+                run = self._fixed_run(reserved, closed, budget_s, start, held)
+                if not run.complete():
+                    return
+                start = run.values
+            self.offer(start)
+            return
+        run = self._fixed_run(reserved, closed, budget_s, start)
         if not run.complete():
             return
-        constant = float(self.model.cost[task.fixed["cols"]] @ task.fixed["values"])
+        fixed = reserved_plan(self.model, reserved)
+        constant = float(self.model.cost[fixed["cols"]] @ fixed["values"])
         floor = constant + sum(r.outcome.bound for r in run.results.values())
         self.offer(run.values, floor if closed is None else math.nan)
+
+    def _fixed_run(self, reserved: np.ndarray, closed: dict[int, np.ndarray] | None,
+                   budget_s: float, start: np.ndarray | None,
+                   held: np.ndarray | None = None) -> PeriodRun:
+        # one pool's share of the accepted gap would leave its MILP most of it: a tenth
+        gap_share = GAP_SHARE if held is None else POLISH_GAP_SHARE
+        task = self._fixed_task(reserved, closed, self.abs_gaps(gap_share), held=held,
+                                start=start)
+        return solve_periods(self.programs, task, self.options, self.deadline, start=start,
+                             budget_s=budget_s, optional=self.best is not None)
 
     def polish(self) -> None:
         """The best plan's periods solved again with its reserved replicas, with the time
@@ -247,33 +271,40 @@ class ReservedFirst:
         self.offer(run.values if run.complete() else None, self.best_floor)  # same reserved
 
     def _fixed_task(self, reserved: np.ndarray, closed: dict[int, np.ndarray] | None,
-                    abs_gaps: dict[int, float]) -> PeriodTask:
+                    abs_gaps: dict[int, float], *, held: np.ndarray | None = None,
+                    start: np.ndarray | None = None) -> PeriodTask:
         fixed = reserved_plan(self.model, reserved)
+        if held is not None and start is not None:
+            fixed = {"cols": np.concatenate([fixed["cols"], held]),
+                     "values": np.concatenate([fixed["values"], start[held]])}
         cost = self.model.cost.copy()
         cost[fixed["cols"]] = 0.0
         return PeriodTask(cost, fixed=fixed, closed=closed, abs_gaps=abs_gaps)
 
     def lagrangian(self, lp: Result, budget_s: float) -> PeriodRun | None:
         """Lower bound: every period's MILP with its own priced copy of the reserved columns
-        (module docstring). A period the budget leaves unsolved, or whose solve proves less,
-        counts its share of the LP bound (:func:`lp_shares`), so a run cut short still
-        bounds the whole."""
-        prices = period_prices(self.model, self.programs, lp)
-        if prices is None:
+        (module docstring, ``lagrangian_periods.py``); a run cut short still bounds."""
+        self._lagrangian, run = LagrangianPeriods.solved(
+            self.programs, lp, self.options, self.deadline, start=self.best,
+            abs_gaps=self.abs_gaps(GAP_SHARE), budget_s=budget_s)
+        if self._lagrangian is None:
             return None
-        cost = priced_cost(self.programs, prices)
-        task = PeriodTask(cost, abs_gaps=self.abs_gaps(GAP_SHARE), split_by_pool=True)
-        run = solve_periods(self.programs, task, self.options, self.deadline, start=self.best,
-                            budget_s=budget_s, optional=True)
-        shares = lp_shares(self.programs, lp, cost)
-        proven = {t: r.outcome.bound for t, r in run.results.items()
-                  if math.isfinite(r.outcome.bound)}
-        bound = sum(max(proven.get(t, -math.inf), share) for t, share in shares.items())
-        if math.isfinite(bound):
-            self.bound = max(self.bound, bound)
+        self.bound = max(self.bound, self._lagrangian.bound())
         logger.debug("Lagrangian bound at %.1f s: %.2f (%d of %d periods solved)",
-                     self.deadline.elapsed(), self.bound, len(proven), len(shares))
+                     self.deadline.elapsed(), self.bound, len(self._lagrangian.proven),
+                     len(self._lagrangian.shares))
         return run
+
+    def tighten_bound(self, budget_s: float) -> None:
+        """The Lagrangian periods solved again, each from its plan, to
+        :data:`TIGHT_GAP_SHARE` of the accepted gap: their bound can only rise."""
+        if self._lagrangian is None or budget_s <= 0:
+            return
+        self._lagrangian.tighten(
+            self.programs, tighter(self.options, TIGHT_GAP_SHARE / GAP_SHARE), self.deadline,
+            start=self.best, abs_gaps=self.abs_gaps(TIGHT_GAP_SHARE), budget_s=budget_s)
+        self.bound = max(self.bound, self._lagrangian.bound())
+        logger.debug("tightened bound at %.1f s: %.2f", self.deadline.elapsed(), self.bound)
 
     def solve(self) -> SolveOutcome:
         self.floor_bound()
@@ -312,6 +343,8 @@ class ReservedFirst:
                               closed, tried)
         if not self.done():
             search_reserved(self, lp_reserved, self.deadline.share(SEARCH_SHARE))
+        if not self.done():
+            self.tighten_bound(self.deadline.share(TIGHTEN_SHARE))
         if not self.done() and self.deadline.remaining() >= WHOLE_MIN_S:
             self.whole()
         return self.outcome()

@@ -18,7 +18,11 @@ from fleetplan.optimizer import reserved_first
 from fleetplan.optimizer.lagrangian_prices import lp_shares, period_prices, priced_cost
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms
-from fleetplan.optimizer.reserved_candidates import reserved_rows
+from fleetplan.optimizer.reserved_candidates import (
+    other_pools_columns,
+    reserved_rows,
+    shifted_plan,
+)
 from fleetplan.optimizer.reserved_first import ReservedFirst
 from fleetplan.optimizer.rounding import rounded_up
 from fleetplan.optimizer.solver import SolveOptions, open_solver
@@ -242,10 +246,10 @@ def test_without_a_plan_the_time_goes_to_finding_one_not_to_the_lagrangian(linke
     real_periods, real_lagrangian = ReservedFirst.periods_with, ReservedFirst.lagrangian
     calls, lagrangian_with_a_plan = [], []
 
-    def periods_with(self, reserved, closed, budget_s):
+    def periods_with(self, reserved, closed, budget_s, **how):
         calls.append(budget_s)
         if len(calls) > 1:  # the first candidate's periods find nothing in time
-            real_periods(self, reserved, closed, budget_s)
+            real_periods(self, reserved, closed, budget_s, **how)
 
     def lagrangian(self, relaxation, budget_s):
         lagrangian_with_a_plan.append(self.best is not None)
@@ -258,3 +262,50 @@ def test_without_a_plan_the_time_goes_to_finding_one_not_to_the_lagrangian(linke
     outcome = linked_solve.solve()
     assert outcome.status in ("optimal", "time_limit") and linked_solve.best is not None
     assert len(calls) > 1 and all(lagrangian_with_a_plan)
+
+
+def test_tightening_the_lagrangian_bound_raises_it_and_keeps_it_below_the_optimum(linked):
+    model, programs, lp = linked
+    loose = SolveOptions(time_limit_s=60, mip_gap=0.05, threads=1)
+    linked_solve = ReservedFirst(model, programs, loose, Deadline(60))
+    linked_solve.bound = -math.inf
+    linked_solve.lagrangian(lp, budget_s=60)
+    first = linked_solve.bound
+    linked_solve.tighten_bound(60)
+    exact = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=60, mip_gap=0.0)
+    assert first < linked_solve.bound <= exact.outcome.objective * (1 + 1e-7)
+
+
+def test_without_a_lagrangian_pass_there_is_no_bound_to_tighten(linked):
+    model, programs, lp = linked
+    linked_solve = ReservedFirst(model, programs, EXACT, Deadline(60))
+    linked_solve.bound = lp.outcome.objective
+    linked_solve.tighten_bound(60)
+    assert linked_solve.bound == lp.outcome.objective
+
+
+def test_a_neighbour_priced_one_pool_at_a_time_keeps_the_other_pools_plan(monkeypatch):
+    model = build_model(portfolio_problem(n_models=2, n_gpus=2, n_periods=4))
+    lp = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=60, mip_gap=0.0,
+                                                             relax=True)
+    plan = rounded_up(model, lp.values)  # a whole plan of both pools
+    linked_solve = ReservedFirst(model, PeriodPrograms.of(model),
+                                 SolveOptions(time_limit_s=60, mip_gap=0.01, threads=1),
+                                 Deadline(60))
+    linked_solve.offer(plan)
+    assert linked_solve.best is plan
+    rows = reserved_rows(model)
+    counts = np.round(plan[rows["col"].to_numpy()])
+    counts[np.flatnonzero(rows["pool"].to_numpy() == "m0")[0]] += 1.0
+    offered = []
+    monkeypatch.setattr(ReservedFirst, "offer",
+                        lambda self, values, floor=math.nan: offered.append((values, floor)))
+    linked_solve.periods_with(counts, None, 60, pools=[{"m0"}])
+    (values, floor), = offered
+    held = other_pools_columns(model, {"m0"})
+    assert len(held) and math.isnan(floor)
+    np.testing.assert_allclose(values[held], shifted_plan(model, plan, counts)[held])
+    assert model.program.violation(values) <= 1e-6
+    pools = np.concatenate([model.routes["pool"], model.replicas["pool"]])
+    cols = np.concatenate([model.routes["col"], model.replicas["col"]])
+    assert set(pools[np.isin(cols, held)]) == {"m1"}

@@ -53,14 +53,18 @@ def test_no_neighbours_without_any_reserved_replica_or_lp_fraction():
 
 class _Priced:
     """A stand-in for the reserved-first solve: a reserved choice costs its squared distance
-    from ``target`` plus 10 [USD]; ``done`` once within ``gap`` of 10."""
+    from ``target`` plus 10 [USD], and ``held_penalty`` more when the other pools are held
+    (``pools`` given); ``done`` once within ``gap`` of 10. ``calls`` logs what was priced,
+    with its pools, and each polish."""
 
-    def __init__(self, start, target, gap=0.0):
+    def __init__(self, start, target, gap=0.0, held_penalty=0.0):
         self.target, self.gap = np.asarray(target, dtype=float), gap
+        self.held_penalty = held_penalty
         self.model = None
         self.best = np.asarray(start, dtype=float)
         self.best_cost = self.cost(self.best)
         self.priced = []
+        self.calls = []
 
     def cost(self, counts) -> float:
         return float(((counts - self.target) ** 2).sum() + 10.0)
@@ -68,19 +72,61 @@ class _Priced:
     def done(self) -> bool:
         return self.best_cost <= 10.0 * (1 + self.gap)
 
-    def periods_with(self, counts, closed, budget_s) -> None:
+    def periods_with(self, counts, closed, budget_s, *, pools=None) -> None:
         self.priced.append(counts.copy())
-        if self.cost(counts) < self.best_cost:
-            self.best, self.best_cost = counts.copy(), self.cost(counts)
+        cost = self.cost(counts) + (self.held_penalty if pools is not None else 0.0)
+        self.calls.append(("priced", None if pools is None else [sorted(p) for p in pools],
+                           cost < self.best_cost))
+        if cost < self.best_cost:
+            self.best, self.best_cost = counts.copy(), cost
+
+    def polish(self) -> None:
+        self.calls.append(("polish", None, False))
 
 
 @pytest.fixture
 def columns(monkeypatch):
-    # the stand-in's plan is its reserved counts, one column each, and it rents nothing
+    # the stand-in's plan is its reserved counts, one column each, all of one pool, and it
+    # rents nothing
     monkeypatch.setattr(reserved_search, "reserved_rows",
-                        lambda model: pd.DataFrame({"col": [0, 1, 2]}))
+                        lambda model: pd.DataFrame({"col": [0, 1, 2], "pool": "p0"}))
     monkeypatch.setattr(reserved_search, "rented_replica_hours",
                         lambda model, values, rows: np.zeros(len(rows)))
+
+
+@pytest.fixture
+def two_pools(monkeypatch):
+    # rows 0 and 1 of pool p0, row 2 of pool p1
+    monkeypatch.setattr(reserved_search, "reserved_rows",
+                        lambda model: pd.DataFrame({"col": [0, 1, 2],
+                                                    "pool": ["p0", "p0", "p1"]}))
+    monkeypatch.setattr(reserved_search, "rented_replica_hours",
+                        lambda model, values, rows: np.zeros(len(rows)))
+
+
+def test_with_one_pool_every_neighbour_is_priced_whole(columns):
+    solve = _Priced(start=[3.0, 0.0, 1.0], target=[1.0, 2.0, 1.0])
+    search_reserved(solve, np.array([0.0, 0.4, 0.0]), seconds=30.0)
+    assert {call for call, _, _ in solve.calls} == {"priced"}
+    assert all(pools is None for _, pools, _ in solve.calls)
+
+
+def test_neighbours_are_priced_one_pool_first_then_polished_then_whole(two_pools):
+    # held pools price every neighbour too high: only the whole pricing finds the moves
+    solve = _Priced(start=[3.0, 0.0, 1.0], target=[1.0, 0.0, 1.0], held_penalty=5.0)
+    search_reserved(solve, np.zeros(3), seconds=30.0)
+    assert solve.best.tolist() == [1.0, 0.0, 1.0]
+    phases = [("whole" if pools is None else "pool") if call == "priced" else call
+              for call, pools, _ in solve.calls]
+    first_polish = phases.index("polish")
+    assert set(phases[:first_polish]) == {"pool"} and phases[first_polish + 1] == "whole"
+    # each neighbour held the pools it does not change: [3, 0, 1] -> [2, 0, 1] changes p0
+    assert solve.calls[0][:2] == ("priced", [["p0"]])
+    assert [["p1"]] in [pools for _, pools, _ in solve.calls]
+    # the whole pass's first move ([2, 0, 1]) starts the pool passes again
+    moved_at = next(i for i, (_, pools, improved) in enumerate(solve.calls)
+                    if pools is None and improved)
+    assert phases[moved_at + 1] == "pool" and phases.count("polish") == 2
 
 
 def test_the_search_walks_to_the_cheapest_reserved_counts(columns):
