@@ -24,7 +24,8 @@ benchmark needs neither the performance engine nor the catalogs. Run:
 
     python benchmarks/bench_portfolio.py [--case day|week|year|flexible|flexible_week|stochastic]
         [--time-limit S] [--redundancy-k K] [--spot capped|uncapped|none] [--pool MODEL]
-        [--fixed-reserved S | --whole S | --pool-split S | --partial S]
+        [--fixed-reserved S | --fixed-by-period S | --lagrangian-gap G | --whole S
+         | --pool-split S | --partial S]
 """
 
 from __future__ import annotations
@@ -44,10 +45,14 @@ from fleetplan.optimizer import Problem, SolveOptions, optimize_problem
 from fleetplan.optimizer.commitment_risk import add_commitments
 from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.fleet_problem import profile_periods
+from fleetplan.optimizer.lagrangian_periods import LagrangianPeriods
+from fleetplan.optimizer.lagrangian_prices import hour_weights
 from fleetplan.optimizer.milp import FleetModel, build_model
 from fleetplan.optimizer.period_merging import merge_identical_periods
+from fleetplan.optimizer.period_solves import PeriodPrograms, _local
 from fleetplan.optimizer.pool_split import ColumnGroups, pool_bound
 from fleetplan.optimizer.reserved_candidates import reserved_plan, reserved_rows
+from fleetplan.optimizer.solve_results import Deadline
 from fleetplan.optimizer.solver import Result, open_solver
 from fleetplan.optimizer.stochastic_problem import with_demand_factors
 
@@ -229,6 +234,52 @@ def fixed_reserved_bounds(case: str, seconds: float, **variant) -> dict:
     return figures
 
 
+def fixed_by_period(case: str, seconds: float, **variant) -> dict:
+    """The LP's reserved counts rounded up and to nearest, fixed, and every period then
+    solved on its own to 0.01 % for up to ``seconds`` (two HiGHS threads): with the reserved
+    counts fixed the periods separate, so the summed plans and bounds bracket the best plan
+    with those counts far more tightly than the whole MILP solved at once."""
+    hours, model, lp = _relaxed(case, **variant)
+    programs = PeriodPrograms.of(model)
+    reserved = lp.values[reserved_rows(model)["col"].to_numpy()]
+    figures = {"case": case, "lp_usd_per_hour": lp.outcome.objective / hours}
+    for name, counts in (("ceil", np.ceil(reserved - 1e-6)), ("round", np.round(reserved))):
+        fixed = reserved_plan(model, counts + 0.0)
+        plan = bound = float(model.cost[fixed["cols"]] @ fixed["values"])
+        statuses = []
+        for period in programs.periods():
+            part = programs.parts[period]
+            where, which = _local(part, fixed["cols"])
+            own = model.cost[part.cols].copy()
+            own[where] = 0.0  # the reserved replicas' cost is counted once, above
+            solver = open_solver(part.program, own, SolveOptions(threads=2))
+            solver.set_col_bounds(where, fixed["values"][which], fixed["values"][which])
+            result = solver.solve(time_limit_s=seconds, mip_gap=1e-4)
+            plan, bound = plan + result.outcome.objective, bound + result.outcome.bound
+            statuses.append(result.outcome.status)
+        figures[name] = {"reserved_replicas": float(counts.sum()), "usd_per_hour": plan / hours,
+                         "bound_usd_per_hour": bound / hours,
+                         "periods_proven": statuses.count("optimal"), "periods": len(statuses)}
+    return figures
+
+
+def lagrangian_at_lp_prices(case: str, gap: float, **variant) -> dict:
+    """The planner's Lagrangian pass (``lagrangian_periods.py``) at the LP's prices, its
+    periods solved to a relative gap of ``gap`` without a time limit: how high a bound those
+    prices can give at all, and how long it takes."""
+    hours, model, lp = _relaxed(case, **variant)
+    programs = PeriodPrograms.of(model)
+    options = SolveOptions(mip_gap=gap)
+    weights = hour_weights(model.problem.periods)
+    started = time.perf_counter()
+    periods, _ = LagrangianPeriods.solved(
+        programs, lp, options, Deadline(3600.0), start=None,
+        abs_gaps=(0.5 * gap * lp.outcome.objective * weights).to_dict(), budget_s=3600.0)
+    return {"case": case, "gap": gap, "lp_usd_per_hour": lp.outcome.objective / hours,
+            "bound_usd_per_hour": periods.bound() / hours,
+            "seconds": time.perf_counter() - started}
+
+
 def whole_milp(case: str, seconds: float, **variant) -> dict:
     """The whole MILP handed to HiGHS alone for ``seconds`` (one thread, gap 0.01 %): how far
     plain branch and bound gets, and, where it proves its plan, how far the optimum lies above
@@ -291,6 +342,10 @@ def partial_integrality(case: str, seconds: float, **variant) -> dict:
 #: each with its help text.
 DIAGNOSTICS = {
     "fixed_reserved": (fixed_reserved_bounds, "the LP's reserved counts fixed, S seconds each"),
+    "fixed_by_period": (fixed_by_period,
+                        "the LP's reserved counts fixed, each period alone for S seconds"),
+    "lagrangian_gap": (lagrangian_at_lp_prices,
+                       "the Lagrangian pass at the LP's prices, its periods to gap S"),
     "whole": (whole_milp, "the whole MILP in HiGHS alone for S seconds"),
     "pool_split": (pool_split_bound, "the pools' Lagrangian bound, S seconds per pool"),
     "partial": (partial_integrality, "one family of integer columns at a time, S seconds each"),
