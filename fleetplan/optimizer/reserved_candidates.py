@@ -62,8 +62,11 @@ def shifted_plan(model: FleetModel, values: np.ndarray, counts: np.ndarray) -> n
     flexible = flexible[flexible["pricing_type"].isin(RENTED_FIRST)].assign(
         rank=lambda t: t["pricing_type"].map({p: i for i, p in enumerate(RENTED_FIRST)}),
         held=lambda t: np.round(shifted[t["col"].to_numpy()]))
+    if flexible.empty:  # only reserved offers: nothing to rent or return
+        return shifted
     flexible = flexible.sort_values(["config", "period", "rank"], kind="stable")
-    wanted = -flexible["config"].map(change).to_numpy()  # replicas to rent (< 0: to return)
+    # replicas to rent (< 0: to return)
+    wanted = -flexible["config"].map(change).to_numpy(dtype=float)
     first = ~flexible.duplicated(["config", "period"]).to_numpy()
     # returned replicas come off the first choices first: what the earlier ones in the
     # (config, period) group already hold is not asked of a later one

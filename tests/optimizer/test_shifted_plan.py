@@ -17,7 +17,7 @@ from fleetplan.optimizer.reserved_candidates import reserved_rows, shifted_plan
 from fleetplan.optimizer.reserved_first import ReservedFirst
 from fleetplan.optimizer.rounding import is_whole
 from fleetplan.optimizer.solver import SolveOptions, open_solver
-from tests.optimizer.instances import portfolio_problem
+from tests.optimizer.instances import make_problem, portfolio_problem
 
 EXACT = SolveOptions(time_limit_s=60, mip_gap=1e-9, threads=1)
 
@@ -130,3 +130,22 @@ def test_a_pass_with_closed_columns_leaves_the_floor_unknown(planned):
     open_ = ReservedFirst(model, programs, options, Deadline(60))
     open_.periods_with(counts, None, 60)
     assert open_.best_floor <= open_.best_cost + 1e-6
+
+
+def test_a_configuration_offered_reserved_only_keeps_its_periods_as_they_are():
+    # hard scenario 47: a reserved-only configuration has no rented replica to give or take
+    # (an empty table of them once crashed the move)
+    model = build_model(make_problem([[4.0], [2.0]], [[3.0], [5.0]],
+                                     {("g0", "reserved_1y"): 0.6, ("g1", "on_demand"): 1.0,
+                                      ("g1", "reserved_1y"): 0.62}))
+    result = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=30, mip_gap=0.0)
+    rows = reserved_rows(model)
+    counts = np.round(result.values[rows["col"].to_numpy()])
+    only_reserved = int(np.flatnonzero(rows["gpu"].to_numpy() == "g0")[0])
+    assert counts[only_reserved] >= 1
+    fewer = counts.copy()
+    fewer[only_reserved] -= 1
+    shifted = shifted_plan(model, result.values, fewer)
+    np.testing.assert_array_equal(shifted[rows["col"].to_numpy()], fewer)
+    flexible = model.replicas.loc[model.replicas["period"] >= 0, "col"].to_numpy()
+    np.testing.assert_array_equal(shifted[flexible], result.values[flexible])
