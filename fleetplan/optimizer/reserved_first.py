@@ -209,22 +209,17 @@ class ReservedFirst:
         return (total * hour_weights(self.model.problem.periods)).to_dict()
 
     def periods_with(self, reserved: np.ndarray, closed: dict[int, np.ndarray] | None,
-                     budget_s: float, *, pools: list[set[str]] | None = None) -> None:
+                     budget_s: float, *, only_pools: set[str] | None = None) -> None:
         """Every period's MILP with these reserved replicas fixed (their cost is constant),
-        warm-started from the best plan moved to them (``shifted_plan``). With ``pools``, a
-        sweep instead: for each set of pools in turn, every period's MILP with the other
-        pools' columns held where the sweep left them (``other_pools_columns``). With
-        ``closed`` columns or ``pools`` the periods' bounds hold only for the restricted
-        periods, so the plan's floor is unknown."""
+        warm-started from the best plan moved to them (``shifted_plan``); with
+        ``only_pools``, the other pools' columns held at that start
+        (``other_pools_columns``). With ``closed`` columns or ``only_pools`` the periods'
+        bounds hold only for the restricted periods, so the plan's floor is unknown."""
         start = None if self.best is None else shifted_plan(self.model, self.best, reserved)
-        if pools is not None and start is not None:
-            for names in pools:
-                held = other_pools_columns(self.model, names)
-                run = self._fixed_run(reserved, closed, budget_s, start, held)
-                if not run.complete():
-                    return
-                start = run.values
-            self.offer(start)
+        if only_pools is not None and start is not None:
+            held = other_pools_columns(self.model, only_pools)
+            run = self._fixed_run(reserved, closed, budget_s, start, held)
+            self.offer(run.values if run.complete() else None)
             return
         run = self._fixed_run(reserved, closed, budget_s, start)
         if not run.complete():

@@ -39,7 +39,7 @@ class LinkedSolve(Protocol):
     def done(self) -> bool: ...
 
     def periods_with(self, reserved: np.ndarray, closed, budget_s: float, *,
-                     pools: list[set[str]] | None = None) -> None: ...
+                     only_pools: set[str] | None = None) -> None: ...
 
     def polish(self) -> None: ...
 
@@ -117,7 +117,7 @@ def _first_cheaper(solve: LinkedSolve, lp_counts: np.ndarray, rows: pd.DataFrame
         before = solve.best_cost
         changed = set(names[counts != current])
         solve.periods_with(counts, None, stop.remaining(),
-                           pools=[changed] if phase == "pool" else None)
+                           only_pools=changed if phase == "pool" else None)
         priced += 1
         if solve.best_cost < before - 1e-9:
             logger.debug("reserved search: %.2f after %d neighbours (%s)", solve.best_cost,

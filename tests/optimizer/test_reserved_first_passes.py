@@ -300,7 +300,7 @@ def test_a_neighbour_priced_one_pool_at_a_time_keeps_the_other_pools_plan(monkey
     offered = []
     monkeypatch.setattr(ReservedFirst, "offer",
                         lambda self, values, floor=math.nan: offered.append((values, floor)))
-    linked_solve.periods_with(counts, None, 60, pools=[{"m0"}])
+    linked_solve.periods_with(counts, None, 60, only_pools={"m0"})
     (values, floor), = offered
     held = other_pools_columns(model, {"m0"})
     assert len(held) and math.isnan(floor)

@@ -54,7 +54,7 @@ def test_no_neighbours_without_any_reserved_replica_or_lp_fraction():
 class _Priced:
     """A stand-in for the reserved-first solve: a reserved choice costs its squared distance
     from ``target`` plus 10 [USD], and ``held_penalty`` more when the other pools are held
-    (``pools`` given); ``done`` once within ``gap`` of 10. ``calls`` logs what was priced,
+    (``only_pools`` given); ``done`` once within ``gap`` of 10. ``calls`` logs what was priced,
     with its pools, and each polish."""
 
     def __init__(self, start, target, gap=0.0, held_penalty=0.0):
@@ -72,10 +72,10 @@ class _Priced:
     def done(self) -> bool:
         return self.best_cost <= 10.0 * (1 + self.gap)
 
-    def periods_with(self, counts, closed, budget_s, *, pools=None) -> None:
+    def periods_with(self, counts, closed, budget_s, *, only_pools=None) -> None:
         self.priced.append(counts.copy())
-        cost = self.cost(counts) + (self.held_penalty if pools is not None else 0.0)
-        self.calls.append(("priced", None if pools is None else [sorted(p) for p in pools],
+        cost = self.cost(counts) + (self.held_penalty if only_pools is not None else 0.0)
+        self.calls.append(("priced", None if only_pools is None else sorted(only_pools),
                            cost < self.best_cost))
         if cost < self.best_cost:
             self.best, self.best_cost = counts.copy(), cost
@@ -121,8 +121,8 @@ def test_neighbours_are_priced_one_pool_first_then_polished_then_whole(two_pools
     first_polish = phases.index("polish")
     assert set(phases[:first_polish]) == {"pool"} and phases[first_polish + 1] == "whole"
     # each neighbour held the pools it does not change: [3, 0, 1] -> [2, 0, 1] changes p0
-    assert solve.calls[0][:2] == ("priced", [["p0"]])
-    assert [["p1"]] in [pools for _, pools, _ in solve.calls]
+    assert solve.calls[0][:2] == ("priced", ["p0"])
+    assert ["p1"] in [pools for _, pools, _ in solve.calls]
     # the whole pass's first move ([2, 0, 1]) starts the pool passes again
     moved_at = next(i for i, (_, pools, improved) in enumerate(solve.calls)
                     if pools is None and improved)
