@@ -156,6 +156,7 @@ def solve_fleet(model: FleetModel, options: SolveOptions, deadline: Deadline | N
         if first.status in ("optimal", "infeasible") or deadline.remaining() < LINKED_MIN_S:
             return first
     linked = ReservedFirst(model, None, options, deadline)
+    linked.whole_tried_first = first is not None
     if first is not None:  # the whole MILP's plan and bound, not proven in its share
         if math.isfinite(first.bound):
             linked.bound = first.bound

@@ -105,8 +105,7 @@ FLOOR_SHARE = 0.2
 #: the rest is left for the reserved choice.
 GAP_SHARE = 0.5
 
-#: Share of the accepted gap the Lagrangian periods may leave open when they are solved
-#: again to tighten the bound (``ReservedFirst.tighten_bound``).
+#: Share of the accepted gap the Lagrangian periods may leave when solved again.
 TIGHT_GAP_SHARE = 0.1
 
 #: Share of the time the local search leaves that tightening the bound may take; the whole
@@ -116,6 +115,10 @@ TIGHTEN_SHARE = 0.75
 #: Share of the time left after the candidates that the local search over reserved counts
 #: may take (``reserved_search.py``); tightening the bound and the whole MILP get the rest.
 SEARCH_SHARE = 0.6
+
+#: The same on a model whose whole MILP was tried first, which gets the rest: HiGHS proves
+#: such a model better than the Lagrangian bound.
+SMALL_SEARCH_SHARE = 0.5
 
 #: The same share when the best plan's periods are polished: its reserved choice is the one
 #: kept, so the gap left is the periods'.
@@ -142,6 +145,7 @@ class ReservedFirst:
         self.periods_break_rows = False
         self.representatives = RepresentativeStart(model, options)
         self._lagrangian: LagrangianPeriods | None = None
+        self.whole_tried_first = False  # set by a caller that tried the whole MILP first
 
     @property
     def programs(self) -> PeriodPrograms:
@@ -239,7 +243,7 @@ class ReservedFirst:
         return solve_periods(self.programs, task, self.options, self.deadline, start=start,
                              budget_s=budget_s, optional=self.best is not None)
 
-    def polish(self) -> None:
+    def polish(self, budget_s: float = math.inf) -> None:
         """The best plan's periods solved again with its reserved replicas, with the time
         left, each to its share (by hours) of the slack that brings the plan within the
         accepted gap of the bound; periods the deadline leaves unsolved keep the best plan's.
@@ -260,7 +264,8 @@ class ReservedFirst:
         task = self._fixed_task(reserved, None, abs_gaps)
         logger.debug("polish at %.1f s: slack %.2f over the best reserved's floor %.2f",
                      self.deadline.elapsed(), slack, self.best_floor)
-        budget = self.deadline.remaining() if provable else self.deadline.share(0.5)
+        budget = min(self.deadline.remaining() if provable else self.deadline.share(0.5),
+                     budget_s)
         run = solve_periods(self.programs, task, self.options, self.deadline, start=self.best,
                             budget_s=budget, keep_start=True)
         self.offer(run.values if run.complete() else None, self.best_floor)  # same reserved
@@ -336,9 +341,11 @@ class ReservedFirst:
         duration = load_duration_reserved(self.model, self.programs, run)
         self.price_candidates(candidates[first:] + ([] if duration is None else [duration]),
                               closed, tried)
+        small = self.whole_tried_first
         if not self.done():
-            search_reserved(self, lp_reserved, self.deadline.share(SEARCH_SHARE))
-        if not self.done():
+            search_reserved(self, lp_reserved,
+                            self.deadline.share(SMALL_SEARCH_SHARE if small else SEARCH_SHARE))
+        if not self.done() and not small:
             self.tighten_bound(self.deadline.share(TIGHTEN_SHARE))
         if not self.done() and self.deadline.remaining() >= WHOLE_MIN_S:
             self.whole()

@@ -41,7 +41,7 @@ class LinkedSolve(Protocol):
     def periods_with(self, reserved: np.ndarray, closed, budget_s: float, *,
                      only_pools: set[str] | None = None) -> None: ...
 
-    def polish(self) -> None: ...
+    def polish(self, budget_s: float = ...) -> None: ...
 
 
 def reserved_neighbours(counts: np.ndarray, lp_counts: np.ndarray,
@@ -104,7 +104,7 @@ def _first_cheaper(solve: LinkedSolve, lp_counts: np.ndarray, rows: pd.DataFrame
     current = np.round(solve.best[cols])
     if phase == "polish":
         before = solve.best_cost
-        solve.polish()
+        solve.polish(stop.remaining())
         return solve.best_cost < before - 1e-9, 0
     tried.add(current.tobytes())
     rented = rented_replica_hours(solve.model, solve.best, rows)

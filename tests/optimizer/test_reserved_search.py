@@ -80,7 +80,7 @@ class _Priced:
         if cost < self.best_cost:
             self.best, self.best_cost = counts.copy(), cost
 
-    def polish(self) -> None:
+    def polish(self, budget_s=float("inf")) -> None:
         self.calls.append(("polish", None, False))
 
 
