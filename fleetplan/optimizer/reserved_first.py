@@ -222,26 +222,26 @@ class ReservedFirst:
         start = None if self.best is None else shifted_plan(self.model, self.best, reserved)
         if only_pools is not None and start is not None:
             held = other_pools_columns(self.model, only_pools)
-            run = self._fixed_run(reserved, closed, budget_s, start, held)
+            _, run = self._fixed_run(reserved, closed, budget_s, start, held)
             self.offer(run.values if run.complete() else None)
             return
-        run = self._fixed_run(reserved, closed, budget_s, start)
+        task, run = self._fixed_run(reserved, closed, budget_s, start)
         if not run.complete():
             return
-        fixed = reserved_plan(self.model, reserved)
-        constant = float(self.model.cost[fixed["cols"]] @ fixed["values"])
+        constant = float(self.model.cost[task.fixed["cols"]] @ task.fixed["values"])
         floor = constant + sum(r.outcome.bound for r in run.results.values())
         self.offer(run.values, floor if closed is None else math.nan)
 
     def _fixed_run(self, reserved: np.ndarray, closed: dict[int, np.ndarray] | None,
                    budget_s: float, start: np.ndarray | None,
-                   held: np.ndarray | None = None) -> PeriodRun:
+                   held: np.ndarray | None = None) -> tuple[PeriodTask, PeriodRun]:
         # one pool's share of the accepted gap would leave its MILP most of it: a tenth
         gap_share = GAP_SHARE if held is None else POLISH_GAP_SHARE
         task = self._fixed_task(reserved, closed, self.abs_gaps(gap_share), held=held,
                                 start=start)
-        return solve_periods(self.programs, task, self.options, self.deadline, start=start,
-                             budget_s=budget_s, optional=self.best is not None)
+        return task, solve_periods(self.programs, task, self.options, self.deadline,
+                                   start=start, budget_s=budget_s,
+                                   optional=self.best is not None)
 
     def polish(self, budget_s: float = math.inf) -> None:
         """The best plan's periods solved again with its reserved replicas, with the time
