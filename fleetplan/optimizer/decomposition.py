@@ -35,11 +35,11 @@ from fleetplan.optimizer.greedy_fallback import greedy_plan
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, PeriodTask, solve_periods
 from fleetplan.optimizer.representative_start import floor_bound
-from fleetplan.optimizer.reserved_first import (
+from fleetplan.optimizer.reserved_first import ReservedFirst
+from fleetplan.optimizer.reserved_first_shares import (
     COMPLETION_SHARE,
     FLOOR_SHARE,
     ROUNDING_SHARE,
-    ReservedFirst,
 )
 from fleetplan.optimizer.rounding import rounded_within_limits
 from fleetplan.optimizer.solver import SolveOptions, SolveOutcome, gap_between, open_solver
