@@ -135,6 +135,9 @@ class FleetModel:
     #: Seconds the build took [s], its cost-cover cut (small MILPs solved) left out: what a
     #: model of the same problem built without the cut takes.
     build_s: float = math.nan
+    #: (replica table, periods, the replicas in every period) of
+    #: ``milp_constraints.replicas_per_period``
+    replicas_spread: tuple = field(default=(None, None, None), repr=False)
 
     def constraint_table(self) -> pd.DataFrame:
         """All constraint families as one table."""

@@ -45,8 +45,13 @@ def define_demand(model: FleetModel) -> None:
 
 
 def replicas_per_period(model: FleetModel) -> pd.DataFrame:
-    """Replica columns of every period (reserved columns repeated in each)."""
-    return per_period(model.replicas, model.problem.periods)
+    """Replica columns of every period (reserved columns repeated in each); made once per
+    replica table, as several families read it (callers never change it)."""
+    replicas, periods, table = model.replicas_spread
+    if replicas is not model.replicas or periods is not model.problem.periods:
+        table = per_period(model.replicas, model.problem.periods)
+        model.replicas_spread = (model.replicas, model.problem.periods, table)
+    return table
 
 
 def define_capacity(model: FleetModel) -> None:
@@ -65,33 +70,52 @@ def define_node_cover(model: FleetModel) -> None:
     keys = ["gpu", "pricing_type", "period"]
     nodes = model.nodes
     node_gpus = nodes.groupby("gpu")["gpus_per_node"].first()
+    chains: list[tuple[str, int, int]] = []  # GPU types in a row packed by chains: one call
     for gpu, replicas in model.replicas.groupby("gpu", sort=True):
         s = int(node_gpus[gpu])
         sizes = sorted(int(t) for t in replicas["tp"].unique())
-        own = nodes[nodes["gpu"] == gpu]
         if s == 1:  # bought GPU by GPU: a replica's GPUs need not share a node
-            _chain_rows(model, replicas, own, [1], 1, keys)
+            chains += [(gpu, 1, 1)]
         elif is_chain(sizes):
-            _chain_rows(model, replicas, own, sizes, s, keys)
+            chains += [(gpu, size, s) for size in chain_sizes(sizes, s)]
         else:
-            _pattern_rows(model, replicas, own, sizes, s, keys)
+            _chain_rows(model, chains, keys)
+            chains = []
+            _pattern_rows(model, replicas, nodes[nodes["gpu"] == gpu], sizes, s, keys)
+    _chain_rows(model, chains, keys)
+
+
+def chain_sizes(sizes: list[int], node_gpus: int) -> list[int]:
+    """The sizes of a chain whose rows are needed: the smallest, and each that does not divide
+    the node (the others are implied).
+
+    >>> chain_sizes([1, 2, 4, 16], 72), chain_sizes([1, 2, 4, 8], 8)
+    ([1, 16], [1])
+    """
+    return [sizes[0]] + [t for t in sizes[1:] if node_gpus % t]
 
 
 def _node_subject(table: pd.DataFrame) -> pd.Series:
     return table["gpu"] + "/" + table["pricing_type"]
 
 
-def _chain_rows(model, replicas, nodes, sizes, node_gpus, keys) -> None:
-    """Replicas of size >= tau fill at most tau floor(s / tau) GPUs of each node."""
-    needed = [sizes[0]] + [t for t in sizes[1:] if node_gpus % t]  # others are implied
-    for size in needed:
-        larger = replicas[replicas["tp"] >= size] if node_gpus > 1 else replicas
-        terms = pd.concat([_terms(larger, keys, larger["tp"]),
-                           _terms(nodes, keys, -float(max(chain_capacity(size, node_gpus),
-                                                          1)))],
-                          ignore_index=True)
-        add_keyed_rows(model, "nodes", terms, keys, "<=", 0.0, unit="GPUs",
-                       subject=_node_subject)
+def _chain_rows(model, chains: list[tuple[str, int, int]], keys) -> None:
+    """For each (GPU type, size tau, node GPUs s) of ``chains``: replicas of size >= tau fill
+    at most tau floor(s / tau) GPUs of each node (rows ordered by GPU type, then size)."""
+    if not chains:
+        return
+    rows = pd.DataFrame(chains, columns=["gpu", "size", "node_gpus"])
+    rows["fill"] = [max(chain_capacity(size, s), 1) for _, size, s in chains]
+    replicas = model.replicas.merge(rows, on="gpu")
+    # with GPUs bought one at a time every replica counts, whatever its size
+    replicas = replicas[(replicas["tp"] >= replicas["size"]) | (replicas["node_gpus"] == 1)]
+    nodes = model.nodes.merge(rows, on="gpu")
+    row_keys = ["gpu", "size", *keys[1:]]
+    terms = pd.concat([_terms(replicas, row_keys, replicas["tp"]),
+                       _terms(nodes, row_keys, -nodes["fill"].astype(float))],
+                      ignore_index=True)
+    add_keyed_rows(model, "nodes", terms, row_keys, "<=", 0.0, unit="GPUs",
+                   subject=_node_subject)
 
 
 def _pattern_rows(model, replicas, nodes, sizes, node_gpus, keys) -> None:
@@ -149,10 +173,10 @@ def define_spot_share(model: FleetModel) -> None:
     Counted on replicas rather than nodes bought, so idle GPUs cannot dilute the share.
     """
     share = model.problem.spot_max_share
+    if share is None or share >= 1 or not (model.replicas["pricing_type"] == "spot").any():
+        return
     replicas = replicas_per_period(model)
     is_spot = (replicas["pricing_type"] == "spot").to_numpy()
-    if share is None or share >= 1 or not is_spot.any():
-        return
     terms = _terms(replicas, ["period"], replicas["tp"] * (is_spot - share))
     add_keyed_rows(model, "spot_share", terms, ["period"], "<=", 0.0, unit="GPUs",
                    subject=lambda t: pd.Series(["spot"] * len(t)))
