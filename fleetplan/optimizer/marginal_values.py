@@ -22,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from fleetplan.optimizer.carried_plan import carried_start
 from fleetplan.optimizer.constraint_families import FAMILIES, FAMILY, priced_families
 from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.dominance import prune_dominated
@@ -105,8 +106,10 @@ def relaxed_cost(problem: Problem, options: SolveOptions, deadline: Deadline,
                  variant: FleetModel | None = None,
                  start: np.ndarray | None = None) -> tuple[float, float]:
     """Cost [USD/month] and gap of the relaxed ``problem``'s plan; NaN when the call's time is
-    up or no plan was found. ``variant``: the base model changed to ``problem``, solved from
-    ``start`` (the base plan, a plan of ``variant``) instead of a model built anew."""
+    up or no plan was found. ``variant``: a model of ``problem`` made before (the base model
+    changed to it, or one built for it while the base plan was solved), solved from ``start``
+    (a plan of ``variant``: the base plan, or the base plan carried onto it) instead of a
+    model built anew."""
     seconds = min(options.time_limit_s, deadline.remaining())
     if seconds < MIN_RESOLVE_S:
         return math.nan, math.nan
@@ -131,23 +134,38 @@ def saving(base: BasePlan, relaxed: tuple[float, float]) -> tuple[float, float]:
 
 
 class SloPricing(NamedTuple):
-    """The workloads whose looser TPOT SLO is priced, (workload, SLO [ms]), and their re-solves."""
+    """The workloads whose looser TPOT SLO is priced, (workload, SLO [ms]), and their
+    re-solves: their models begun (``start_slo_pricing``), then their solves
+    (``solve_slo_pricing``)."""
 
     subjects: list[tuple[str, float]]
     started: list[Future]
+
+
+def prepared(problem: Problem, deadline: Deadline) -> tuple[Problem, FleetModel | None]:
+    """``problem`` and its model built for a re-solve (without the cost-cover cut, as
+    ``relaxed_cost`` builds it); no model when the call's time is up."""
+    if deadline.remaining() < MIN_RESOLVE_S:
+        return problem, None
+    return problem, build_model(problem, cost_cover=False)
 
 
 class ReSolves:
     """Relaxed problems solved two at a time from one queue, by a worker thread and by the
     caller's.
 
-    Problems handed to ``start`` begin on the worker at once, so a caller may start those that
-    do not depend on the base plan (looser SLOs) before solving it. ``finish`` queues the rest
-    behind them, models built anew before those begun from the base plan, and the caller then
-    takes problems from the head of the queue as the worker does. A re-solve built anew from
-    scratch takes longer than one begun from the base plan, so the longest come first and the
-    two threads end close together. HiGHS releases the interpreter while it solves, so the two
-    share the 2-core machines this is sized for.
+    Problems handed to ``start`` are built on the worker at once, so a caller may begin those
+    that do not depend on the base plan (looser SLOs) while it solves the base plan: the
+    building runs while HiGHS, which releases the interpreter, solves it. Once the base plan is
+    solved, ``solve_started`` queues their solves, each begun from the base plan carried onto
+    it (``carried_plan.py``), and the worker takes them while the caller assembles the plan and
+    finds its binding limits. ``finish`` queues those re-solves behind them, models built anew
+    before those changed from the base model (a re-solve built anew takes longer than one
+    begun from the base plan, so the longest come first and the two threads end close
+    together), and the caller then takes tasks from the head of the queue as the worker does.
+    Each re-solve's inputs (its model and its first plan) are the same however the two threads
+    share the work, so the prices are too; two re-solves share the 2-core machines this is
+    sized for.
     """
 
     def __init__(self, options: SolveOptions, deadline: Deadline) -> None:
@@ -157,10 +175,7 @@ class ReSolves:
         self._worker = ThreadPoolExecutor(max_workers=PARALLEL_RESOLVES - 1,
                                           thread_name_prefix="fleetplan-resolve")
 
-    def _solve(self, make_problem: Callable[[], Problem]) -> tuple[float, float]:
-        return relaxed_cost(make_problem(), self.options, self.deadline)
-
-    def _queued(self, solves: list[Callable[[], tuple[float, float]]]) -> list[Future]:
+    def _queued(self, solves: list[Callable[[], object]]) -> list[Future]:
         """Futures of ``solves``, queued; the worker is told once per solve to take the next."""
         futures = [Future() for _ in solves]
         with self._lock:
@@ -170,7 +185,7 @@ class ReSolves:
         return futures
 
     def _run_next(self) -> bool:
-        """Solve the problem at the head of the queue; False when none is left."""
+        """Run the task at the head of the queue; False when none is left."""
         with self._lock:
             if not self._queue:
                 return False
@@ -185,13 +200,25 @@ class ReSolves:
         return True
 
     def start(self, make_problems: list[Callable[[], Problem]]) -> list[Future]:
-        """Begin solving the problems ``make_problems`` build (callables, so building them runs
-        on the worker too)."""
-        return self._queued([partial(self._solve, make) for make in make_problems])
+        """Begin building the problems ``make_problems`` make (callables, so making them runs
+        on the worker too) and their models (``prepared``); ``finish`` solves them."""
+        return self._queued([lambda make=make: prepared(make(), self.deadline)
+                             for make in make_problems])
 
-    def finish(self, resolves: list[ReSolve], started: list[Future]) -> tuple[list, list]:
-        """``relaxed_cost`` of ``resolves`` and of the ``started`` ones, each solved by
-        whichever thread reaches it first."""
+    def solve_started(self, started: list[Future], base: FleetModel | None) -> list[Future]:
+        """Queue the solves of the ``started`` problems (``start``), each begun from the solved
+        ``base`` model's plan where it carries over; their results' futures."""
+        return self._queued([partial(self._solve_started, future, base) for future in started])
+
+    def _solve_started(self, started: Future, base: FleetModel | None) -> tuple[float, float]:
+        problem, model = started.result()
+        start = None if base is None or model is None else carried_start(base, model)
+        return relaxed_cost(problem, self.options, self.deadline, model, start)
+
+    def finish(self, resolves: list[ReSolve], solving: list[Future]) -> tuple[list, list]:
+        """``relaxed_cost`` of ``resolves``, and the results of the ``solving`` ones
+        (``solve_started``), each solved by whichever thread reaches it first: models built
+        anew first, then those changed from the base model, behind the solves queued before."""
         order = sorted(range(len(resolves)), key=lambda i: resolves[i].variant is not None)
         futures = dict(zip(order, self._queued([
             partial(relaxed_cost, resolves[i].problem, self.options, self.deadline,
@@ -199,7 +226,7 @@ class ReSolves:
         while self._run_next():
             pass
         return ([futures[i].result() for i in range(len(resolves))],
-                [future.result() for future in started])
+                [future.result() for future in solving])
 
     def close(self) -> None:
         """Drop problems not yet begun and wait for the one running (bounded by its limit)."""
@@ -273,12 +300,18 @@ def slo_relaxation(problem: Problem, relaxed_candidates: pd.DataFrame, workload:
 
 def start_slo_pricing(resolves: ReSolves, problem: Problem,
                       relaxed_candidates: pd.DataFrame) -> SloPricing:
-    """The workloads whose looser SLO is priced, and their re-solves, begun on the worker.
-    ``problem``: the problem before dominated configurations were dropped (a looser SLO can
-    revive them)."""
+    """The workloads whose looser SLO is priced, and their re-solves' models, begun on the
+    worker. ``problem``: the problem before dominated configurations were dropped (a looser SLO
+    can revive them)."""
     subjects = slo_subjects(problem, relaxed_candidates)
     return SloPricing(subjects, resolves.start([
         partial(slo_relaxation, problem, relaxed_candidates, workload) for workload, _ in subjects]))
+
+
+def solve_slo_pricing(resolves: ReSolves, pricing: SloPricing, base: FleetModel) -> SloPricing:
+    """``pricing`` with its re-solves queued, each begun from the solved ``base`` model's plan
+    where it carries over."""
+    return pricing._replace(started=resolves.solve_started(pricing.started, base))
 
 
 def slo_rows(priced: list[tuple], savings: list, base: BasePlan, factor: float) -> pd.DataFrame:
@@ -301,13 +334,15 @@ def marginal_values(model: FleetModel, base: BasePlan, *, slo_problem: Problem |
                     resolves: ReSolves | None = None,
                     slo_pricing: SloPricing | None = None) -> pd.DataFrame:
     """Binding limits and looser SLOs, priced by re-solving (:data:`PARALLEL_RESOLVES` at a
-    time). ``slo_pricing``: the looser SLOs' re-solves already begun on ``resolves``
-    (``start_slo_pricing``); otherwise they begin here, from ``slo_problem`` (the problem
-    before dominated configurations were dropped) and ``relaxed_candidates``."""
+    time). ``slo_pricing``: the looser SLOs' re-solves already queued on ``resolves``
+    (``start_slo_pricing``, then ``solve_slo_pricing``); otherwise they begin here, from
+    ``slo_problem`` (the problem before dominated configurations were dropped) and
+    ``relaxed_candidates``."""
     with nullcontext(resolves) if resolves else ReSolves(base.options, base.deadline) as resolves:
         if slo_pricing is None:
-            slo_pricing = SloPricing([], []) if relaxed_candidates is None else start_slo_pricing(
-                resolves, slo_problem or model.problem, relaxed_candidates)
+            slo_pricing = SloPricing([], []) if relaxed_candidates is None else solve_slo_pricing(
+                resolves, start_slo_pricing(resolves, slo_problem or model.problem,
+                                            relaxed_candidates), model)
         limits, relaxations = binding_relaxations(model)
         relaxed, slo_relaxed = resolves.finish(binding_resolves(model, limits, relaxations),
                                                slo_pricing.started)

@@ -24,6 +24,7 @@ from fleetplan.optimizer.marginal_values import (
     BasePlan,
     ReSolves,
     marginal_values,
+    solve_slo_pricing,
     start_slo_pricing,
 )
 from fleetplan.optimizer.milp import BuildStopped, build_model
@@ -163,6 +164,8 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
         if outcome.status == "infeasible":
             resolves.close()  # no plan to compare with: drop the re-solves begun
             return _elastic_plan(problem, pruned, options, metadata, deadline, model.build_s)
+        if slo_pricing is not None and outcome.has_solution:  # the worker takes them now
+            slo_pricing = solve_slo_pricing(resolves, slo_pricing, model)
         status = plan_status(outcome, options)
         plan = assemble_plan(model, outcome, status, **metadata)
         plan.candidates, plan.model_build_s = problem.candidates, model.build_s

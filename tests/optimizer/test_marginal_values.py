@@ -106,12 +106,40 @@ def worker_held_by_slow(release_after: str):
     return fake_relaxed_cost, running, solved
 
 
+def built_as_names(monkeypatch) -> list[tuple[str, str]]:
+    """Problems ``ReSolves.start`` builds stand for themselves (no model); the (problem,
+    thread) of each build, in order."""
+    built = []
+
+    def fake_prepared(problem, deadline):
+        built.append((problem, threading.current_thread().name))
+        return problem, None
+
+    monkeypatch.setattr(marginal_values, "prepared", fake_prepared)
+    return built
+
+
+def started_solves(resolves: ReSolves, problems: list[str]) -> list:
+    """The problems begun on ``resolves`` and queued for solving (no base plan to carry)."""
+    return resolves.solve_started(resolves.start([lambda p=p: p for p in problems]), None)
+
+
+def test_started_problems_are_built_on_the_worker_before_the_base_plan_is_solved(monkeypatch):
+    built = built_as_names(monkeypatch)
+    with ReSolves(SolveOptions(), Deadline(30)) as resolves:
+        started = resolves.start([lambda: "a", lambda: "b"])
+        assert [future.result(10) for future in started] == [("a", None), ("b", None)]
+    assert [problem for problem, _ in built] == ["a", "b"]
+    assert all(thread.startswith("fleetplan-resolve") for _, thread in built)
+
+
 def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch):
     fake_relaxed_cost, running, solved = worker_held_by_slow("own")  # while still on "slow"
     monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
+    built_as_names(monkeypatch)
     resolves = ReSolves(SolveOptions(), Deadline(30))
     try:
-        started = resolves.start([lambda: "slow", lambda: "a", lambda: "b"])
+        started = started_solves(resolves, ["slow", "a", "b"])
         assert running.wait(10)  # the worker is busy with "slow" before the caller goes on
         own, begun = resolves.finish([ReSolve("own")], started)
     finally:
@@ -128,10 +156,11 @@ def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch):
 def test_models_built_anew_are_solved_before_those_begun_from_the_base_plan(monkeypatch):
     fake_relaxed_cost, running, solved = worker_held_by_slow("varied too")
     monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
+    built_as_names(monkeypatch)
     changed_base = object()  # stands for the base model changed to the relaxed problem
     resolves = ReSolves(SolveOptions(), Deadline(30))
     try:
-        started = resolves.start([lambda: "slow"])
+        started = started_solves(resolves, ["slow"])
         assert running.wait(10)
         own, _ = resolves.finish([ReSolve("varied", changed_base, np.zeros(1)),
                                   ReSolve("rebuilt"), ReSolve("varied too", changed_base)],
@@ -147,9 +176,20 @@ def test_a_failed_resolve_reaches_the_caller(monkeypatch):
         raise RuntimeError(f"solver lost {problem}")
 
     monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
+    built_as_names(monkeypatch)
     with ReSolves(SolveOptions(), Deadline(30)) as resolves, \
             pytest.raises(RuntimeError, match="solver lost"):
-        resolves.finish([ReSolve("own")], resolves.start([lambda: "started"]))
+        resolves.finish([ReSolve("own")], started_solves(resolves, ["started"]))
+
+
+def test_a_failed_build_of_a_started_problem_reaches_the_caller(monkeypatch):
+    def fake_prepared(problem, deadline):
+        raise RuntimeError(f"could not build {problem}")
+
+    monkeypatch.setattr(marginal_values, "prepared", fake_prepared)
+    with ReSolves(SolveOptions(), Deadline(30)) as resolves, \
+            pytest.raises(RuntimeError, match="could not build started"):
+        resolves.finish([], started_solves(resolves, ["started"]))
 
 
 def test_an_exit_during_a_resolve_stops_the_caller_at_once(monkeypatch):

@@ -1,0 +1,109 @@
+"""The base plan carried onto the model of a looser SLO (``optimizer/carried_plan.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fleetplan.catalogs import load_catalogs
+from fleetplan.optimizer import marginal_values
+from fleetplan.optimizer.carried_plan import carried_start, counterparts, hardware_ids
+from fleetplan.optimizer.decomposition import solve_whole
+from fleetplan.optimizer.dominance import prune_dominated
+from fleetplan.optimizer.example import example_scenario
+from fleetplan.optimizer.marginal_values import slo_relaxation, slo_subjects
+from fleetplan.optimizer.milp import build_model
+from fleetplan.optimizer.period_merging import merge_identical_periods
+from fleetplan.optimizer.period_solves import Deadline
+from fleetplan.optimizer.scenario_planning import plan_scenario, prepare
+from fleetplan.optimizer.solver import SolveOptions
+
+
+@pytest.fixture(scope="module")
+def example():
+    """The example's merged problem, its solved base model and its looser-SLO models."""
+    prepared = prepare(example_scenario(), load_catalogs())
+    problem, _ = merge_identical_periods(prepared.problem)
+    base = build_model(prune_dominated(problem)[0])
+    solve_whole(base, SolveOptions(30.0, 0.005, 1), Deadline(30.0))
+    looser = {workload: build_model(slo_relaxation(problem, prepared.relaxed_candidates,
+                                                   workload), cost_cover=False)
+              for workload, _ in slo_subjects(problem, prepared.relaxed_candidates)}
+    return base, looser
+
+
+def test_hardware_ids_drop_the_slo_level_only():
+    ids = pd.Series(["m/h100/bf16/tp1@tpot40ms+ttft1500ms", "m/h100/bf16/tp1", "chat:m/l4/fp8/tp1",
+                     "m/fp8/l40s-tp1>h100-tp2@tpot40ms#decode"])
+    assert hardware_ids(ids).tolist() == ["m/h100/bf16/tp1", "m/h100/bf16/tp1",
+                                          "chat:m/l4/fp8/tp1", "m/fp8/l40s-tp1>h100-tp2#decode"]
+
+
+def test_the_carried_plan_keeps_every_row_and_costs_what_the_base_plan_costs(example):
+    base, looser = example
+    assert set(looser) == {"chat", "rag", "summaries"}
+    base_cost = float(base.cost @ base.values)
+    for workload, model in looser.items():
+        start = carried_start(base, model)
+        assert start is not None, workload
+        assert model.program.violation(start) <= 1e-6
+        assert np.all(np.abs(start[model.program.integer] - np.round(
+            start[model.program.integer])) < 1e-9)
+        # the same replicas and nodes: the same cost, to the cent
+        assert float(model.cost @ start) == pytest.approx(base_cost, abs=0.01), workload
+
+
+def test_a_configuration_runs_at_a_looser_level_of_no_less_capacity(example):
+    base, looser = example
+    mapping = counterparts(base, looser["chat"], base.values)
+    assert mapping is not None and not mapping.empty
+    assert (hardware_ids(pd.Series(mapping.index)).to_numpy()
+            == hardware_ids(pd.Series(mapping.to_numpy())).to_numpy()).all()
+    # chat at 40 ms moves to its looser 60 ms level
+    assert any("@tpot40ms" in old and "@tpot60ms" in new for old, new in mapping.items())
+    routes = base.routes[base.values[base.routes["col"]] > 1e-9]
+    offered = looser["chat"].routes.drop_duplicates(["workload", "bucket", "config"])
+    moved = routes.assign(config=routes["config"].map(mapping)).merge(
+        offered, on=["workload", "bucket", "config"], suffixes=("", "_looser"))
+    assert len(moved) == len(routes)
+    assert (moved["req_s_per_replica_looser"] >= moved["req_s_per_replica"] * (1 - 1e-9)).all()
+
+
+def test_no_plan_is_carried_when_a_configuration_has_no_counterpart(example):
+    base, looser = example
+    model = looser["rag"]
+    used = base.routes.loc[base.values[base.routes["col"]] > 1e-9, "config"]
+    gone = hardware_ids(used[used.str.startswith("llama-3.1-70b")]).iloc[0]
+    model = type(model)(**{**vars(model), "routes": model.routes[
+        hardware_ids(model.routes["config"]) != gone]})
+    assert counterparts(base, model, base.values) is None
+    assert carried_start(base, model) is None
+
+
+def test_no_plan_is_carried_that_breaks_a_row_of_the_looser_model(example):
+    base, looser = example
+    model = looser["summaries"]
+    program = model.program
+    lowered = program.row_upper.copy()
+    capacity = model.constraint_table().query("family == 'capacity'")["row"].to_numpy()
+    lowered[capacity] = -1.0  # every configuration short of a replica
+    changed = type(model)(**{**vars(model), "program": program.with_changes(row_upper=lowered)})
+    assert carried_start(base, model) is not None
+    assert carried_start(base, changed) is None
+
+
+def test_looser_slo_resolves_begin_from_the_carried_base_plan(monkeypatch):
+    starts = []
+    solve = marginal_values.solve_fleet
+
+    def record(model, options, deadline=None, *, start=None):
+        starts.append(start is not None)
+        return solve(model, options, deadline, start=start)
+
+    monkeypatch.setattr(marginal_values, "solve_fleet", record)
+    plan = plan_scenario(example_scenario(), load_catalogs(), what_if=True)
+    priced = plan.binding_constraints
+    assert set(priced.loc[priced["family"] == "tpot_slo", "subject"]) == {"chat", "rag"}
+    # three looser SLOs and the one binding limit, each begun from the base plan
+    assert starts == [True] * 4
