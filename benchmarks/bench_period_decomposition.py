@@ -39,7 +39,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from bench_portfolio import CASES, FLEXIBLE, _relaxed
+from portfolio_cases import CASES, FLEXIBLE, relaxed
 
 from fleetplan.optimizer.lagrangian_prices import period_prices
 from fleetplan.optimizer.linear_program import LinearProgram
@@ -111,7 +111,7 @@ def master(costs: np.ndarray, copies: np.ndarray, owners: np.ndarray, n_periods:
 
 def run(case: str, iterations: int, smoothing: float, seconds: float, gap: float) -> None:
     started = time.perf_counter()
-    hours, model, lp = _relaxed(case)
+    hours, model, lp = relaxed(case)
     programs = PeriodPrograms.of(model)
     blocks = PeriodBlocks(programs, seconds, gap)
     reserved = blocks.reserved
