@@ -215,18 +215,27 @@ class ReSolves:
         start = None if base is None or model is None else carried_start(base, model)
         return relaxed_cost(problem, self.options, self.deadline, model, start)
 
-    def finish(self, resolves: list[ReSolve], solving: list[Future]) -> tuple[list, list]:
-        """``relaxed_cost`` of ``resolves``, and the results of the ``solving`` ones
-        (``solve_started``), each solved by whichever thread reaches it first: models built
-        anew first, then those changed from the base model, behind the solves queued before."""
+    def queue(self, resolves: list[ReSolve]) -> list[Future]:
+        """Queue ``relaxed_cost`` of ``resolves``, models built anew before those changed from
+        the base model, behind the tasks queued before; their futures, in the given order."""
         order = sorted(range(len(resolves)), key=lambda i: resolves[i].variant is not None)
         futures = dict(zip(order, self._queued([
             partial(relaxed_cost, resolves[i].problem, self.options, self.deadline,
                     resolves[i].variant, resolves[i].start) for i in order]), strict=True))
+        return [futures[i] for i in range(len(resolves))]
+
+    def results(self, *groups: list[Future]) -> list[list]:
+        """Take tasks from the head of the queue, as the worker does, until none is left; then
+        the results of each group of futures."""
         while self._run_next():
             pass
-        return ([futures[i].result() for i in range(len(resolves))],
-                [future.result() for future in solving])
+        return [[future.result() for future in group] for group in groups]
+
+    def finish(self, resolves: list[ReSolve], solving: list[Future]) -> tuple[list, list]:
+        """``relaxed_cost`` of ``resolves`` (``queue``), and the results of the ``solving``
+        ones (``solve_started``), each solved by whichever thread reaches it first."""
+        own, begun = self.results(self.queue(resolves), solving)
+        return own, begun
 
     def close(self) -> None:
         """Drop problems not yet begun and wait for the one running (bounded by its limit)."""
@@ -329,24 +338,56 @@ def slo_rows(priced: list[tuple], savings: list, base: BasePlan, factor: float) 
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+class PendingValues(NamedTuple):
+    """Marginal values whose re-solves are queued (``begin_marginal_values``): the binding
+    limits, each one's relaxation and re-solve, and the looser SLOs' pricing."""
+
+    limits: list[dict]
+    relaxations: list
+    binding: list[Future]
+    slo_pricing: SloPricing
+
+
+def begin_marginal_values(model: FleetModel, resolves: ReSolves, *,
+                          slo_problem: Problem | None = None,
+                          relaxed_candidates: pd.DataFrame | None = None,
+                          slo_pricing: SloPricing | None = None) -> PendingValues:
+    """Queue the re-solves that price the solved ``model``'s binding limits and looser SLOs.
+    ``slo_pricing``: the looser SLOs' re-solves already queued on ``resolves``
+    (``start_slo_pricing``, then ``solve_slo_pricing``); otherwise they begin here, from
+    ``slo_problem`` (the problem before dominated configurations were dropped) and
+    ``relaxed_candidates``."""
+    if slo_pricing is None:
+        slo_pricing = SloPricing([], []) if relaxed_candidates is None else solve_slo_pricing(
+            resolves, start_slo_pricing(resolves, slo_problem or model.problem,
+                                        relaxed_candidates), model)
+    limits, relaxations = binding_relaxations(model)
+    return PendingValues(limits, relaxations,
+                         resolves.queue(binding_resolves(model, limits, relaxations)),
+                         slo_pricing)
+
+
+def priced_values(resolves: ReSolves, pending: PendingValues, base: BasePlan,
+                  tpot_factor: float = 1.5) -> pd.DataFrame:
+    """The binding limits and looser SLOs of ``pending`` with what relaxing each saves against
+    ``base``, once the caller and the worker have solved every re-solve queued."""
+    relaxed, slo_relaxed = resolves.results(pending.binding, pending.slo_pricing.started)
+    tables = [binding_rows(pending.limits, pending.relaxations,
+                           [saving(base, one) for one in relaxed]),
+              slo_rows(pending.slo_pricing.subjects, [saving(base, one) for one in slo_relaxed],
+                       base, tpot_factor)]
+    tables = [t for t in tables if not t.empty]
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)
+
+
 def marginal_values(model: FleetModel, base: BasePlan, *, slo_problem: Problem | None = None,
                     relaxed_candidates: pd.DataFrame | None = None, tpot_factor: float = 1.5,
                     resolves: ReSolves | None = None,
                     slo_pricing: SloPricing | None = None) -> pd.DataFrame:
     """Binding limits and looser SLOs, priced by re-solving (:data:`PARALLEL_RESOLVES` at a
-    time). ``slo_pricing``: the looser SLOs' re-solves already queued on ``resolves``
-    (``start_slo_pricing``, then ``solve_slo_pricing``); otherwise they begin here, from
-    ``slo_problem`` (the problem before dominated configurations were dropped) and
-    ``relaxed_candidates``."""
+    time): ``begin_marginal_values``, then ``priced_values``."""
     with nullcontext(resolves) if resolves else ReSolves(base.options, base.deadline) as resolves:
-        if slo_pricing is None:
-            slo_pricing = SloPricing([], []) if relaxed_candidates is None else solve_slo_pricing(
-                resolves, start_slo_pricing(resolves, slo_problem or model.problem,
-                                            relaxed_candidates), model)
-        limits, relaxations = binding_relaxations(model)
-        relaxed, slo_relaxed = resolves.finish(binding_resolves(model, limits, relaxations),
-                                               slo_pricing.started)
-    tables = [binding_rows(limits, relaxations, [saving(base, one) for one in relaxed]),
-              slo_rows(slo_pricing.subjects, [saving(base, one) for one in slo_relaxed], base, tpot_factor)]
-    tables = [t for t in tables if not t.empty]
-    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=COLUMNS)
+        pending = begin_marginal_values(model, resolves, slo_problem=slo_problem,
+                                        relaxed_candidates=relaxed_candidates,
+                                        slo_pricing=slo_pricing)
+        return priced_values(resolves, pending, base, tpot_factor)

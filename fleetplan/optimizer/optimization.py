@@ -23,7 +23,8 @@ from fleetplan.optimizer.marginal_values import COLUMNS as BINDING_COLUMNS
 from fleetplan.optimizer.marginal_values import (
     BasePlan,
     ReSolves,
-    marginal_values,
+    begin_marginal_values,
+    priced_values,
     solve_slo_pricing,
     start_slo_pricing,
 )
@@ -96,9 +97,27 @@ def optimize_problem(problem: Problem, options: SolveOptions | None = None,
     check_problem(problem)
     original = problem
     problem, representative = merge_identical_periods(problem)
-    plan = _solve(problem, options, what_if or WhatIfOptions(enabled=False), metadata, deadline)
-    plan = spread_periods(plan, representative, original.periods, original.demand)
-    return recheck(plan, original)
+    finish = PlanFinish(original, representative)
+    plan = _solve(problem, options, what_if or WhatIfOptions(enabled=False), metadata, deadline,
+                  finish)
+    return finish(plan)
+
+
+class PlanFinish:
+    """A solved plan spread from the merged periods to every period of the original problem
+    and re-checked there (``recheck``), once: a plan with marginal values is finished while
+    the worker begins its re-solves, which do not change it."""
+
+    def __init__(self, original: Problem, representative: pd.Series) -> None:
+        self.original, self.representative = original, representative
+        self.finished: FleetPlan | None = None
+
+    def __call__(self, plan: FleetPlan) -> FleetPlan:
+        if plan is not self.finished:
+            plan = spread_periods(plan, self.representative, self.original.periods,
+                                  self.original.demand)
+            self.finished = recheck(plan, self.original)
+        return self.finished
 
 
 def side_by_side(options: SolveOptions) -> SolveOptions:
@@ -137,7 +156,7 @@ def recheck(plan: FleetPlan, problem: Problem) -> FleetPlan:
 
 
 def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
-           metadata: dict, deadline: Deadline) -> FleetPlan:
+           metadata: dict, deadline: Deadline, finish: PlanFinish) -> FleetPlan:
     metadata.setdefault("assumptions", {})
     metadata["assumptions"] = {**problem_assumptions(problem), **metadata["assumptions"]}
     pruned, dropped = prune_dominated(problem)
@@ -164,8 +183,13 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
         if outcome.status == "infeasible":
             resolves.close()  # no plan to compare with: drop the re-solves begun
             return _elastic_plan(problem, pruned, options, metadata, deadline, model.build_s)
-        if slo_pricing is not None and outcome.has_solution:  # the worker takes them now
-            slo_pricing = solve_slo_pricing(resolves, slo_pricing, model)
+        pending = None
+        if outcome.has_solution and what_if.enabled:  # the worker takes them at once
+            if slo_pricing is not None:
+                slo_pricing = solve_slo_pricing(resolves, slo_pricing, model)
+            pending = begin_marginal_values(
+                model, resolves, slo_problem=problem,
+                relaxed_candidates=what_if.relaxed_candidates, slo_pricing=slo_pricing)
         status = plan_status(outcome, options)
         plan = assemble_plan(model, outcome, status, **metadata)
         plan.candidates, plan.model_build_s = problem.candidates, model.build_s
@@ -174,11 +198,11 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
         if outcome.has_solution and "scenario" in problem.periods:
             plan.own_option = option_rows(model, model.values, "plan", "stochastic",
                                           problem.cvar_alpha)
-        if outcome.has_solution and what_if.enabled:
+        if pending is not None:
+            plan = finish(plan)  # while the worker solves the re-solves queued
             base = BasePlan(plan.usd_per_month, plan.gap, resolve_options, deadline)
-            plan.binding_constraints = marginal_values(
-                model, base, slo_problem=problem, relaxed_candidates=what_if.relaxed_candidates,
-                tpot_factor=what_if.tpot_factor, resolves=resolves, slo_pricing=slo_pricing)
+            plan.binding_constraints = priced_values(resolves, pending, base,
+                                                     what_if.tpot_factor)
     if plan.binding_constraints.empty:
         plan.binding_constraints = pd.DataFrame(columns=BINDING_COLUMNS)
     if status == "time_limit" and math.isfinite(plan.gap):

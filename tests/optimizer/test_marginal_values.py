@@ -224,3 +224,20 @@ def test_an_infeasible_base_drops_the_pricing_it_began(catalogs, monkeypatch):
     assert [subject for subject, _ in begun[0][0]] == ["chat"]  # its looser SLO was being priced
     assert all(future.done() for future in begun[0][1])
     assert not [t for t in threading.enumerate() if t.name.startswith("fleetplan-resolve")]
+
+
+def test_a_plan_is_spread_and_rechecked_once_while_its_resolves_run(catalogs, monkeypatch):
+    events = []
+    recheck, priced = optimization.recheck, optimization.priced_values
+    monkeypatch.setattr(optimization, "recheck",
+                        lambda *a, **k: events.append("recheck") or recheck(*a, **k))
+    monkeypatch.setattr(optimization, "priced_values",
+                        lambda *a, **k: events.append("priced") or priced(*a, **k))
+    plan = plan_scenario(small_scenario(), catalogs)
+    assert events == ["recheck", "priced"]  # the re-solves were queued before it
+    assert plan.assumptions["recheck"] == "passed" and not plan.binding_constraints.empty
+    events.clear()
+    plain = plan_scenario(small_scenario(what_if=False), catalogs)
+    assert events == ["recheck"]
+    pd.testing.assert_frame_equal(plan.fleet_by_period, plain.fleet_by_period)
+    assert plan.usd_per_month == plain.usd_per_month
