@@ -25,7 +25,6 @@ from fleetplan.optimizer.marginal_values import (
     ReSolves,
     begin_marginal_values,
     priced_values,
-    solve_slo_pricing,
     start_slo_pricing,
 )
 from fleetplan.optimizer.milp import BuildStopped, build_model
@@ -185,8 +184,6 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
             return _elastic_plan(problem, pruned, options, metadata, deadline, model.build_s)
         pending = None
         if outcome.has_solution and what_if.enabled:  # the worker takes them at once
-            if slo_pricing is not None:
-                slo_pricing = solve_slo_pricing(resolves, slo_pricing, model)
             pending = begin_marginal_values(
                 model, resolves, slo_problem=problem,
                 relaxed_candidates=what_if.relaxed_candidates, slo_pricing=slo_pricing)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from fleetplan.catalogs import load_catalogs
-from fleetplan.optimizer import marginal_values
+from fleetplan.optimizer import marginal_values, optimization
 from fleetplan.optimizer.carried_plan import carried_start, counterparts, hardware_ids
 from fleetplan.optimizer.decomposition import solve_whole
 from fleetplan.optimizer.dominance import prune_dominated
@@ -93,17 +93,40 @@ def test_no_plan_is_carried_that_breaks_a_row_of_the_looser_model(example):
     assert carried_start(base, changed) is None
 
 
-def test_looser_slo_resolves_begin_from_the_carried_base_plan(monkeypatch):
-    starts = []
-    solve = marginal_values.solve_fleet
+@pytest.mark.parametrize(("early", "wait_s"), [(True, None), (False, None), (True, 0.0)])
+def test_looser_slo_resolves_begin_from_the_base_plan_once_it_is_solved(monkeypatch, early,
+                                                                        wait_s):
+    """Begun during the base solve (a model of up to ``EARLY_PRICING_COLUMNS``) or after it, a
+    looser SLO's re-solve begins from the base plan carried onto it; one whose wait for the
+    base plan ran out (``CARRY_WAIT_S``, here 0 s in the last case) begins from scratch."""
+    events = []
+    solve, solved = marginal_values.solve_fleet, marginal_values.ReSolves.base_solved
 
     def record(model, options, deadline=None, *, start=None):
-        starts.append(start is not None)
+        # the binding limit priced is chat's N+1: its re-solve alone has no spare replicas
+        spares = int(model.problem.workloads["redundancy_k"].sum())
+        events.append(("N+1 re-solve" if spares == 0 else "looser SLO", start is not None))
         return solve(model, options, deadline, start=start)
 
     monkeypatch.setattr(marginal_values, "solve_fleet", record)
+    monkeypatch.setattr(marginal_values.ReSolves, "base_solved",
+                        lambda self, base: events.append(("base solved", True))
+                        or solved(self, base))
+    if not early:
+        monkeypatch.setattr(optimization, "EARLY_PRICING_COLUMNS", 0)
+    if wait_s is not None:
+        monkeypatch.setattr(marginal_values, "CARRY_WAIT_S", wait_s)
     plan = plan_scenario(example_scenario(), load_catalogs(), what_if=True)
     priced = plan.binding_constraints
     assert set(priced.loc[priced["family"] == "tpot_slo", "subject"]) == {"chat", "rag"}
-    # three looser SLOs and the one binding limit, each begun from the base plan
-    assert starts == [True] * 4
+    after = events.index(("base solved", True))
+    looser = [(i > after, carried) for i, (kind, carried) in enumerate(events)
+              if kind == "looser SLO"]
+    assert len(looser) == 3
+    assert all(begun_after for begun_after, carried in looser if carried)  # none before it
+    if wait_s is None:  # the example's base plan comes well within the wait
+        assert all(carried for _, carried in looser)
+    else:  # the worker's first did not wait for it
+        assert not looser[0][1]
+    # the binding limit is changed from the base model and solved from its plan either way
+    assert [carried for kind, carried in events if kind == "N+1 re-solve"] == [True]

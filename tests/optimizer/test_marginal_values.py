@@ -88,6 +88,13 @@ def test_solves_side_by_side_run_on_one_thread_each_unless_the_scenario_says(
     assert used["base"] == [threads]
 
 
+@pytest.fixture
+def named_problems(monkeypatch):
+    """Problems that stand for themselves: their models are not built (``relaxed_cost`` is
+    faked), and no base plan is awaited."""
+    monkeypatch.setattr(marginal_values, "build_model", lambda problem, **kwargs: object())
+
+
 def worker_held_by_slow(release_after: str):
     """A stand-in for ``relaxed_cost`` that holds the thread solving "slow" until the problem
     ``release_after`` is solved; with the event set once "slow" has begun, and the problems in
@@ -106,40 +113,13 @@ def worker_held_by_slow(release_after: str):
     return fake_relaxed_cost, running, solved
 
 
-def built_as_names(monkeypatch) -> list[tuple[str, str]]:
-    """Problems ``ReSolves.start`` builds stand for themselves (no model); the (problem,
-    thread) of each build, in order."""
-    built = []
-
-    def fake_prepared(problem, deadline):
-        built.append((problem, threading.current_thread().name))
-        return problem, None
-
-    monkeypatch.setattr(marginal_values, "prepared", fake_prepared)
-    return built
-
-
-def started_solves(resolves: ReSolves, problems: list[str]) -> list:
-    """The problems begun on ``resolves`` and queued for solving (no base plan to carry)."""
-    return resolves.solve_started(resolves.start([lambda p=p: p for p in problems]), None)
-
-
-def test_started_problems_are_built_on_the_worker_before_the_base_plan_is_solved(monkeypatch):
-    built = built_as_names(monkeypatch)
-    with ReSolves(SolveOptions(), Deadline(30)) as resolves:
-        started = resolves.start([lambda: "a", lambda: "b"])
-        assert [future.result(10) for future in started] == [("a", None), ("b", None)]
-    assert [problem for problem, _ in built] == ["a", "b"]
-    assert all(thread.startswith("fleetplan-resolve") for _, thread in built)
-
-
-def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch):
+def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch, named_problems):
     fake_relaxed_cost, running, solved = worker_held_by_slow("own")  # while still on "slow"
     monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
-    built_as_names(monkeypatch)
     resolves = ReSolves(SolveOptions(), Deadline(30))
+    resolves.base_solved(None)
     try:
-        started = started_solves(resolves, ["slow", "a", "b"])
+        started = resolves.start([lambda: "slow", lambda: "a", lambda: "b"])
         assert running.wait(10)  # the worker is busy with "slow" before the caller goes on
         own, begun = resolves.finish([ReSolve("own")], started)
     finally:
@@ -153,14 +133,14 @@ def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch):
     assert solved == ["a", "b", "own", "slow"]
 
 
-def test_models_built_anew_are_solved_before_those_begun_from_the_base_plan(monkeypatch):
+def test_models_built_anew_are_solved_before_those_begun_from_the_base_plan(monkeypatch, named_problems):
     fake_relaxed_cost, running, solved = worker_held_by_slow("varied too")
     monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
-    built_as_names(monkeypatch)
     changed_base = object()  # stands for the base model changed to the relaxed problem
     resolves = ReSolves(SolveOptions(), Deadline(30))
+    resolves.base_solved(None)
     try:
-        started = started_solves(resolves, ["slow"])
+        started = resolves.start([lambda: "slow"])
         assert running.wait(10)
         own, _ = resolves.finish([ReSolve("varied", changed_base, np.zeros(1)),
                                   ReSolve("rebuilt"), ReSolve("varied too", changed_base)],
@@ -171,25 +151,15 @@ def test_models_built_anew_are_solved_before_those_begun_from_the_base_plan(monk
     assert solved[:3] == ["rebuilt", "varied", "varied too"]  # the longest first
 
 
-def test_a_failed_resolve_reaches_the_caller(monkeypatch):
+def test_a_failed_resolve_reaches_the_caller(monkeypatch, named_problems):
     def fake_relaxed_cost(problem, options, deadline, variant=None, start=None):
         raise RuntimeError(f"solver lost {problem}")
 
     monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
-    built_as_names(monkeypatch)
     with ReSolves(SolveOptions(), Deadline(30)) as resolves, \
             pytest.raises(RuntimeError, match="solver lost"):
-        resolves.finish([ReSolve("own")], started_solves(resolves, ["started"]))
-
-
-def test_a_failed_build_of_a_started_problem_reaches_the_caller(monkeypatch):
-    def fake_prepared(problem, deadline):
-        raise RuntimeError(f"could not build {problem}")
-
-    monkeypatch.setattr(marginal_values, "prepared", fake_prepared)
-    with ReSolves(SolveOptions(), Deadline(30)) as resolves, \
-            pytest.raises(RuntimeError, match="could not build started"):
-        resolves.finish([], started_solves(resolves, ["started"]))
+        resolves.base_solved(None)
+        resolves.finish([ReSolve("own")], resolves.start([lambda: "started"]))
 
 
 def test_an_exit_during_a_resolve_stops_the_caller_at_once(monkeypatch):
@@ -224,6 +194,67 @@ def test_an_infeasible_base_drops_the_pricing_it_began(catalogs, monkeypatch):
     assert [subject for subject, _ in begun[0][0]] == ["chat"]  # its looser SLO was being priced
     assert all(future.done() for future in begun[0][1])
     assert not [t for t in threading.enumerate() if t.name.startswith("fleetplan-resolve")]
+
+
+def test_a_failed_build_of_a_looser_problem_reaches_the_caller():
+    def broken_relaxation():
+        raise RuntimeError("could not make the looser problem")
+
+    with ReSolves(SolveOptions(), Deadline(30)) as resolves, \
+            pytest.raises(RuntimeError, match="could not make the looser problem"):
+        resolves.finish([], resolves.start([broken_relaxation]))
+
+
+def test_a_started_resolve_waits_for_the_base_plan_to_begin_from(monkeypatch, named_problems):
+    began_from = []
+    monkeypatch.setattr(marginal_values, "relaxed_cost",
+                        lambda problem, options, deadline, model=None, start=None:
+                        began_from.append((problem, start)) or (0.0, 0.0))
+    monkeypatch.setattr(marginal_values, "carried_start", lambda base, model: f"from {base}")
+    with ReSolves(SolveOptions(), Deadline(30)) as resolves:
+        started = resolves.start([lambda: "looser"])
+        resolves.base_solved(SolvedBase())
+        resolves.results(started)
+    assert began_from == [("looser", "from base")]
+
+
+def test_a_started_resolve_begins_from_scratch_beside_a_long_base_solve(monkeypatch,
+                                                                          named_problems):
+    began_from = []
+    monkeypatch.setattr(marginal_values, "relaxed_cost",
+                        lambda problem, options, deadline, model=None, start=None:
+                        began_from.append((problem, start)) or (0.0, 0.0))
+    monkeypatch.setattr(marginal_values, "CARRY_WAIT_S", 0.05)
+    with ReSolves(SolveOptions(), Deadline(30)) as resolves:
+        started = resolves.start([lambda: "looser"])
+        assert started[0].result(10) == (0.0, 0.0)  # solved before the base plan came
+        resolves.base_solved(SolvedBase())
+    assert began_from == [("looser", None)]
+
+
+def test_a_resolve_waiting_for_the_base_plan_gives_up_when_there_is_none(monkeypatch,
+                                                                         named_problems):
+    monkeypatch.setattr(marginal_values, "relaxed_cost",
+                        lambda *args, **kwargs: pytest.fail("nothing to compare with"))
+    monkeypatch.setattr(marginal_values, "CARRY_WAIT_S", 30.0)
+    resolves = ReSolves(SolveOptions(), Deadline(60))
+    started = resolves.start([lambda: "looser"])
+    waited = Deadline(10)
+    while not started[0].running() and waited.remaining() > 0:  # built, now waiting
+        threading.Event().wait(0.01)
+    closed = Deadline(60)
+    resolves.close()  # as an infeasible base plan closes them
+    assert closed.elapsed() < 5.0  # not the 30 s wait
+    assert np.isnan(started[0].result(1)).all()
+
+
+class SolvedBase:
+    """Stands for a solved base model."""
+
+    values = np.zeros(1)
+
+    def __str__(self) -> str:
+        return "base"
 
 
 def test_a_plan_is_spread_and_rechecked_once_while_its_resolves_run(catalogs, monkeypatch):
