@@ -172,6 +172,8 @@ class ReSolves:
         self._lock = threading.Lock()
         self._base: FleetModel | None = None
         self._base_ready, self._closing = threading.Event(), False
+        self._built_models: list[Future] = []  # of the looser problems started
+        self._carried: dict[int, np.ndarray | None] = {}  # base plan carried, by build
         self._worker = ThreadPoolExecutor(max_workers=PARALLEL_RESOLVES - 1,
                                           thread_name_prefix="fleetplan-resolve")
 
@@ -206,12 +208,21 @@ class ReSolves:
         :data:`CARRY_WAIT_S` of now, else from scratch."""
         wait_until = time.perf_counter() + CARRY_WAIT_S
         built = self._queued([partial(self._built, make) for make in make_problems])
+        self._built_models += built
         return self._queued([partial(self._looser, model, wait_until) for model in built])
 
     def base_solved(self, base: FleetModel | None) -> None:
         """The base model, solved (None: no base plan), for the started re-solves to begin
-        from."""
+        from. The base plan is carried onto the models already built here, on the caller's
+        thread, the first before the waiting re-solves are let go: carried on the worker it
+        would compete for the interpreter with the caller's assembling of the plan."""
         self._base = base
+        for index, built in enumerate(self._built_models):
+            if base is not None and base.values is not None and built.done() \
+                    and built.exception() is None and built.result()[1] is not None:
+                self._carried[id(built)] = carried_start(base, built.result()[1])
+            if index == 0:
+                self._base_ready.set()
         self._base_ready.set()
 
     def _built(self, make: Callable[[], Problem]) -> tuple[Problem, FleetModel | None]:
@@ -226,7 +237,12 @@ class ReSolves:
         if self._closing or model is None:  # no plan to compare with, or no time left
             return math.nan, math.nan
         base = self._base if self._base_ready.is_set() else None
-        start = None if base is None or base.values is None else carried_start(base, model)
+        if base is None or base.values is None:
+            start = None
+        elif id(built) in self._carried:
+            start = self._carried[id(built)]
+        else:
+            start = carried_start(base, model)
         return relaxed_cost(problem, self.options, self.deadline, model, start)
 
     def queue(self, resolves: list[ReSolve]) -> list[Future]:

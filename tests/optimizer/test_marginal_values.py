@@ -225,11 +225,35 @@ def test_a_started_resolve_begins_from_scratch_beside_a_long_base_solve(monkeypa
                         lambda problem, options, deadline, model=None, start=None:
                         began_from.append((problem, start)) or (0.0, 0.0))
     monkeypatch.setattr(marginal_values, "CARRY_WAIT_S", 0.05)
+    monkeypatch.setattr(marginal_values, "carried_start", lambda base, model: f"from {base}")
     with ReSolves(SolveOptions(), Deadline(30)) as resolves:
         started = resolves.start([lambda: "looser"])
         assert started[0].result(10) == (0.0, 0.0)  # solved before the base plan came
         resolves.base_solved(SolvedBase())
     assert began_from == [("looser", None)]
+
+
+def test_the_caller_carries_the_base_plan_onto_the_models_already_built(monkeypatch,
+                                                                         named_problems):
+    carried_on, reported = [], threading.Event()
+
+    def fake_relaxed_cost(problem, options, deadline, model=None, start=None):
+        reported.wait(10)  # the worker's first solve holds it until the caller is done
+        return 0.0, 0.0
+
+    monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
+    monkeypatch.setattr(marginal_values, "carried_start",
+                        lambda base, model: carried_on.append(
+                            threading.current_thread().name) or "carried")
+    with ReSolves(SolveOptions(), Deadline(30)) as resolves:
+        started = resolves.start([lambda: "a", lambda: "b"])
+        waited = Deadline(10)
+        while not started[0].running() and waited.remaining() > 0:
+            threading.Event().wait(0.01)  # both built: the worker waits on the first
+        resolves.base_solved(SolvedBase())
+        reported.set()
+        resolves.results(started)
+    assert carried_on == [threading.current_thread().name] * 2  # once each, by the caller
 
 
 def test_a_resolve_waiting_for_the_base_plan_gives_up_when_there_is_none(monkeypatch,
