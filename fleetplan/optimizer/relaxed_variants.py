@@ -24,7 +24,7 @@ looser, still valid, version of a cut:
 Other families (fleet simplicity, whose rule the cost-cover cut's small MILPs also follow;
 churn, whose rows bring change columns of their own; today's fleet and lead times, which change
 offers and columns; looser SLOs, which change the candidates) are rebuilt from the relaxed
-problem (``marginal_values.relaxed_cost``). Either way the relaxed problem keeps the base
+problem (``resolve_queue.relaxed_cost``). Either way the relaxed problem keeps the base
 model's pruned configurations, as every re-solve always has.
 """
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from fleetplan.catalogs import load_catalogs
-from fleetplan.optimizer import marginal_values, optimization
+from fleetplan.optimizer import optimization, resolve_queue
 from fleetplan.optimizer.carried_plan import carried_start, counterparts, hardware_ids
 from fleetplan.optimizer.decomposition import solve_whole
 from fleetplan.optimizer.dominance import prune_dominated
@@ -100,7 +100,7 @@ def test_looser_slo_resolves_begin_from_the_base_plan_once_it_is_solved(monkeypa
     looser SLO's re-solve begins from the base plan carried onto it; one whose wait for the
     base plan ran out (``CARRY_WAIT_S``, here 0 s in the last case) begins from scratch."""
     events = []
-    solve, solved = marginal_values.solve_fleet, marginal_values.ReSolves.base_solved
+    solve, solved = resolve_queue.solve_fleet, resolve_queue.ReSolves.base_solved
 
     def record(model, options, deadline=None, *, start=None):
         # the binding limit priced is chat's N+1: its re-solve alone has no spare replicas
@@ -108,14 +108,14 @@ def test_looser_slo_resolves_begin_from_the_base_plan_once_it_is_solved(monkeypa
         events.append(("N+1 re-solve" if spares == 0 else "looser SLO", start is not None))
         return solve(model, options, deadline, start=start)
 
-    monkeypatch.setattr(marginal_values, "solve_fleet", record)
-    monkeypatch.setattr(marginal_values.ReSolves, "base_solved",
+    monkeypatch.setattr(resolve_queue, "solve_fleet", record)
+    monkeypatch.setattr(resolve_queue.ReSolves, "base_solved",
                         lambda self, base: events.append(("base solved", True))
                         or solved(self, base))
     if not early:
         monkeypatch.setattr(optimization, "EARLY_PRICING_COLUMNS", 0)
     if wait_s is not None:
-        monkeypatch.setattr(marginal_values, "CARRY_WAIT_S", wait_s)
+        monkeypatch.setattr(resolve_queue, "CARRY_WAIT_S", wait_s)
     plan = plan_scenario(example_scenario(), load_catalogs(), what_if=True)
     priced = plan.binding_constraints
     assert set(priced.loc[priced["family"] == "tpot_slo", "subject"]) == {"chat", "rag"}

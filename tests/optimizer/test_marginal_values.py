@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from fleetplan.catalogs import load_catalogs
-from fleetplan.optimizer import marginal_values, optimization
-from fleetplan.optimizer.marginal_values import ReSolve, ReSolves
+from fleetplan.optimizer import optimization, resolve_queue
+from fleetplan.optimizer.resolve_queue import ReSolve, ReSolves
 from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.scenario_files import load_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario
@@ -64,7 +64,7 @@ def test_pricing_begun_during_the_base_solve_equals_pricing_after_it(catalogs, m
 def test_solves_side_by_side_run_on_one_thread_each_unless_the_scenario_says(
         catalogs, monkeypatch, threads, side_by_side):
     used = {"base": [], "re-solves": []}
-    solve, relaxed_cost = optimization.solve_fleet, marginal_values.relaxed_cost
+    solve, relaxed_cost = optimization.solve_fleet, resolve_queue.relaxed_cost
 
     def record_base(model, options, *args, **kwargs):
         used["base"].append(options.threads)
@@ -75,7 +75,7 @@ def test_solves_side_by_side_run_on_one_thread_each_unless_the_scenario_says(
         return relaxed_cost(problem, options, *args, **kwargs)
 
     monkeypatch.setattr(optimization, "solve_fleet", record_base)
-    monkeypatch.setattr(marginal_values, "relaxed_cost", record_resolve)
+    monkeypatch.setattr(resolve_queue, "relaxed_cost", record_resolve)
     scenario = small_scenario()
     scenario = scenario.model_copy(update={"solver": scenario.solver.model_copy(
         update={"threads": threads})})
@@ -92,7 +92,7 @@ def test_solves_side_by_side_run_on_one_thread_each_unless_the_scenario_says(
 def named_problems(monkeypatch):
     """Problems that stand for themselves: their models are not built (``relaxed_cost`` is
     faked), and no base plan is awaited."""
-    monkeypatch.setattr(marginal_values, "build_model", lambda problem, **kwargs: object())
+    monkeypatch.setattr(resolve_queue, "build_model", lambda problem, **kwargs: object())
 
 
 def worker_held_by_slow(release_after: str):
@@ -115,7 +115,7 @@ def worker_held_by_slow(release_after: str):
 
 def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch, named_problems):
     fake_relaxed_cost, running, solved = worker_held_by_slow("own")  # while still on "slow"
-    monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
+    monkeypatch.setattr(resolve_queue, "relaxed_cost", fake_relaxed_cost)
     resolves = ReSolves(SolveOptions(), Deadline(30))
     resolves.base_solved(None)
     try:
@@ -135,7 +135,7 @@ def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch, na
 
 def test_models_built_anew_are_solved_before_those_begun_from_the_base_plan(monkeypatch, named_problems):
     fake_relaxed_cost, running, solved = worker_held_by_slow("varied too")
-    monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
+    monkeypatch.setattr(resolve_queue, "relaxed_cost", fake_relaxed_cost)
     changed_base = object()  # stands for the base model changed to the relaxed problem
     resolves = ReSolves(SolveOptions(), Deadline(30))
     resolves.base_solved(None)
@@ -155,7 +155,7 @@ def test_a_failed_resolve_reaches_the_caller(monkeypatch, named_problems):
     def fake_relaxed_cost(problem, options, deadline, variant=None, start=None):
         raise RuntimeError(f"solver lost {problem}")
 
-    monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
+    monkeypatch.setattr(resolve_queue, "relaxed_cost", fake_relaxed_cost)
     with ReSolves(SolveOptions(), Deadline(30)) as resolves, \
             pytest.raises(RuntimeError, match="solver lost"):
         resolves.base_solved(None)
@@ -171,7 +171,7 @@ def test_an_exit_during_a_resolve_stops_the_caller_at_once(monkeypatch):
             raise SystemExit(143)  # as SIGTERM's handler ends the command
         return problem, 0.0
 
-    monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
+    monkeypatch.setattr(resolve_queue, "relaxed_cost", fake_relaxed_cost)
     resolves = ReSolves(SolveOptions(), Deadline(30))
     resolves._worker.submit(threading.Event().wait, 0.5)  # the worker busy: the caller solves
     with resolves, pytest.raises(SystemExit):
@@ -207,10 +207,10 @@ def test_a_failed_build_of_a_looser_problem_reaches_the_caller():
 
 def test_a_started_resolve_waits_for_the_base_plan_to_begin_from(monkeypatch, named_problems):
     began_from = []
-    monkeypatch.setattr(marginal_values, "relaxed_cost",
+    monkeypatch.setattr(resolve_queue, "relaxed_cost",
                         lambda problem, options, deadline, model=None, start=None:
                         began_from.append((problem, start)) or (0.0, 0.0))
-    monkeypatch.setattr(marginal_values, "carried_start", lambda base, model: f"from {base}")
+    monkeypatch.setattr(resolve_queue, "carried_start", lambda base, model: f"from {base}")
     with ReSolves(SolveOptions(), Deadline(30)) as resolves:
         started = resolves.start([lambda: "looser"])
         resolves.base_solved(SolvedBase())
@@ -221,11 +221,11 @@ def test_a_started_resolve_waits_for_the_base_plan_to_begin_from(monkeypatch, na
 def test_a_started_resolve_begins_from_scratch_beside_a_long_base_solve(monkeypatch,
                                                                           named_problems):
     began_from = []
-    monkeypatch.setattr(marginal_values, "relaxed_cost",
+    monkeypatch.setattr(resolve_queue, "relaxed_cost",
                         lambda problem, options, deadline, model=None, start=None:
                         began_from.append((problem, start)) or (0.0, 0.0))
-    monkeypatch.setattr(marginal_values, "CARRY_WAIT_S", 0.05)
-    monkeypatch.setattr(marginal_values, "carried_start", lambda base, model: f"from {base}")
+    monkeypatch.setattr(resolve_queue, "CARRY_WAIT_S", 0.05)
+    monkeypatch.setattr(resolve_queue, "carried_start", lambda base, model: f"from {base}")
     with ReSolves(SolveOptions(), Deadline(30)) as resolves:
         started = resolves.start([lambda: "looser"])
         assert started[0].result(10) == (0.0, 0.0)  # solved before the base plan came
@@ -241,8 +241,8 @@ def test_the_caller_carries_the_base_plan_onto_the_models_already_built(monkeypa
         reported.wait(10)  # the worker's first solve holds it until the caller is done
         return 0.0, 0.0
 
-    monkeypatch.setattr(marginal_values, "relaxed_cost", fake_relaxed_cost)
-    monkeypatch.setattr(marginal_values, "carried_start",
+    monkeypatch.setattr(resolve_queue, "relaxed_cost", fake_relaxed_cost)
+    monkeypatch.setattr(resolve_queue, "carried_start",
                         lambda base, model: carried_on.append(
                             threading.current_thread().name) or "carried")
     with ReSolves(SolveOptions(), Deadline(30)) as resolves:
@@ -258,9 +258,9 @@ def test_the_caller_carries_the_base_plan_onto_the_models_already_built(monkeypa
 
 def test_a_resolve_waiting_for_the_base_plan_gives_up_when_there_is_none(monkeypatch,
                                                                          named_problems):
-    monkeypatch.setattr(marginal_values, "relaxed_cost",
+    monkeypatch.setattr(resolve_queue, "relaxed_cost",
                         lambda *args, **kwargs: pytest.fail("nothing to compare with"))
-    monkeypatch.setattr(marginal_values, "CARRY_WAIT_S", 30.0)
+    monkeypatch.setattr(resolve_queue, "CARRY_WAIT_S", 30.0)
     resolves = ReSolves(SolveOptions(), Deadline(60))
     started = resolves.start([lambda: "looser"])
     waited = Deadline(10)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleetplan.optimizer import decomposition, marginal_values
+from fleetplan.optimizer import decomposition, marginal_values, resolve_queue
 from fleetplan.optimizer.constraint_families import FAMILY
 from fleetplan.optimizer.decomposition import solve_fleet, solve_whole
 from fleetplan.optimizer.marginal_values import BasePlan
@@ -139,7 +139,7 @@ def test_families_without_a_change_new_rows_and_unsolved_models_get_no_variant()
 def test_binding_limits_are_priced_on_variants_with_the_savings_of_rebuilt_models(monkeypatch):
     problem = spared(1)
     built = []
-    monkeypatch.setattr(marginal_values, "build_model",
+    monkeypatch.setattr(resolve_queue, "build_model",
                         lambda *a, **k: built.append(a) or build_model(*a, **k))
     plan = optimize_problem(problem, EXACT, WhatIfOptions(enabled=True))
     row = plan.binding_constraints.set_index("family").loc["redundancy"]
@@ -153,13 +153,13 @@ def test_binding_limits_are_priced_on_variants_with_the_savings_of_rebuilt_model
 def test_marginal_values_begin_each_variant_from_the_base_plan(monkeypatch):
     model, base_cost = solved(capped())
     starts = []
-    solve = marginal_values.solve_fleet
+    solve = resolve_queue.solve_fleet
 
     def solve_and_keep_start(model, options, deadline, start=None):
         starts.append(start)
         return solve(model, options, deadline, start=start)
 
-    monkeypatch.setattr(marginal_values, "solve_fleet", solve_and_keep_start)
+    monkeypatch.setattr(resolve_queue, "solve_fleet", solve_and_keep_start)
     base = BasePlan(base_cost, 0.0, EXACT, Deadline(30))
     rows = marginal_values.marginal_values(model, base)
     assert list(rows["family"]) == ["availability"]
