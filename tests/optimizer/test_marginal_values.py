@@ -25,6 +25,17 @@ def catalogs():
     return load_catalogs()
 
 
+def finish(resolves: ReSolves, own: list[ReSolve], started: list) -> list[list]:
+    """The results of ``own`` re-solves, queued behind the ``started`` ones."""
+    return resolves.results(resolves.queue(own), started)
+
+
+def recording(monkeypatch, module, name: str, events: list, label: str) -> None:
+    """``module.name`` replaced by itself, first noting ``label`` in ``events``."""
+    function = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a, **k: events.append(label) or function(*a, **k))
+
+
 def small_scenario(tpot_slo_ms: float = 50.0, *, what_if: bool = True):
     """One chat workload at 20 req/s on H100, L40S and A100 (``fixtures/small_scenario.yaml``)."""
     scenario = load_scenario(SMALL)
@@ -45,11 +56,8 @@ def test_a_looser_slo_saves_what_the_plan_at_that_slo_saves(catalogs):
 
 def test_pricing_begun_during_the_base_solve_equals_pricing_after_it(catalogs, monkeypatch):
     events = []
-    solve, start = optimization.solve_fleet, optimization.start_slo_pricing
-    monkeypatch.setattr(optimization, "solve_fleet",
-                        lambda *a, **k: events.append("base solve") or solve(*a, **k))
-    monkeypatch.setattr(optimization, "start_slo_pricing",
-                        lambda *a, **k: events.append("slo pricing begun") or start(*a, **k))
+    recording(monkeypatch, optimization, "solve_fleet", events, "base solve")
+    recording(monkeypatch, optimization, "start_slo_pricing", events, "slo pricing begun")
     early = plan_scenario(small_scenario(), catalogs).binding_constraints
     assert events == ["slo pricing begun", "base solve"]
     events.clear()
@@ -121,7 +129,7 @@ def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch, na
     try:
         started = resolves.start([lambda: "slow", lambda: "a", lambda: "b"])
         assert running.wait(10)  # the worker is busy with "slow" before the caller goes on
-        own, begun = resolves.finish([ReSolve("own")], started)
+        own, begun = finish(resolves, [ReSolve("own")], started)
     finally:
         resolves.close()
     caller = threading.current_thread().name
@@ -142,7 +150,7 @@ def test_models_built_anew_are_solved_before_those_begun_from_the_base_plan(monk
     try:
         started = resolves.start([lambda: "slow"])
         assert running.wait(10)
-        own, _ = resolves.finish([ReSolve("varied", changed_base, np.zeros(1)),
+        own, _ = finish(resolves, [ReSolve("varied", changed_base, np.zeros(1)),
                                   ReSolve("rebuilt"), ReSolve("varied too", changed_base)],
                                  started)
     finally:
@@ -159,7 +167,7 @@ def test_a_failed_resolve_reaches_the_caller(monkeypatch, named_problems):
     with ReSolves(SolveOptions(), Deadline(30)) as resolves, \
             pytest.raises(RuntimeError, match="solver lost"):
         resolves.base_solved(None)
-        resolves.finish([ReSolve("own")], resolves.start([lambda: "started"]))
+        finish(resolves, [ReSolve("own")], resolves.start([lambda: "started"]))
 
 
 def test_an_exit_during_a_resolve_stops_the_caller_at_once(monkeypatch):
@@ -175,7 +183,7 @@ def test_an_exit_during_a_resolve_stops_the_caller_at_once(monkeypatch):
     resolves = ReSolves(SolveOptions(), Deadline(30))
     resolves._worker.submit(threading.Event().wait, 0.5)  # the worker busy: the caller solves
     with resolves, pytest.raises(SystemExit):
-        resolves.finish([ReSolve("interrupted"), ReSolve("next")], [])
+        finish(resolves, [ReSolve("interrupted"), ReSolve("next")], [])
     assert solved == ["interrupted"]
 
 
@@ -202,7 +210,7 @@ def test_a_failed_build_of_a_looser_problem_reaches_the_caller():
 
     with ReSolves(SolveOptions(), Deadline(30)) as resolves, \
             pytest.raises(RuntimeError, match="could not make the looser problem"):
-        resolves.finish([], resolves.start([broken_relaxation]))
+        finish(resolves, [], resolves.start([broken_relaxation]))
 
 
 def test_a_started_resolve_waits_for_the_base_plan_to_begin_from(monkeypatch, named_problems):
@@ -283,11 +291,8 @@ class SolvedBase:
 
 def test_a_plan_is_spread_and_rechecked_once_while_its_resolves_run(catalogs, monkeypatch):
     events = []
-    recheck, priced = optimization.recheck, optimization.priced_values
-    monkeypatch.setattr(optimization, "recheck",
-                        lambda *a, **k: events.append("recheck") or recheck(*a, **k))
-    monkeypatch.setattr(optimization, "priced_values",
-                        lambda *a, **k: events.append("priced") or priced(*a, **k))
+    recording(monkeypatch, optimization, "recheck", events, "recheck")
+    recording(monkeypatch, optimization, "priced_values", events, "priced")
     plan = plan_scenario(small_scenario(), catalogs)
     assert events == ["recheck", "priced"]  # the re-solves were queued before it
     assert plan.assumptions["recheck"] == "passed" and not plan.binding_constraints.empty
