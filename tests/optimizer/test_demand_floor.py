@@ -26,7 +26,7 @@ from tests.optimizer.instances import make_problem
 from tests.optimizer.test_bruteforce import SETTINGS, instances
 from tests.optimizer.test_disaggregation import paired_problem
 from tests.optimizer.test_replanning import tiny as replanning_problem
-from tests.optimizer.test_stochastic import tiny as stochastic_problem
+from tests.optimizer.stochastic_instances import tiny as stochastic_problem
 from tests.optimizer.test_supply import with_api
 
 EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)

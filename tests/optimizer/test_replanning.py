@@ -27,7 +27,7 @@ from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.solver import SolveOptions
 from fleetplan.optimizer.stay_the_course import UNPRICED, UNSERVABLE, stay_the_course
-from tests.optimizer.test_stochastic import never_built
+from tests.optimizer.test_commitment_options import never_built
 
 EXACT = SolveOptions(time_limit_s=30, mip_gap=0.0)
 PRICES = {("ga", "committed"): 0.0, ("ga", "on_demand"): 2.0, ("ga", "purchase"): 1.2,
