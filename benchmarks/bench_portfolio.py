@@ -27,7 +27,7 @@ are in ``portfolio_cases.py``, the diagnostics that show where a case's gap lies
     python benchmarks/bench_portfolio.py [--case day|week|year|flexible|flexible_week|stochastic]
         [--time-limit S] [--redundancy-k K] [--spot capped|uncapped|none] [--pool MODEL]
         [--fixed-reserved S | --fixed-by-period S | --lagrangian-gap G | --whole S
-         | --pool-split S | --partial S]
+         | --pool-split S | --partial S | --pool-moves S]
 """
 
 from __future__ import annotations

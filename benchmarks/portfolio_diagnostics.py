@@ -1,22 +1,29 @@
 """Where the portfolio benchmark's gap lies: ``bench_portfolio.py``'s diagnostics, each run on
 one case instead of the planner (``--fixed-reserved S``, ``--fixed-by-period S``,
-``--lagrangian-gap G``, ``--whole S``, ``--pool-split S``, ``--partial S``).
+``--lagrangian-gap G``, ``--whole S``, ``--pool-split S``, ``--partial S``,
+``--pool-moves S``).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 
 import numpy as np
 import pandas as pd
-from portfolio_cases import planned, relaxed
+from portfolio_cases import TARGETS, planned, relaxed
 
+from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.lagrangian_periods import LagrangianPeriods
 from fleetplan.optimizer.lagrangian_prices import hour_weights
 from fleetplan.optimizer.period_solves import PeriodPrograms, _local
 from fleetplan.optimizer.pool_split import ColumnGroups, pool_bound
-from fleetplan.optimizer.reserved_candidates import reserved_plan, reserved_rows
+from fleetplan.optimizer.reserved_candidates import (
+    other_pools_columns,
+    reserved_plan,
+    reserved_rows,
+)
 from fleetplan.optimizer.solve_results import Deadline
 from fleetplan.optimizer.solver import SolveOptions, open_solver
 
@@ -135,6 +142,40 @@ def pool_split_bound(case: str, seconds: float, **variant) -> dict:
     return {**figures, "bound_usd_per_hour": split.bound / hours if split else math.nan}
 
 
+def pool_moves(case: str, seconds: float, **variant) -> dict:
+    """Whether the planner's plan is the best its neighbours allow: the reserved-first solve of
+    the diagnostics' model for the case's target time (``decomposition.solve_fleet``), then
+    every pool and every pair of pools solved again over the whole horizon, reserved counts
+    included, with the other pools' columns held at the plan (the columns all pools share, such
+    as nodes, stay free), each for ``seconds`` on one thread from the plan. A cheaper plan
+    found is kept for the moves after it; each move's dual bound is the least any plan that
+    changes only those pools costs."""
+    hours, model, _ = relaxed(case, **variant)
+    target_s, target_gap = TARGETS[case]
+    outcome = solve_fleet(model, SolveOptions(time_limit_s=target_s, mip_gap=target_gap))
+    values = model.values
+    figures = {"case": case, "planned_usd_per_hour": outcome.objective / hours,
+               "planned_bound_usd_per_hour": outcome.bound / hours, "moves": []}
+    pools = sorted(model.replicas["pool"].unique())
+    reserved = model.replicas[model.replicas["period"] < 0]
+    for size in (1, 2):
+        for group in itertools.combinations(pools, size):
+            others = reserved.loc[~reserved["pool"].isin(group), "col"].to_numpy()
+            held = np.union1d(other_pools_columns(model, set(group)), others)
+            solver = open_solver(model.program, model.cost, SolveOptions(threads=1))
+            solver.set_col_bounds(held, values[held], values[held])
+            result = solver.solve(time_limit_s=seconds, mip_gap=1e-4, start=values)
+            found = result.values
+            if found is not None and model.program.violation(found) <= 1e-6 \
+                    and model.cost @ found < model.cost @ values - 1e-6:
+                values = found
+            figures["moves"].append({"pools": list(group), "status": result.outcome.status,
+                                     "usd_per_hour": float(model.cost @ values) / hours,
+                                     "bound_usd_per_hour": result.outcome.bound / hours})
+    figures["usd_per_hour"] = float(model.cost @ values) / hours
+    return figures
+
+
 def partial_integrality(case: str, seconds: float, **variant) -> dict:
     """The whole MILP with one family of integer columns kept integer and the others relaxed,
     each solved for ``seconds`` on one thread: the reserved counts, the N+k binaries (does a
@@ -160,8 +201,8 @@ def partial_integrality(case: str, seconds: float, **variant) -> dict:
     return figures
 
 
-#: ``--fixed-reserved``, ``--whole``, ``--pool-split`` and ``--partial``: where the gap lies,
-#: each with its help text.
+#: ``--fixed-reserved``, ``--whole``, ``--pool-split``, ``--partial`` and ``--pool-moves``: where
+#: the gap lies, each with its help text.
 DIAGNOSTICS = {
     "fixed_reserved": (fixed_reserved_bounds, "the LP's reserved counts fixed, S seconds each"),
     "fixed_by_period": (fixed_by_period, "the LP's and the planner's reserved counts fixed, "
@@ -171,4 +212,6 @@ DIAGNOSTICS = {
     "whole": (whole_milp, "the whole MILP in HiGHS alone for S seconds"),
     "pool_split": (pool_split_bound, "the pools' Lagrangian bound, S seconds per pool"),
     "partial": (partial_integrality, "one family of integer columns at a time, S seconds each"),
+    "pool_moves": (pool_moves, "the planner's plan, each pool and pair of pools solved again "
+                               "with the others held, S seconds each"),
 }
