@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -127,7 +128,7 @@ def solve_period(part: Restriction, task: PeriodTask, period: int, options: Solv
     if task.fixed is not None:
         where, which = _local(part, task.fixed["cols"])
         lower[where] = upper[where] = task.fixed["values"][which]
-    if closed and task.closed is not None and len(task.closed.get(period, ())):
+    if closed and _closes(task, period):
         where, _ = _local(part, np.sort(task.closed[period]))
         lower[where] = upper[where] = 0.0
     local_start = None if start is None else start[part.cols]
@@ -198,7 +199,8 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
     budget keep their part of ``start``, with no bound. Otherwise every period gets at least
     :data:`MIN_PERIOD_SECONDS`, so that each has a plan. ``period_starts`` (per period, one
     value per column of its part) warm-starts those periods instead of ``start``: the plans
-    an earlier run found under the same task."""
+    an earlier run found under the same task. Once a period is proven infeasible with none of
+    its columns closed, no period after it is solved: the run can no longer be whole."""
     started = time.perf_counter()
     budget_s = deadline.remaining() if budget_s is None else min(budget_s, deadline.remaining())
     finish = started + budget_s
@@ -221,10 +223,15 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
             return slack <= sum(task.abs_gaps.values())
         return slack <= options.mip_gap * sum(r.outcome.objective for r in results.values())
 
+    proven_infeasible = threading.Event()  # a period no plan can meet: the run cannot be whole
+
     def run(period: int, position: int, count: int, *, split_only: bool = False,
             skip_when_enough: bool = False, task: PeriodTask = task) -> tuple[int, Result]:
         if skip_when_enough and period in results and enough():
             return period, results[period]
+        if proven_infeasible.is_set():
+            return period, results.get(period) or _unsolved(programs.parts[period], task,
+                                                            period, None, solver)
         left = max(finish - time.perf_counter(), 0.0)
         bounded = optional or (keep_start and start is not None)
         if bounded and left < MIN_PERIOD_SECONDS / 2:
@@ -238,9 +245,12 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
         if period_starts is not None and period in period_starts and period not in results:
             warm = np.zeros(programs.model.program.n_cols)
             part.lift(period_starts[period], warm)
-        return period, solve_period(part, task, period, single, seconds, start=warm,
-                                    closed=not reopened, groups=programs.groups.local(part.cols),
-                                    split_only=split_only)
+        result = solve_period(part, task, period, single, seconds, start=warm,
+                              closed=not reopened, groups=programs.groups.local(part.cols),
+                              split_only=split_only)
+        if result.outcome.status == "infeasible" and (reopened or not _closes(task, period)):
+            proven_infeasible.set()  # with nothing closed, no later pass can find it a plan
+        return period, result
 
     if task.split_by_pool:
         _run_all(lambda *job: run(*job, split_only=True), periods, threads, results, programs,
@@ -252,11 +262,17 @@ def solve_periods(programs: PeriodPrograms, task: PeriodTask, options: SolveOpti
     again = [t for t, r in results.items() if r.values is None
              or (r.outcome.status == "time_limit" and not task.root_only)]
     again.sort(key=lambda t: -_slack(results[t]))
-    if again and finish - time.perf_counter() > MIN_PERIOD_SECONDS:
+    if again and finish - time.perf_counter() > MIN_PERIOD_SECONDS \
+            and not proven_infeasible.is_set():
         whole = dataclasses.replace(task, split_by_pool=False)  # pass 1's bounds are kept
         _run_all(lambda *job: run(*job, skip_when_enough=True, task=whole), again, threads,
                  results, programs, values, keep_better=True)
     return PeriodRun(results, values, time.perf_counter() - started)
+
+
+def _closes(task: PeriodTask, period: int) -> bool:
+    """True when ``task`` closes columns of ``period`` in its first solve."""
+    return task.closed is not None and len(task.closed.get(period, ())) > 0
 
 
 def _period_cost(task: PeriodTask, period: int, part: Restriction) -> np.ndarray:

@@ -8,6 +8,7 @@ import math
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import fleetplan.cli.plan
@@ -22,7 +23,7 @@ from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.period_solves import Deadline, PeriodPrograms, PeriodTask, solve_periods
 from fleetplan.optimizer.solver import SolveOptions
-from tests.optimizer.instances import portfolio_problem
+from tests.optimizer.instances import make_problem, portfolio_problem
 from tests.optimizer.plan_checker import check_plan
 
 
@@ -91,6 +92,50 @@ def test_periods_past_the_budget_keep_their_start_and_claim_no_bound(split):
     assert all(r.outcome.status == "time_limit" for r in run.results.values())
     assert all(math.isnan(r.outcome.bound) for r in run.results.values())
 
+
+
+def _counted_solves(monkeypatch) -> list[int]:
+    """The periods ``period_solves.solve_period`` is called for, in order."""
+    solved = []
+    original = period_solves.solve_period
+
+    def counting(*arguments, **keywords):
+        solved.append(arguments[2])
+        return original(*arguments, **keywords)
+
+    monkeypatch.setattr(period_solves, "solve_period", counting)
+    return solved
+
+
+def _first_period_beyond_its_cap():
+    # one replica serves 1 req/s and at most 2 GPUs may run: the first hour's 5 req/s is
+    # beyond any plan, the next three hours' 1 req/s is not
+    return make_problem([[1.0]], [[5.0], [1.0], [1.0], [1.0]], {("g0", "on_demand"): 1.0},
+                        max_gpus={"g0": 2})
+
+
+def test_periods_after_one_proven_infeasible_are_not_solved(monkeypatch):
+    # scenario 193 of the hard scenarios: with no start plan every one of its 1,152 periods was
+    # solved after the first proved infeasible, 9 s past a 5 s limit
+    model = build_model(_first_period_beyond_its_cap(), cost_cover=False)
+    solved = _counted_solves(monkeypatch)
+    run = solve_periods(PeriodPrograms.of(model), PeriodTask(model.cost), SolveOptions(threads=1),
+                        Deadline(60.0))
+    assert solved == [0]
+    assert not run.complete()
+    assert run.outcome(math.nan).status == "infeasible"
+
+
+def test_a_period_infeasible_only_with_columns_closed_is_solved_again_open(monkeypatch):
+    problem = _first_period_beyond_its_cap().with_changes(
+        gpus=pd.DataFrame({"gpu": ["g0"], "gpus_per_node": [1], "max_gpus": [math.nan]}))
+    model = build_model(problem, cost_cover=False)
+    first = model.routes.loc[model.routes["period"] == 0, "col"].to_numpy(dtype=np.int64)
+    solved = _counted_solves(monkeypatch)
+    task = PeriodTask(model.cost, closed={0: first})
+    run = solve_periods(PeriodPrograms.of(model), task, SolveOptions(threads=1), Deadline(60.0))
+    assert solved == [0, 1, 2, 3, 0]  # closed, it has no plan; reopened, it has one
+    assert run.complete()
 
 @pytest.mark.slow
 def test_a_long_separable_horizon_leaves_periods_unsolved_rather_than_overrun():
