@@ -138,20 +138,12 @@ def test_a_period_infeasible_only_with_columns_closed_is_solved_again_open(monke
     assert run.complete()
 
 @pytest.mark.slow
-def test_a_long_separable_horizon_leaves_periods_unsolved_rather_than_overrun():
+def test_a_long_separable_horizon_leaves_periods_unsolved_rather_than_overrun(monkeypatch):
     # every period given its old minimum of 0.2 s would take 168 x 0.2 s / 2 threads = 17 s
     # against a limit of 1 s; counted by the solves made, not by a stopwatch
     problem = _flexible(168)
-    solved = []
-    original = period_solves.solve_period
-
-    def counting(*arguments, **keywords):
-        solved.append(arguments[2])
-        return original(*arguments, **keywords)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(period_solves, "solve_period", counting)
-        plan = optimize_problem(problem, SolveOptions(time_limit_s=1.0, mip_gap=1e-3))
+    solved = _counted_solves(monkeypatch)
+    plan = optimize_problem(problem, SolveOptions(time_limit_s=1.0, mip_gap=1e-3))
     assert len(solved) < len(problem.periods)
     assert plan.status == "time_limit"
     assert check_plan(plan, problem) == []
