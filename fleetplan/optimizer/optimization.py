@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -177,12 +176,8 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
         if what_if.enabled and model.program.n_cols <= EARLY_PRICING_COLUMNS:
             slo_pricing = start_slo_pricing(resolves, problem, what_if.relaxed_candidates)
             base_options = side_by_side(options)
-        # the floor reads the model before its variants change it, beside the solve: HiGHS
-        # holds no interpreter lock while it runs
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="fleetplan-floor") as beside:
-            floor = beside.submit(demand_floor_usd, model)
-            solved = solve_fleet(model, base_options, deadline)
-            floor = floor.result()
+        floor = demand_floor_usd(model)  # before the solve: variants change the model
+        solved = solve_fleet(model, base_options, deadline)
         outcome = floored(solved, floor, options.mip_gap)
         if outcome.status == "infeasible":
             resolves.close()  # no plan to compare with: drop the re-solves begun
