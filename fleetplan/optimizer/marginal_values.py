@@ -126,13 +126,16 @@ def binding_resolves(model: FleetModel, limits: list[dict], relaxations: list) -
 def binding_rows(limits: list[dict], relaxations: list, savings: list) -> pd.DataFrame:
     """Binding limits with the monthly saving of relaxing each by one step."""
     rows = [{**row, "change": change, "saving_usd_per_month": saving,
-             "description": f"{row['family']} {row['subject']}: " + template.format(saving=_money(saving, noise))}
-            for row, (_, change, template), (saving, noise) in zip(limits, relaxations, savings, strict=True)]
+             "description": f"{row['family']} {row['subject']}: "
+                            + template.format(saving=_money(saving, noise))}
+            for row, (_, change, template), (saving, noise)
+            in zip(limits, relaxations, savings, strict=True)]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def slo_subjects(problem: Problem, relaxed_candidates: pd.DataFrame) -> list[tuple[str, float]]:
-    """(workload, TPOT SLO [ms]) of every workload with a TPOT SLO and candidates at a looser one."""
+    """(workload, TPOT SLO [ms]) of every workload with a TPOT SLO and candidates at a looser
+    one."""
     workloads = problem.workloads
     if relaxed_candidates.empty or "tpot_slo_ms" not in workloads:
         return []
@@ -148,7 +151,8 @@ def slo_relaxation(problem: Problem, relaxed_candidates: pd.DataFrame, workload:
     The looser SLO changes the workload's pool: its SLO levels are those with the workload's
     TPOT loosened, so the pool's candidates are all replaced."""
     pool_of = problem.workloads.set_index("workload")["pool"]
-    looser = relaxed_candidates[relaxed_candidates["relaxed_for"] == workload].drop(columns="relaxed_for")
+    looser = relaxed_candidates[relaxed_candidates["relaxed_for"] == workload].drop(
+        columns="relaxed_for")
     pool = problem.candidates["workload"].map(pool_of) == pool_of[workload]
     candidates = pd.concat([problem.candidates[~pool], looser], ignore_index=True)
     relaxed = problem.with_changes(candidates=candidates, configs=configs_of(candidates))
@@ -162,7 +166,8 @@ def start_slo_pricing(resolves: ReSolves, problem: Problem,
     dropped (a looser SLO can revive them)."""
     subjects = slo_subjects(problem, relaxed_candidates)
     return SloPricing(subjects, resolves.start([
-        partial(slo_relaxation, problem, relaxed_candidates, workload) for workload, _ in subjects]))
+        partial(slo_relaxation, problem, relaxed_candidates, workload)
+        for workload, _ in subjects]))
 
 
 def slo_rows(priced: list[tuple], savings: list, base: BasePlan, factor: float) -> pd.DataFrame:

@@ -141,7 +141,8 @@ def test_the_caller_takes_over_problems_the_worker_has_not_begun(monkeypatch, na
     assert solved == ["a", "b", "own", "slow"]
 
 
-def test_models_built_anew_are_solved_before_those_begun_from_the_base_plan(monkeypatch, named_problems):
+def test_models_built_anew_are_solved_before_those_begun_from_the_base_plan(monkeypatch,
+                                                                           named_problems):
     fake_relaxed_cost, running, solved = worker_held_by_slow("varied too")
     monkeypatch.setattr(resolve_queue, "relaxed_cost", fake_relaxed_cost)
     changed_base = object()  # stands for the base model changed to the relaxed problem
