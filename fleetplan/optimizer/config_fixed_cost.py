@@ -25,9 +25,11 @@ help, by raising the base of the share; such plans are left out, and they are ne
 cheapest: an idle on-demand GPU costs more than the spot share it frees saves.)
 
 The rule never makes a problem infeasible: any plan pays its overhead, so it has no
-diagnosis, and lifting it is :math:`F = 0`. Dominance pruning needs no guard: swapping every
-replica of a configuration for one of a dominating configuration never adds a
-configuration-month. The cost-cover cut stays valid: it bounds the GPU cost alone.
+diagnosis, and lifting it is :math:`F = 0`. Dominance pruning one replica for one needs no
+guard: swapping every replica of a configuration for one of a dominating configuration never
+adds a configuration-month. Splitting replicas into smaller ones is left out (``no_splits``):
+m replicas for one can take a configuration past its :math:`U_c`. The cost-cover cut stays
+valid: it bounds the GPU cost alone.
 """
 
 from __future__ import annotations
@@ -91,6 +93,13 @@ def config_fixed_usd(usd_per_config_month, config_months):
 def wants_fixed_cost(problem) -> bool:
     """True when the problem charges a fixed cost per configuration-month."""
     return bool(problem.config_fixed_usd_per_month)
+
+
+def no_splits(problem, configs: pd.DataFrame) -> np.ndarray:
+    """[c', c]: with a fixed cost, no configuration replaces another by splitting its replicas
+    (module docstring)."""
+    allowed = not wants_fixed_cost(problem)
+    return np.full((len(configs), len(configs)), allowed, dtype=bool)
 
 
 def replica_bounds(model: FleetModel) -> pd.Series:

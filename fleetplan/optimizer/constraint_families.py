@@ -12,7 +12,8 @@ optimizer does with it:
 - ``links_periods`` and ``in_period_subproblems``: whether the family ties periods together,
   and whether it is kept when one period is solved alone (``decomposition.py``);
 - ``swap_guard``: which configurations may replace which without the family noticing
-  (``dominance.py``);
+  (``dominance.py``), and ``split_guard`` the same for replicas split into smaller ones on the
+  same GPUs (a family that only counts GPUs never notices a split, and needs none);
 - ``settings``: the Problem's scalar fields from a scenario (``scenario_planning.py``);
 - ``check``: the family's check on a finished plan (``plan_checks.py``; ``verify_plan``).
 
@@ -69,6 +70,7 @@ class ConstraintFamily:
     lift: Callable[[Problem], Problem | None] | None = None
     diagnose: Callable[[Problem, dict], list[str]] | None = None
     swap_guard: Callable[[Problem, pd.DataFrame], np.ndarray] | None = None
+    split_guard: Callable[[Problem, pd.DataFrame], np.ndarray] | None = None
     binding_filter: Callable[[object, pd.DataFrame], np.ndarray] | None = None
 
 
@@ -121,7 +123,8 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         in_period_subproblems=False,
         relax=lambda p, s: Relaxation(*simplicity.relax_simplicity(p, s)),
         binding_step=rules.step(1.0), lift=simplicity.lift_simplicity,
-        diagnose=simplicity.diagnose_simplicity, swap_guard=simplicity.quant_swaps),
+        diagnose=simplicity.diagnose_simplicity, swap_guard=simplicity.quant_swaps,
+        split_guard=simplicity.quant_swaps),
     ConstraintFamily(
         "budget", "USD/month", ("budget_usd_per_month",), ("fleet.budget_usd_per_month",),
         build=build.define_budget, check=checks.check_budget,
@@ -173,7 +176,7 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         in_period_subproblems=False, relax=lambda p, s: Relaxation(*changes.relax_churn(p, s)),
         binding_step=changes.largest_node_step,
         lift=changes.lift_churn, diagnose=changes.diagnose_churn,
-        swap_guard=changes.freeze_swaps),
+        swap_guard=changes.freeze_swaps, split_guard=changes.freeze_swaps),
     ConstraintFamily(
         "min_committed", "GPUs", ("min_committed_gpus",), ("fleet.min_committed_gpus",),
         build=changes.define_min_committed,
@@ -190,7 +193,8 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         settings=lambda s: {"config_fixed_usd_per_month": s.fleet.config_fixed_usd_per_month},
         links_periods=fixed.wants_fixed_cost, in_period_subproblems=False,
         relax=lambda p, s: Relaxation(*fixed.relax_config_fixed_cost(p, s)),
-        binding_step=fixed.binding_step, binding_filter=fixed.deployed_rows),
+        binding_step=fixed.binding_step, binding_filter=fixed.deployed_rows,
+        split_guard=fixed.no_splits),
 )
 
 #: Each family by name.

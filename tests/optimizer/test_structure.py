@@ -3,12 +3,14 @@ rows that map back to tables, and binding constraints priced by re-solving."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from fleetplan.optimizer import decomposition
 from fleetplan.optimizer.decomposition import is_separable, solve_fleet, solve_whole
-from fleetplan.optimizer.dominance import dominated_configs
+from fleetplan.optimizer.dominance import Comparison, dominated_configs
 from fleetplan.optimizer.marginal_values import BasePlan, binding_limits, marginal_values
 from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
@@ -52,6 +54,41 @@ def test_pruning_never_changes_the_optimum():
             assert plan.objective_usd == pytest.approx(full.objective)
         else:
             assert plan.status == "infeasible"
+
+
+def test_replicas_split_into_smaller_ones_on_the_same_gpus_dominate():
+    # two TP 1 replicas (2 x 6 req/s) hold the GPUs of one TP 2 (10 req/s) and serve more;
+    # a TP 4 of 30 req/s beats four TP 1 (24 req/s), and c3 is on another GPU type
+    offers = {("g0", "on_demand"): 1.0, ("g0", "spot"): 0.4, ("g1", "on_demand"): 1.0}
+    problem = make_problem([[6.0], [10.0], [30.0], [12.0]], [[10.0]], offers,
+                           gpu=["g0", "g0", "g0", "g1"], tp=[1, 2, 4, 2], spot_max_share=0.3)
+    assert dominated_configs(problem) == ["c1"]
+    # with a fixed cost per configuration, or a churn limit, no split
+    assert dominated_configs(problem.with_changes(config_fixed_usd_per_month=100.0)) == []
+    assert dominated_configs(problem.with_changes(max_changes_per_month=4)) == []
+
+
+def test_pruning_by_splits_never_changes_the_optimum():
+    # TP degrees 1, 2 and 4 on two GPU types, N+1, spot capped, whole 4-GPU nodes on g0
+    rng = np.random.default_rng(11)
+    pruned = 0
+    for _ in range(6):
+        capacity = rng.choice([0.0, 2.0, 3.0, 5.0, 9.0], size=(5, 2))
+        offers = {(g, p): float(rng.choice([1.0, 1.5])) * f for g in ("g0", "g1")
+                  for p, f in (("on_demand", 1.0), ("spot", 0.4))}
+        problem = make_problem(capacity, [[6.0, 4.0], [11.0, 2.0]], offers,
+                               gpu=["g0", "g0", "g0", "g1", "g1"], tp=[1, 2, 4, 1, 2],
+                               gpus_per_node={"g0": 4}, redundancy_k=1, spot_max_share=0.3)
+        comparison = Comparison.of(problem)
+        one_for_one = dataclasses.replace(comparison, splits=0 * comparison.splits)
+        pruned += len(set(dominated_configs(problem)) - set(one_for_one.dominated(problem)))
+        full = solve_whole(build_model(problem), EXACT, Deadline(30))  # every configuration kept
+        plan = optimize_problem(problem, EXACT)
+        if full.has_solution:
+            assert plan.objective_usd == pytest.approx(full.objective)
+        else:
+            assert plan.status == "infeasible"
+    assert pruned >= 5  # configurations only splits prune
 
 
 def test_identical_periods_of_a_month_merge():

@@ -262,8 +262,10 @@ def test_cases_are_chunked_by_what_a_variant_can_change():
 
 
 def test_variants_of_the_example_with_its_cost_cover_cut_give_the_full_plans_costs(tmp_path):
-    # several pools and hours: the cost-cover cut is solved again for every variant; the
-    # plans are the full plans' (cost, GPUs, tokens), each proven within the accepted gap
+    # several pools and hours: the cost-cover cut is solved again for every variant; each
+    # plan is proven within the accepted gap, so the variant's and the full plan's costs are
+    # within that gap of each other (the two solves start from different plans, and may stop
+    # at different plans of the same problem: 1.3 x demand did, 0.35% apart)
     path = tmp_path / "grid.yaml"
     path.write_text("base: example\ncases:\n  - {demand_multiplier: 1.0}\n"
                     "  - {demand_multiplier: 1.3, \"price_multiplier[h100-sxm]\": 0.8}\n")
@@ -275,9 +277,10 @@ def test_variants_of_the_example_with_its_cost_cover_cut_give_the_full_plans_cos
         assert row["status"] == full["status"] == "optimal"
         assert row["gap"] <= gap + 1e-9 and full["gap"] <= gap + 1e-9
         assert set(row) == set(full)
-        for column in [c for c in full if c.startswith("gpus_")] + [
-                "usd_per_month", "usd_per_m_tokens", "served_fraction_min"]:
-            assert row[column] == pytest.approx(full[column], rel=1e-9), column
+        for plan in (row, full):  # every request served
+            assert plan["served_fraction_min"] == pytest.approx(1.0)
+        for column in ("usd_per_month", "usd_per_m_tokens"):
+            assert row[column] == pytest.approx(full[column], rel=gap), column
 
 
 def test_a_worker_sends_each_row_as_soon_as_it_is_known(tmp_path):
