@@ -37,7 +37,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -152,9 +154,14 @@ class PoolBound:
 
 def pool_bound(program: LinearProgram, cost: np.ndarray, lower: np.ndarray,
                upper: np.ndarray, duals: np.ndarray, groups: ColumnGroups,
-               options: SolveOptions, seconds: float) -> PoolBound | None:
+               options: SolveOptions, seconds: float, threads: int = 1) -> PoolBound | None:
     """L(y) of the module docstring; None when no row couples two pools (the split would be
-    the period itself) or a pool's MILP gives no finite bound."""
+    the period itself) or a pool's MILP gives no finite bound. With ``threads`` > 1 the pools'
+    MILPs run side by side (HiGHS releases the interpreter lock). Each pool gets, when it starts,
+    the threads' time left over the pools not yet finished (itself and those running
+    included), so a pool proven early leaves its time to the others and none ends past
+    ``seconds``."""
+    started = time.perf_counter()
     matrix = program.matrix.tocsr()
     relax = coupling_rows(matrix, groups.pool)
     if not relax.any():
@@ -167,31 +174,45 @@ def pool_bound(program: LinearProgram, cost: np.ndarray, lower: np.ndarray,
     _, labels = connected_components(graph, directed=False)
     row_label, col_label = labels[:len(kept)], labels[len(kept):]
     bound, values = constant, np.zeros(program.n_cols)
-    components = np.unique(col_label)
     tolerance = COST_TOLERANCE * max(float(np.abs(cost).max(initial=0.0)), 1.0)
-    solved = len(np.unique(row_label))  # components with rows; the others take no solve
-    each_s = max(seconds / max(solved, 1), MIN_SOLVE_S)
-    for component in components:
+    pools = []  # (columns, rows) of every component with rows: one MILP each
+    for component in np.unique(col_label):
         cols = np.flatnonzero(col_label == component)
         rows = kept[row_label == component]
-        if len(rows) == 0:  # bounded by nothing but its own bounds
-            c = np.where(np.abs(lagrangian[cols]) <= tolerance, 0.0, lagrangian[cols])
-            if np.any((c < 0) & ~np.isfinite(upper[cols])) or \
-                    np.any((c > 0) & ~np.isfinite(lower[cols])):
-                logger.debug("pool split: a column bounded by nothing has a negative cost")
-                return None
-            x = np.where(c > 0, lower[cols], np.where(c < 0, upper[cols], lower[cols]))
-            values[cols], bound = x, bound + float(c @ x)
+        if len(rows):
+            pools.append((cols, rows))
             continue
-        part = restricted(program, rows, extra_cols=cols)
+        # bounded by nothing but its own bounds
+        c = np.where(np.abs(lagrangian[cols]) <= tolerance, 0.0, lagrangian[cols])
+        if np.any((c < 0) & ~np.isfinite(upper[cols])) or \
+                np.any((c > 0) & ~np.isfinite(lower[cols])):
+            logger.debug("pool split: a column bounded by nothing has a negative cost")
+            return None
+        x = np.where(c > 0, lower[cols], np.where(c < 0, upper[cols], lower[cols]))
+        values[cols], bound = x, bound + float(c @ x)
+    unfinished = [len(pools)]  # pools not started or still running
+    lock = threading.Lock()
+
+    def solve_pool(pool: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, Result]:
+        with lock:  # the threads' time left, shared among the pools not yet finished
+            left = seconds - (time.perf_counter() - started)
+            each_s = max(min(left, left * threads / unfinished[0]), MIN_SOLVE_S)
+        part = restricted(program, pool[1], extra_cols=pool[0])
         solver = open_solver(part.program, lagrangian[part.cols], options)
         solver.set_col_bounds(np.arange(len(part.cols)), lower[part.cols], upper[part.cols])
         result = solver.solve(time_limit_s=each_s, mip_gap=options.mip_gap / 10)
+        with lock:
+            unfinished[0] -= 1
+        return part.cols, result
+
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(pools)))) as executor:
+        solved = list(executor.map(solve_pool, pools))
+    for cols, result in solved:
         pool_min = result.outcome.bound
         if result.values is None or not math.isfinite(pool_min):
             logger.debug("pool split: a pool's MILP ended %s", result.outcome.status)
             return None
-        values[part.cols], bound = result.values, bound + pool_min
+        values[cols], bound = result.values, bound + pool_min
     return PoolBound(bound, values)
 
 

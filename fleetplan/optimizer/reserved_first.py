@@ -28,8 +28,10 @@ fixed, the periods separate: each period's MILP is small and all run side by sid
    plan wins;
 7. with time left and the gap still open, a local search over the best plan's reserved
    counts, one replica more or fewer of a configuration at a time (``reserved_search.py``);
-8. the Lagrangian periods solved again to a smaller gap (``lagrangian_periods.py``);
-9. then the whole MILP from the best plan.
+8. a second bound, the whole horizon split by model pool at the LP's duals (``pool_split.py``;
+   each pool's MILP keeps its whole reserved counts, which the Lagrangian periods relax);
+9. the Lagrangian periods solved again to a smaller gap (``lagrangian_periods.py``);
+10. then the whole MILP from the best plan.
 
 References:
     [1] A. M. Geoffrion, "Lagrangean relaxation for integer programming", Mathematical
@@ -38,6 +40,7 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 
@@ -48,12 +51,14 @@ from fleetplan.optimizer.lagrangian_periods import LagrangianPeriods, tighter
 from fleetplan.optimizer.lagrangian_prices import hour_weights
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.period_solves import (
+    PERIOD_THREADS,
     Deadline,
     PeriodPrograms,
     PeriodRun,
     PeriodTask,
     solve_periods,
 )
+from fleetplan.optimizer.pool_split import pool_bound
 from fleetplan.optimizer.representative_start import RepresentativeStart, floor_bound
 from fleetplan.optimizer.reserved_candidates import (
     load_duration_reserved,
@@ -69,6 +74,8 @@ from fleetplan.optimizer.reserved_first_shares import (
     FLOOR_SHARE,
     GAP_SHARE,
     POLISH_GAP_SHARE,
+    POOL_BOUND_MIN_S,
+    POOL_BOUND_SHARE,
     REPRESENTATIVE_SHARE,
     ROUNDING_SHARE,
     SEARCH_SHARE,
@@ -265,6 +272,23 @@ class ReservedFirst:
                      len(self._lagrangian.shares))
         return run
 
+    def pool_bound(self, lp: Result, budget_s: float) -> None:
+        """Lower bound: the whole horizon split by model pool at the LP's duals
+        (``pool_split.pool_bound``), each pool's MILP over every period with its own whole
+        reserved counts, the pools side by side on both cores. It keeps the integrality the
+        Lagrangian periods relax (whole reserved counts, each serving every period) and relaxes
+        what they keep (the rows that tie pools: the spot share, shared nodes)."""
+        if budget_s < POOL_BOUND_MIN_S or lp.duals is None:
+            return
+        program = self.model.program
+        split = pool_bound(program, self.model.cost, program.col_lower, program.col_upper,
+                           lp.duals, self.programs.groups,
+                           dataclasses.replace(self.options, threads=1), budget_s,
+                           threads=PERIOD_THREADS)
+        if split is not None:
+            self.bound = max(self.bound, split.bound)
+        logger.debug("pool bound at %.1f s: %.2f", self.deadline.elapsed(), self.bound)
+
     def tighten_bound(self, budget_s: float) -> None:
         """The Lagrangian periods solved again, each from its plan, to
         :data:`TIGHT_GAP_SHARE` of the accepted gap: their bound can only rise."""
@@ -315,6 +339,8 @@ class ReservedFirst:
         if not self.done():
             search_reserved(self, lp_reserved,
                             self.deadline.share(SMALL_SEARCH_SHARE if small else SEARCH_SHARE))
+        if not self.done() and not small:
+            self.pool_bound(lp, self.deadline.share(POOL_BOUND_SHARE))
         if not self.done() and not small:
             self.tighten_bound(self.deadline.share(TIGHTEN_SHARE))
         if not self.done() and self.deadline.remaining() >= WHOLE_MIN_S:

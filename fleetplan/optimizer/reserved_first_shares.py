@@ -33,6 +33,15 @@ GAP_SHARE = 0.5
 #: Share of the accepted gap the Lagrangian periods may leave when solved again.
 TIGHT_GAP_SHARE = 0.1
 
+#: Share of the time the local search leaves that the pools' bound over the whole horizon may
+#: take (``ReservedFirst.pool_bound``); tightening the Lagrangian periods and the whole MILP
+#: get the rest.
+POOL_BOUND_SHARE = 0.75
+
+#: Least time worth giving the pools' bound [s]: under it each pool's MILP barely leaves its
+#: root.
+POOL_BOUND_MIN_S = 1.0
+
 #: Share of the time the local search leaves that tightening the bound may take; the whole
 #: MILP gets the rest (on the portfolio benchmark's year case it improved neither side).
 TIGHTEN_SHARE = 0.75

@@ -163,4 +163,16 @@ def test_each_pool_gets_its_share_of_the_time_and_free_columns_none(split_period
     split = pool_bound(program, split_period["cost"], program.col_lower, program.col_upper,
                        split_period["duals"], split_period["groups"], EXACT_OPTIONS, 6.0)
     assert split is not None and pools == 3
-    assert limits == pytest.approx([6.0 / pools] * pools)
+    # the first pool gets its share; each later one the time left over the pools left, so a
+    # pool proven early (these take milliseconds) leaves its time to the pools after it
+    assert len(limits) == pools and limits[0] == pytest.approx(6.0 / pools, abs=0.1)
+    left = [6.0 / pools * pools / n for n in range(pools, 0, -1)]  # had each taken no time
+    assert all(share - 0.5 <= limit <= share + 1e-9 for limit, share in zip(limits, left))
+    # two threads: the first two pools start together, each with two shares of the time
+    # (two threads' 6 s over the three pools)
+    limits.clear()
+    side_by_side = pool_bound(program, split_period["cost"], program.col_lower,
+                              program.col_upper, split_period["duals"], split_period["groups"],
+                              EXACT_OPTIONS, 6.0, threads=2)
+    assert sorted(limits)[:2] == pytest.approx([4.0, 4.0], abs=0.5)
+    assert side_by_side.bound == pytest.approx(split.bound)

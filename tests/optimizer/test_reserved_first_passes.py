@@ -285,7 +285,7 @@ def test_without_a_lagrangian_pass_there_is_no_bound_to_tighten(linked):
 
 
 def test_a_neighbour_priced_one_pool_at_a_time_keeps_the_other_pools_plan(monkeypatch):
-    model = build_model(portfolio_problem(n_models=2, n_gpus=2, n_periods=4))
+    model = build_model(portfolio_problem(n_models=2, n_gpus=2, n_periods=2))
     lp = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=60, mip_gap=0.0,
                                                              relax=True)
     plan = rounded_up(model, lp.values)  # a whole plan of both pools
@@ -309,3 +309,21 @@ def test_a_neighbour_priced_one_pool_at_a_time_keeps_the_other_pools_plan(monkey
     pools = np.concatenate([model.routes["pool"], model.replicas["pool"]])
     cols = np.concatenate([model.routes["col"], model.replicas["col"]])
     assert set(pools[np.isin(cols, held)]) == {"m1"}
+
+
+def test_the_pools_bound_lies_between_the_lp_and_the_optimum():
+    # two model pools tied by the spot share over 2 hours: each pool's MILP over the whole
+    # horizon keeps its whole reserved counts, and lifts the bound above the LP
+    model = build_model(portfolio_problem(n_models=2, n_gpus=2, n_periods=2))
+    lp = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=60, mip_gap=0.0,
+                                                             relax=True)
+    exact = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=60, mip_gap=0.0)
+    assert lp.outcome.status == exact.outcome.status == "optimal"
+    linked_solve = ReservedFirst(model, None, EXACT, Deadline(60))
+    linked_solve.pool_bound(lp, budget_s=30)
+    assert lp.outcome.objective * (1 + 1e-4) < linked_solve.bound
+    assert linked_solve.bound <= exact.outcome.objective * (1 + 1e-7)
+    # too little time to be worth a pool's MILP: no bound
+    short = ReservedFirst(model, None, EXACT, Deadline(60))
+    short.pool_bound(lp, budget_s=0.5)
+    assert short.bound == -math.inf

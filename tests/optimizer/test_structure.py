@@ -42,18 +42,24 @@ def test_equal_configurations_keep_one():
     assert dominated_configs(problem) == ["c1"]
 
 
+def assert_pruned_plan_is_optimal(problem) -> None:
+    """The planner's plan (dominated configurations pruned) costs what the whole MILP with every
+    configuration kept proves optimal, or both find no plan."""
+    full = solve_whole(build_model(problem), EXACT, Deadline(30))
+    plan = optimize_problem(problem, EXACT)
+    if full.has_solution:
+        assert plan.objective_usd == pytest.approx(full.objective)
+    else:
+        assert plan.status == "infeasible"
+
+
 def test_pruning_never_changes_the_optimum():
     rng = np.random.default_rng(7)
     for _ in range(5):
         capacity = rng.choice([0.0, 3.0, 5.0, 8.0], size=(4, 2))
         offers = {(f"g{c}", "on_demand"): float(rng.choice([1.0, 1.5, 2.0])) for c in range(4)}
         problem = make_problem(capacity, [[6.0, 4.0]], offers)
-        full = solve_whole(build_model(problem), EXACT, Deadline(30))  # every configuration kept
-        plan = optimize_problem(problem, EXACT)
-        if full.has_solution:
-            assert plan.objective_usd == pytest.approx(full.objective)
-        else:
-            assert plan.status == "infeasible"
+        assert_pruned_plan_is_optimal(problem)
 
 
 def test_replicas_split_into_smaller_ones_on_the_same_gpus_dominate():
@@ -82,12 +88,7 @@ def test_pruning_by_splits_never_changes_the_optimum():
         comparison = Comparison.of(problem)
         one_for_one = dataclasses.replace(comparison, splits=0 * comparison.splits)
         pruned += len(set(dominated_configs(problem)) - set(one_for_one.dominated(problem)))
-        full = solve_whole(build_model(problem), EXACT, Deadline(30))  # every configuration kept
-        plan = optimize_problem(problem, EXACT)
-        if full.has_solution:
-            assert plan.objective_usd == pytest.approx(full.objective)
-        else:
-            assert plan.status == "infeasible"
+        assert_pruned_plan_is_optimal(problem)
     assert pruned >= 5  # configurations only splits prune
 
 
