@@ -277,3 +277,28 @@ def test_period_plans_that_break_a_row_left_out_of_them_leave_the_rest_to_the_wh
     plan = optimize_problem(problem, SolveOptions(time_limit_s=30, mip_gap=0.0))
     assert plan.status == "optimal" and check_plan(plan, problem) == []
     assert "broken" in events and "periods" not in events[events.index("broken"):]
+
+
+def test_a_small_linked_model_is_solved_whole_from_its_rounded_up_lp(monkeypatch):
+    # the whole MILP of a small linked model starts from the rounded-up LP plan: a whole plan,
+    # within every row, that costs no less than the LP bound
+    model = build_model(portfolio_problem(n_models=1, n_gpus=2, n_periods=3))
+    assert model.program.n_cols <= decomposition.WHOLE_MODEL_COLUMNS
+    starts = []
+    whole = decomposition.solve_whole
+
+    def recording(model, options, deadline, *, start=None, **kwargs):
+        starts.append(start)
+        return whole(model, options, deadline, start=start, **kwargs)
+
+    monkeypatch.setattr(decomposition, "solve_whole", recording)
+    outcome = decomposition.solve_fleet(model, EXACT)
+    assert outcome.status == "optimal" and starts[0] is not None
+    start = starts[0]
+    assert model.program.violation(start) <= 1e-6
+    assert model.program.integer.any() and all(
+        abs(x - round(x)) <= 1e-9 for x in start[model.program.integer])
+    lp = open_solver(model.program, model.cost, EXACT).solve(time_limit_s=30, mip_gap=0.0,
+                                                             relax=True)
+    assert lp.outcome.objective - 1e-6 <= float(model.cost @ start)
+    assert outcome.objective <= float(model.cost @ start) + 1e-6
