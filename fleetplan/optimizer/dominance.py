@@ -123,13 +123,18 @@ class Comparison:
 
     def _split(self, price: np.ndarray) -> np.ndarray:
         """[c', c]: m = ``splits[c', c]`` replicas of c' serve every bucket at least as fast as
-        one of c, for no more at every pricing type (``price``, USD per replica-hour)."""
-        m = self.splits.astype(float)[:, :, None]
+        one of c, for no more at every pricing type (``price``, USD per replica-hour). Only
+        the pairs a split may join are compared (same GPU type and pool, a dividing TP
+        degree): a few per configuration, so no configurations x configurations x buckets
+        array is ever made."""
         pool = self.configs["pool"].to_numpy()
-        serves = np.all(m * self.capacity[:, None, :] >= self.capacity[None, :, :], axis=2)
-        with np.errstate(invalid="ignore"):  # 0 x inf: no split, masked below
-            cheaper = np.all(m * price[:, None, :] <= price[None, :, :], axis=2)
-        return (self.splits > 1) & (pool[:, None] == pool[None, :]) & serves & cheaper
+        by, of = np.nonzero((self.splits > 1) & (pool[:, None] == pool[None, :]))
+        m = self.splits[by, of].astype(float)[:, None]
+        serves = np.all(m * self.capacity[by] >= self.capacity[of], axis=1)
+        cheaper = np.all(m * price[by] <= price[of], axis=1)  # inf where not offered
+        split = np.zeros(self.splits.shape, dtype=bool)
+        split[by, of] = serves & cheaper
+        return split
 
 
 def dominated_configs(problem: Problem) -> list[str]:
