@@ -42,7 +42,13 @@ from fleetplan.optimizer.reserved_first_shares import (
     ROUNDING_SHARE,
 )
 from fleetplan.optimizer.rounding import rounded_within_limits
-from fleetplan.optimizer.solver import SolveOptions, SolveOutcome, gap_between, open_solver
+from fleetplan.optimizer.solver import (
+    Result,
+    SolveOptions,
+    SolveOutcome,
+    gap_between,
+    open_solver,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -187,18 +193,26 @@ def solve_fleet(model: FleetModel, options: SolveOptions, deadline: Deadline | N
     return dataclasses.replace(outcome, seconds=deadline.elapsed())
 
 
+def rounded_lp(model: FleetModel, options: SolveOptions, deadline: Deadline, lp_share: float,
+               rounding_share: float) -> tuple[Result, np.ndarray | None]:
+    """The model's LP relaxation, within ``lp_share`` of the time left, and its rounded-up plan
+    (``rounding.rounded_within_limits``), within ``rounding_share`` of the time then left;
+    the plan is None when the LP is not solved to optimality or no rounding keeps every row."""
+    lp = open_solver(model.program, model.cost, options).solve(
+        time_limit_s=max(deadline.share(lp_share), LAST_CHANCE_S), mip_gap=options.mip_gap,
+        relax=True)
+    if lp.values is None or lp.outcome.status != "optimal":
+        return lp, None
+    return lp, rounded_within_limits(model, lp.values, options, deadline.share(rounding_share))
+
+
 def rounded_lp_start(model: FleetModel, options: SolveOptions,
                      deadline: Deadline) -> np.ndarray | None:
-    """The rounded-up LP plan (``rounding.rounded_within_limits``) as a small linked model's
-    first incumbent, within :data:`START_LP_SHARE` of the time; None without one. From it
-    HiGHS proves the example plan's merged MILP (219 columns) in 0.45 s instead of 0.85 s, its
-    root heuristics no longer searching for a first plan (same plan, same gap target)."""
-    lp = open_solver(model.program, model.cost, options).solve(
-        time_limit_s=max(deadline.share(START_LP_SHARE), LAST_CHANCE_S),
-        mip_gap=options.mip_gap, relax=True)
-    if lp.values is None or lp.outcome.status != "optimal":
-        return None
-    return rounded_within_limits(model, lp.values, options, deadline.share(START_LP_SHARE))
+    """The rounded-up LP plan (:func:`rounded_lp`) as a small linked model's first incumbent,
+    within :data:`START_LP_SHARE` of the time for each step; None without one. From it HiGHS
+    proves the example plan's merged MILP (219 columns) in 0.45 s instead of 0.85 s, its root
+    heuristics no longer searching for a first plan (same plan, same gap target)."""
+    return rounded_lp(model, options, deadline, START_LP_SHARE, START_LP_SHARE)[1]
 
 
 def solve_separable(model: FleetModel, options: SolveOptions, deadline: Deadline) -> SolveOutcome:
@@ -207,17 +221,13 @@ def solve_separable(model: FleetModel, options: SolveOptions, deadline: Deadline
     the first incumbent branch and bound found. The LP's value bounds the whole from below; an
     infeasible LP answers ``infeasible`` at once."""
     floor = floor_bound(model, options, deadline.share(FLOOR_SHARE))
-    lp = open_solver(model.program, model.cost, options).solve(
-        time_limit_s=max(deadline.share(LP_TIME_SHARE), LAST_CHANCE_S), mip_gap=options.mip_gap,
-        relax=True)
+    lp, start = rounded_lp(model, options, deadline, LP_TIME_SHARE, ROUNDING_SHARE)
     if lp.outcome.status == "infeasible":  # no fractional plan, so no period has a plan either
         model.values = None
         return dataclasses.replace(lp.outcome, seconds=deadline.elapsed())
     lp_optimal = lp.values is not None and lp.outcome.status == "optimal"
     # without the LP in time, the greedy plan: periods the deadline leaves unsolved keep it
-    start = rounded_within_limits(model, lp.values, options, deadline.share(ROUNDING_SHARE)) \
-        if lp_optimal else None
-    if start is None and lp.outcome.status != "infeasible":
+    if start is None:
         start = greedy_plan(model, options, deadline.share(COMPLETION_SHARE))
     programs = PeriodPrograms.of(model)
     task = PeriodTask(model.cost, split_by_pool=True)
