@@ -40,26 +40,22 @@ References:
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 
 import numpy as np
 
 from fleetplan.optimizer.greedy_fallback import greedy_plan
-from fleetplan.optimizer.lagrangian_periods import LagrangianPeriods, tighter
 from fleetplan.optimizer.lagrangian_prices import hour_weights
 from fleetplan.optimizer.milp import FleetModel
 from fleetplan.optimizer.period_solves import (
-    PERIOD_THREADS,
     Deadline,
     PeriodPrograms,
     PeriodRun,
     PeriodTask,
     solve_periods,
 )
-from fleetplan.optimizer.pool_split import pool_bound
-from fleetplan.optimizer.representative_start import RepresentativeStart, floor_bound
+from fleetplan.optimizer.representative_start import RepresentativeStart
 from fleetplan.optimizer.reserved_candidates import (
     load_duration_reserved,
     other_pools_columns,
@@ -68,20 +64,18 @@ from fleetplan.optimizer.reserved_candidates import (
     shifted_plan,
     support_closure,
 )
+from fleetplan.optimizer.reserved_first_bounds import ReservedBounds
 from fleetplan.optimizer.reserved_first_shares import (
     COMPLETION_SHARE,
     FIRST_PLAN_SHARE,
-    FLOOR_SHARE,
     GAP_SHARE,
     POLISH_GAP_SHARE,
-    POOL_BOUND_MIN_S,
     POOL_BOUND_SHARE,
     REPRESENTATIVE_SHARE,
     ROUNDING_SHARE,
     SEARCH_SHARE,
     SMALL_SEARCH_SHARE,
     TIGHTEN_SHARE,
-    TIGHT_GAP_SHARE,
     WHOLE_MIN_S,
 )
 from fleetplan.optimizer.reserved_search import search_reserved
@@ -102,7 +96,7 @@ logger = logging.getLogger(__name__)
 FEASIBLE = 1e-6
 
 
-class ReservedFirst:
+class ReservedFirst(ReservedBounds):
     """The reserved-first solve of one linked model (see the module docstring)."""
 
     def __init__(self, model: FleetModel, programs: PeriodPrograms | None,
@@ -121,7 +115,6 @@ class ReservedFirst:
         self.whole_milp_deadline: Deadline | None = None
         self.periods_break_rows = False
         self.representatives = RepresentativeStart(model, options)
-        self._lagrangian: LagrangianPeriods | None = None
         self.whole_tried_first = False  # set by a caller that tried the whole MILP first
 
     @property
@@ -258,48 +251,6 @@ class ReservedFirst:
         cost[fixed["cols"]] = 0.0
         return PeriodTask(cost, fixed=fixed, closed=closed, abs_gaps=abs_gaps)
 
-    def lagrangian(self, lp: Result, budget_s: float) -> PeriodRun | None:
-        """Lower bound: every period's MILP with its own priced copy of the reserved columns
-        (module docstring, ``lagrangian_periods.py``); a run cut short still bounds."""
-        self._lagrangian, run = LagrangianPeriods.solved(
-            self.programs, lp, self.options, self.deadline, start=self.best,
-            abs_gaps=self.abs_gaps(GAP_SHARE), budget_s=budget_s)
-        if self._lagrangian is None:
-            return None
-        self.bound = max(self.bound, self._lagrangian.bound())
-        logger.debug("Lagrangian bound at %.1f s: %.2f (%d of %d periods solved)",
-                     self.deadline.elapsed(), self.bound, len(self._lagrangian.proven),
-                     len(self._lagrangian.shares))
-        return run
-
-    def pool_bound(self, lp: Result, budget_s: float) -> None:
-        """Lower bound: the whole horizon split by model pool at the LP's duals
-        (``pool_split.pool_bound``), each pool's MILP over every period with its own whole
-        reserved counts, the pools side by side on both cores. It keeps the integrality the
-        Lagrangian periods relax (whole reserved counts, each serving every period) and relaxes
-        what they keep (the rows that tie pools: the spot share, shared nodes)."""
-        if budget_s < POOL_BOUND_MIN_S or lp.duals is None:
-            return
-        program = self.model.program
-        split = pool_bound(program, self.model.cost, program.col_lower, program.col_upper,
-                           lp.duals, self.programs.groups,
-                           dataclasses.replace(self.options, threads=1), budget_s,
-                           threads=PERIOD_THREADS)
-        if split is not None:
-            self.bound = max(self.bound, split.bound)
-        logger.debug("pool bound at %.1f s: %.2f", self.deadline.elapsed(), self.bound)
-
-    def tighten_bound(self, budget_s: float) -> None:
-        """The Lagrangian periods solved again, each from its plan, to
-        :data:`TIGHT_GAP_SHARE` of the accepted gap: their bound can only rise."""
-        if self._lagrangian is None or budget_s <= 0:
-            return
-        self._lagrangian.tighten(
-            self.programs, tighter(self.options, TIGHT_GAP_SHARE / GAP_SHARE), self.deadline,
-            start=self.best, abs_gaps=self.abs_gaps(TIGHT_GAP_SHARE), budget_s=budget_s)
-        self.bound = max(self.bound, self._lagrangian.bound())
-        logger.debug("tightened bound at %.1f s: %.2f", self.deadline.elapsed(), self.bound)
-
     def solve(self) -> SolveOutcome:
         self.floor_bound()
         lp = self.relaxation()
@@ -356,13 +307,6 @@ class ReservedFirst:
                 continue
             tried.add(reserved.tobytes())
             self.periods_with(reserved, closed, self.deadline.remaining())
-
-    def floor_bound(self) -> None:
-        """A first bound from the representative periods at their minimum demand (see
-        :func:`floor_bound`): the full model's LP may not finish in a short time limit."""
-        self.bound = max(self.bound, floor_bound(self.model, self.options,
-                                                 self.deadline.share(FLOOR_SHARE)))
-        logger.debug("floor bound at %.1f s: %.2f", self.deadline.elapsed(), self.bound)
 
     def representative_reserved(self) -> np.ndarray | None:
         """The representative periods' LP reserved counts, rounded up (``representative_start``)."""

@@ -34,7 +34,7 @@ GAP_SHARE = 0.5
 TIGHT_GAP_SHARE = 0.1
 
 #: Share of the time the local search leaves that the pools' bound over the whole horizon may
-#: take (``ReservedFirst.pool_bound``); tightening the Lagrangian periods and the whole MILP
+#: take (``ReservedBounds.pool_bound``); tightening the Lagrangian periods and the whole MILP
 #: get the rest.
 POOL_BOUND_SHARE = 0.75
 
