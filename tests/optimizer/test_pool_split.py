@@ -166,7 +166,7 @@ def test_each_pool_gets_its_share_of_the_time_and_free_columns_none(split_period
     # the first pool gets its share; each later one the time left over the pools left, so a
     # pool proven early (these take milliseconds) leaves its time to the pools after it
     assert len(limits) == pools and limits[0] == pytest.approx(6.0 / pools, abs=0.1)
-    left = [6.0 / pools * pools / n for n in range(pools, 0, -1)]  # had each taken no time
+    left = [6.0 / n for n in range(pools, 0, -1)]  # had each taken no time
     assert all(share - 0.5 <= limit <= share + 1e-9 for limit, share in zip(limits, left))
     # two threads: the first two pools start together, each with two shares of the time
     # (two threads' 6 s over the three pools)
