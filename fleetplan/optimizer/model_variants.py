@@ -13,8 +13,8 @@ and only these change:
 - each node column's price, so the objective, taken from the changed offers;
 - the availability rows' upper bounds, from the changed GPU caps (the same GPU types capped);
 - the cost-cover cut (``cost_cover.py``): its right-hand sides are the small MILPs' bounds,
-  solved again for the new demand and prices (each small model itself a variant of the first
-  one built for its pool, :class:`CoverBuilds`), and its entries, each GPU's lowest price per
+  solved again for the new demand and prices (the model they are cut from itself a variant of
+  the first one built, :class:`CoverBuilds`), and its entries, each GPU's lowest price per
   replica, follow the new prices. When the new problem gets cut rows for other pools or
   periods (a bound of 0, say), :meth:`ModelVariation.apply` gives None and the caller builds.
 
@@ -341,9 +341,9 @@ def _keeps_program(model: FleetModel) -> bool:
 
 
 class CoverBuilds:
-    """Makes the cost-cover cut's small models (``cover_build`` of ``build_model``): each a
-    variant of the first one built for the same pool, configurations and demanded buckets, so
-    the small MILPs of a what-if grid are built once per pool."""
+    """Makes the cost-cover cut's model of its small MILPs (``cover_build`` of
+    ``build_model``): a variant of the first one built for the same pools, configurations and
+    demanded buckets of each period, so a what-if grid builds it once."""
 
     def __init__(self) -> None:
         self.variations: dict[tuple, ModelVariation] = {}
@@ -351,7 +351,7 @@ class CoverBuilds:
     def __call__(self, part: Problem) -> FleetModel:
         demand = part.demand[part.demand["req_s"] > 0]
         key = (tuple(part.workloads["pool"]), tuple(part.configs["config"]),
-               tuple(zip(demand["workload"], demand["bucket"])))
+               tuple(zip(demand["workload"], demand["bucket"], demand["period"])))
         variation = self.variations.get(key)
         if variation is not None and variation.fits(part):
             varied = variation.apply(part)

@@ -9,6 +9,7 @@ import dataclasses
 
 import math
 
+import pandas as pd
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -18,7 +19,7 @@ import fleetplan.optimizer.decomposition as decomposition
 import fleetplan.optimizer.milp as milp
 import fleetplan.optimizer.optimization as optimization
 import fleetplan.optimizer.reserved_first as reserved_first
-from fleetplan.optimizer.cost_cover import least_pool_costs, pool_period_problem
+from fleetplan.optimizer.cost_cover import cover_problem, demand_signatures, least_pool_costs
 from fleetplan.optimizer.demand_floor import demand_floor_usd
 from fleetplan.optimizer.greedy_fallback import greedy_plan
 from fleetplan.optimizer.milp import build_model
@@ -76,9 +77,10 @@ def test_the_cost_cover_is_the_cheapest_whole_fleet_of_each_pool_and_period():
     # period 0: 2 x g0 at 0.6 = 1.2 beats 1 x g1 at 1.5; period 1: 1 x g0 at 0.6
     assert costs.set_index("period")["usd_per_hour"].to_dict() == pytest.approx(
         {0: 1.2, 1: 0.6})
-    part = pool_period_problem(problem, "p", 0)
+    part = cover_problem(problem, demand_signatures(problem))
     assert part.offers["pricing_type"].tolist() == ["on_demand", "on_demand"]
     assert part.gpus["max_gpus"].isna().all()
+    assert part.periods["hours"].tolist() == [1.0, 1.0]
 
 
 def test_the_cost_cover_takes_a_share_of_the_time_left_and_keeps_the_rows_it_solved(
@@ -90,9 +92,9 @@ def test_the_cost_cover_takes_a_share_of_the_time_left_and_keeps_the_rows_it_sol
         return build_model(part, cost_cover=False)
 
     assert least_pool_costs(problem, build, SolveOptions(), seconds=0.0).empty
-    class FirstOnly:  # the first small MILP starts in time, the second does not
+    class FirstOnly:  # the build and the first small MILP start in time, the second does not
         def __init__(self, seconds):
-            self.left = iter([seconds, 0.0])
+            self.left = iter([seconds, seconds, 0.0])
 
         def remaining(self):
             return next(self.left)
@@ -302,3 +304,42 @@ def test_a_small_linked_model_is_solved_whole_from_its_rounded_up_lp(monkeypatch
                                                              relax=True)
     assert lp.outcome.objective - 1e-6 <= float(model.cost @ start)
     assert outcome.objective <= float(model.cost @ start) + 1e-6
+
+
+def one_pool_one_hour(problem, pool, period):
+    """The small MILP of one pool and period written out alone: the reference the cover
+    model's cut-out blocks must match."""
+    workloads = problem.workloads[problem.workloads["pool"] == pool]
+    prices = problem.offers.groupby("gpu")["usd_per_gpu_hour"].min()
+    mine = problem.demand["workload"].isin(workloads["workload"])
+    return dataclasses.replace(
+        problem, workloads=workloads,
+        periods=problem.periods.iloc[:1].assign(period=0, hours=1.0, month_weight=1.0),
+        demand=problem.demand[mine & (problem.demand["period"] == period)].assign(period=0),
+        configs=problem.configs[problem.configs["pool"] == pool],
+        offers=pd.DataFrame({"gpu": prices.index, "pricing_type": "on_demand",
+                             "usd_per_gpu_hour": prices.to_numpy(), "max_gpus": math.nan}),
+        gpus=problem.gpus.assign(max_gpus=math.nan), spot_max_share=None)
+
+
+def checked_cover_costs(max_configs):
+    """The cover's costs on a two-pool portfolio, each block checked against its pool and
+    hour built alone."""
+    problem = dataclasses.replace(portfolio_problem(n_models=2, n_gpus=3, n_periods=4),
+                                  max_configs_per_workload=max_configs)
+    costs = least_pool_costs(problem, lambda part: build_model(part, cost_cover=False),
+                             SolveOptions())
+    assert len(costs) == 8
+    for pool, period, usd in costs.itertuples(index=False):
+        alone = build_model(one_pool_one_hour(problem, pool, period), cost_cover=False)
+        solved = open_solver(alone.program, alone.cost, EXACT).solve(time_limit_s=30,
+                                                                     mip_gap=0.0)
+        assert usd == pytest.approx(solved.outcome.objective, rel=1e-6)
+    return costs["usd_per_hour"].to_numpy()
+
+
+def test_each_block_cut_out_of_the_cover_model_is_its_pool_and_hour_alone():
+    # one build holds every (pool, period); its horizon-wide simplicity rows go into each
+    # block, where they bind: one configuration per workload costs more in some hours
+    free, simple = checked_cover_costs(None), checked_cover_costs(1)
+    assert (simple >= free - 1e-9).all() and (simple > free + 1e-6).any()
