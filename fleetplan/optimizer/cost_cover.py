@@ -33,8 +33,8 @@ weaker): a week of hours is first planned on representative periods
 (``representative_periods.py``), whose model is small enough for the cut. The small MILPs are
 built as one model (:func:`cover_problem`): each distinct (pool, period) becomes an hour of its
 own there, and each small MILP is that hour's rows cut out of it (``linear_program.restricted``),
-so a plan pays for one build rather than one per pool (the example's two builds and six
-variants took 0.5 s, the one build and its cuts 0.15 s). The caller's ``build`` may make that
+so a plan pays for one build rather than one per pool (within the example's plan, two builds
+and six variants took 0.37-0.47 s, the one build and its cuts 0.21-0.24 s). The caller's ``build`` may make that
 model as a variant of an earlier one (``model_variants.CoverBuilds``). The small MILPs share a
 time budget (the plan's build gives them a quarter of the time left, ``milp.COVER_SHARE``):
 those not started in it give no row, and the rows solved stay valid.
