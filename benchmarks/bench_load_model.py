@@ -7,7 +7,8 @@ the Newton passes; 3,000 passes stand for the converged answer). Prints, for the
 ``fleetplan plan`` prepares for the built-in example (their ``req_s_per_replica``, the largest
 rate meeting the SLOs):
 
-- the passes ``least_fixed_batch`` took per call (min-max over the bisection's calls);
+- the passes ``least_fixed_batch`` took per call (min-max over the bisection's calls, each
+  begun from the batch of the bracket's lower rate) and in all;
 - the largest relative difference from 3,000 plain passes, and the rows beyond 1e-6, of the
   Newton passes and of 60 plain passes;
 - the time to prepare the candidates each way (best of ``--repeat``).
@@ -32,8 +33,9 @@ NEWTON = queueing.least_fixed_batch
 
 
 def plain_passes(passes: int):
-    """The textbook iteration ``B <- min(load * step_ms(B), limit)`` from 0, ``passes`` times."""
-    def solve(step_ms, load, limit):
+    """The textbook iteration ``B <- min(load * step_ms(B), limit)`` from 0, ``passes`` times
+    (the bisection's start, a lower rate's batch, is not used)."""
+    def solve(step_ms, load, limit, start=0.0):
         batch = np.zeros(np.broadcast_shapes(np.shape(load), np.shape(limit)))
         for _ in range(passes):
             batch = np.minimum(load * step_ms(batch), limit)
@@ -61,13 +63,13 @@ def capacities(catalogs, repeat: int) -> tuple[np.ndarray, float]:
 
 
 def counted_newton(counts: list[int]):
-    def solve(step_ms, load, limit):
+    def solve(step_ms, load, limit, start=0.0):
         calls = [0]
 
         def step(batch):
             calls[0] += 1
             return step_ms(batch)
-        result = NEWTON(step, load, limit)
+        result = NEWTON(step, load, limit, start)
         counts.append(calls[0])
         return result
     return solve
@@ -87,7 +89,7 @@ def main() -> None:
     with batch_solver(plain_passes(3000)):
         converged, _ = capacities(catalogs, 1)
     print(f"{len(newton)} candidates; Newton passes per call: {min(counts)}-{max(counts)} "
-          f"({len(counts)} calls)")
+          f"({len(counts)} calls, {sum(counts)} passes in all)")
     for label, rates, seconds in (("Newton passes", newton, newton_s),
                                   ("60 plain passes", sixty, sixty_s)):
         error = np.abs(rates - converged) / np.maximum(np.abs(converged), 1e-9)

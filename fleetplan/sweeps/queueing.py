@@ -53,7 +53,7 @@ FIXED_POINT_TOLERANCE = 1e-12
 RATE_BISECTION_PASSES = 40
 
 
-def least_fixed_batch(step_ms, load, limit):
+def least_fixed_batch(step_ms, load, limit, start=0.0):
     """The least batch with ``B = min(load * step_ms(B), limit)``: the decode batch a request rate
     sustains by Little's law [sequences].
 
@@ -66,6 +66,10 @@ def least_fixed_batch(step_ms, load, limit):
         ``rate * G * stretch``: sequences added per ms of step time [sequences/ms].
     limit : float or array
         Batch beyond which the replica is unstable (the batch cap plus one) [sequences].
+    start : float or array
+        A batch known to lie at or below the least fixed point, where the passes begin
+        (default 0) [sequences]: the batch a lower rate sustains, since the load grows with the
+        rate and so does every fixed point.
 
     Returns
     -------
@@ -101,9 +105,11 @@ def least_fixed_batch(step_ms, load, limit):
     """
     load = np.asarray(load, dtype=float)
     limit = np.asarray(limit, dtype=float)
-    shape = np.broadcast_shapes(load.shape, limit.shape)
+    start = np.asarray(start, dtype=float)
+    shape = np.broadcast_shapes(load.shape, limit.shape, start.shape)
     low, gain, slope = np.zeros(shape), np.full(shape, np.nan), np.zeros(shape)
-    high, excess, batch = np.full(shape, np.inf), np.zeros(shape), np.zeros(shape)
+    high, excess = np.full(shape, np.inf), np.zeros(shape)
+    batch = np.minimum(np.broadcast_to(np.nan_to_num(start), shape), limit)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         for _ in range(FIXED_POINT_PASSES):
             step = np.maximum(batch * 1e-7, 1e-7)
@@ -308,24 +314,27 @@ def capacity_req_s(c: ReplicaConstants, rows: row_kernel.Rows) -> np.ndarray:
                     0.0)
 
 
-def at_rate(c: ReplicaConstants, rows: row_kernel.Rows, rate_req_s) -> dict:
+def at_rate(c: ReplicaConstants, rows: row_kernel.Rows, rate_req_s, start_batch=0.0) -> dict:
     """Mean and p90/p99 TPOT and TTFT, decode batch and stability at ``rate_req_s`` [ms, sequences].
+
+    ``start_batch``: a batch at or below the one the rate sustains (the batch of a lower rate),
+    where the fixed point's passes begin [sequences].
 
     Chunked prefill (the ``prefill_chunk_tokens`` lever) splits prompts into chunks, each riding one
     decode step: lower tail inter-token latency, a prompt spread over more steps.
     """
     with np.errstate(invalid="ignore"):  # configurations that cannot run carry NaN through
-        return _at_rate(c, rows, rate_req_s)
+        return _at_rate(c, rows, rate_req_s, start_batch)
 
 
-def _at_rate(c: ReplicaConstants, rows, rate_req_s) -> dict:
+def _at_rate(c: ReplicaConstants, rows, rate_req_s, start_batch) -> dict:
     rate = np.asarray(rate_req_s, dtype=float) / 1e3  # requests per ms
     latency_ms, work_ms = prefill_ms(c, rows.input_len)
     rho_p = rate * work_ms
     stretch = np.where(rho_p < 1.0, 1.0 / np.maximum(1.0 - rho_p, 1e-12), np.inf)
     cap = np.maximum(operating_points.batch_cap(c, rows), 0).astype(float)
     load = rate * rows.output_len * stretch
-    batch = least_fixed_batch(lambda b: _decode_ms(c, rows, b), load, cap + 1.0)
+    batch = least_fixed_batch(lambda b: _decode_ms(c, rows, b), load, cap + 1.0, start_batch)
     stable = (rho_p < 1.0) & (batch <= cap) & (rate * 1e3 < capacity_req_s(c, rows))
     t_dec = _decode_ms(c, rows, np.minimum(batch, cap))
     tpot = np.where(stable, t_dec * stretch, np.inf)
@@ -346,16 +355,19 @@ def max_rate_under_slo(c: ReplicaConstants, rows: row_kernel.Rows, tpot_slo_ms, 
     """Largest request rate whose mean TPOT and TTFT meet the SLOs (NaN = none) [requests/s].
 
     TPOT and TTFT grow with the rate, so a vectorized bisection over ``[0, capacity]`` finds it for
-    all rows at once; 0 where even an idle replica misses an SLO.
+    all rows at once; 0 where even an idle replica misses an SLO. Each pass's decode batch begins
+    from the batch of the bracket's lower end, which the higher rate's batch cannot be below.
     """
     high = capacity_req_s(c, rows) * (1.0 - 1e-9)
     low = np.zeros_like(high)
+    low_batch = np.zeros_like(high)
     for _ in range(RATE_BISECTION_PASSES):
         middle = (low + high) / 2.0
-        state = at_rate(c, rows, middle)
+        state = at_rate(c, rows, middle, low_batch)
         ok = state["stable"] & (np.isnan(tpot_slo_ms) | (state["tpot_ms"] <= tpot_slo_ms)) & (
             np.isnan(ttft_slo_ms) | (state["ttft_ms"] <= ttft_slo_ms))
         low, high = np.where(ok, middle, low), np.where(ok, high, middle)
+        low_batch = np.where(ok, state["batch"], low_batch)
     idle = at_rate(c, rows, np.zeros_like(high))
     meets_idle = (np.isnan(tpot_slo_ms) | (idle["tpot_ms"] <= tpot_slo_ms)) & (
         np.isnan(ttft_slo_ms) | (idle["ttft_ms"] <= ttft_slo_ms))

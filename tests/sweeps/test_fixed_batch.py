@@ -81,3 +81,15 @@ def test_the_batch_is_a_fixed_point_with_none_below_it(base, per_seq, compute, s
     assert abs(gain(batch)) <= 1e-9 * max(batch, 1.0)
     below = np.linspace(0.0, batch, 2001)[:-1] if batch > 0 else np.zeros(0)
     assert np.all(gain(below) > 0.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(step=st.sampled_from([roofline, experts]), load=st.floats(0.0, 1.5),
+       lower_load=st.floats(0.0, 1.0))
+@example(step=roofline, load=1.2, lower_load=1.0)  # unstable: the limit from any start
+@example(step=experts, load=0.3, lower_load=1.0)  # a start at the fixed point itself
+def test_a_start_from_a_lower_load_finds_the_same_batch(step, load, lower_load):
+    # the batch of a lower load lies at or below the least fixed point of a higher one
+    start = least_fixed_batch(step, load * lower_load, 200.0)
+    assert least_fixed_batch(step, load, 200.0, start) == pytest.approx(
+        least_fixed_batch(step, load, 200.0), rel=1e-12, abs=1e-12)
