@@ -146,10 +146,13 @@ def relaxed_costs(program: LinearProgram, cost: np.ndarray, duals: np.ndarray,
 
 @dataclass
 class PoolBound:
-    """L(y) and the pools' solutions (one full-length vector of the period's columns)."""
+    """L(y), the pools' solutions (one full-length vector of the period's columns) and the
+    relaxed objective at them, ``ceiling``: no pool MILP proven further would lift L(y) past
+    it, so ``ceiling - bound`` is what the pools' own gaps leave open."""
 
     bound: float
     values: np.ndarray
+    ceiling: float = math.nan
 
 
 def pool_bound(program: LinearProgram, cost: np.ndarray, lower: np.ndarray,
@@ -173,7 +176,7 @@ def pool_bound(program: LinearProgram, cost: np.ndarray, lower: np.ndarray,
     graph = sp.bmat([[None, block], [block.T, None]], format="csr")
     _, labels = connected_components(graph, directed=False)
     row_label, col_label = labels[:len(kept)], labels[len(kept):]
-    bound, values = constant, np.zeros(program.n_cols)
+    bound, ceiling, values = constant, constant, np.zeros(program.n_cols)
     tolerance = COST_TOLERANCE * max(float(np.abs(cost).max(initial=0.0)), 1.0)
     pools = []  # (columns, rows) of every component with rows: one MILP each
     for component in np.unique(col_label):
@@ -189,7 +192,7 @@ def pool_bound(program: LinearProgram, cost: np.ndarray, lower: np.ndarray,
             logger.debug("pool split: a column bounded by nothing has a negative cost")
             return None
         x = np.where(c > 0, lower[cols], np.where(c < 0, upper[cols], lower[cols]))
-        values[cols], bound = x, bound + float(c @ x)
+        values[cols], bound, ceiling = x, bound + float(c @ x), ceiling + float(c @ x)
     unfinished = [len(pools)]  # pools not started or still running
     lock = threading.Lock()
 
@@ -213,7 +216,8 @@ def pool_bound(program: LinearProgram, cost: np.ndarray, lower: np.ndarray,
             logger.debug("pool split: a pool's MILP ended %s", result.outcome.status)
             return None
         values[cols], bound = result.values, bound + pool_min
-    return PoolBound(bound, values)
+        ceiling += float(lagrangian[cols] @ result.values)
+    return PoolBound(bound, values, ceiling)
 
 
 def quick_plan(program: LinearProgram, cost: np.ndarray, lower: np.ndarray, upper: np.ndarray,

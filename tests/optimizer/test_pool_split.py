@@ -3,6 +3,7 @@ exact optimum and LP, its plan against every row, and the separable solve that u
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -72,6 +73,26 @@ def test_the_pool_bound_lies_between_the_lp_and_the_period_optimum(split_period)
     assert split.bound >= split_period["lp"] * (1 - 1e-9)
     # integrality inside each pool is most of the LP's gap: the split closes part of it
     assert split.bound > split_period["lp"] + 1e-6
+    # each pool proven optimal: the relaxed objective at the pools' plans is the bound itself
+    assert split.ceiling == pytest.approx(split.bound, rel=1e-6)
+
+
+def test_the_ceiling_is_the_relaxed_objective_at_the_pools_plans(split_period, monkeypatch):
+    # pools stopped at their first plan: the bound falls short, the ceiling is where the
+    # relaxed objective stands at their plans, which no longer solve could lift it past
+    monkeypatch.setattr(pool_split, "MIN_SOLVE_S", 0.0)
+    proven = _bound(split_period, split_period["duals"])
+    part = split_period["part"]
+    program = part.program
+    early = pool_bound(program, split_period["cost"], program.col_lower, program.col_upper,
+                       split_period["duals"], split_period["groups"],
+                       dataclasses.replace(EXACT_OPTIONS, mip_gap=0.5), 5.0)
+    assert early.bound <= proven.bound + 1e-9 <= early.ceiling + 2e-9
+    relax = coupling_rows(program.matrix, split_period["groups"].pool)
+    free = program.matrix[np.flatnonzero(~relax)].getnnz(axis=0) == 0
+    lagrangian, constant = relaxed_costs(program, split_period["cost"], split_period["duals"],
+                                         relax, free)
+    assert early.ceiling == pytest.approx(constant + lagrangian @ early.values, rel=1e-9)
 
 
 @SETTINGS
