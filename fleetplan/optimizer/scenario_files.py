@@ -82,9 +82,17 @@ def error_message(error: dict, root: type[BaseModel] = Scenario) -> str:
         return f"{path}: must be {context.get('expected')}, got {_shown(value)}"
     if kind == "value_error":
         return f"{path}: {str(context.get('error', error['msg']))}"
-    message = error["msg"].replace("Input should be", "must be")
+    message = _PLAIN.get(kind) or error["msg"].replace("Input should be", "must be")
     message = message[0].lower() + message[1:]
     return f"{path}: {message}, got {_shown(value)}"
+
+
+#: pydantic's wording where it names a class or says "got" itself.
+_PLAIN = {"model_type": "must be a mapping of its fields (name: value)",
+          "model_attributes_type": "must be a mapping of its fields (name: value)",
+          "dataclass_type": "must be a mapping of its fields (name: value)",
+          "dict_type": "must be a mapping (name: value)",
+          "int_from_float": "must be a whole number"}
 
 
 def _unknown_field(location: tuple, root: type[BaseModel] = Scenario) -> str:

@@ -181,7 +181,7 @@ def test_one_infinite_whatif_value_fails_only_its_own_case(sandbox):
     ("price_multiplier: {l40s: [1.0, false]}",
      r"axes.price_multiplier: must be a number, not a boolean, got \{'l40s': \[1.0, False\]\}"),
     # a list where a mapping is due is the wrong shape, whatever it holds
-    ("price_multiplier: [1.0, true]", r"axes.price_multiplier: must be a valid dictionary"),
+    ("price_multiplier: [1.0, true]", r"axes.price_multiplier: must be a mapping \(name: value\)"),
 ])
 def test_a_boolean_in_a_whatif_axis_is_refused(sandbox, axis, pattern):
     base = sandbox.scenario("base.yaml")

@@ -105,6 +105,14 @@ ERRORS = [
      r"solver.solver: must be 'auto', 'highs' or 'cbc', got 'gurobi'"),
     (set_in(("solver",), {"time_limit_s": 0}), r"solver.time_limit_s: must be > 0, got 0"),
     (set_in(("what_if",), {"tpot_slo_factor": 1}), r"what_if.tpot_slo_factor: must be > 1"),
+    # pydantic's own wording names a class, or says "got" before the value does
+    (set_in(("workloads", 0), 0.5),
+     r"^scenario.yaml: workloads\[0\]: must be a mapping of its fields \(name: value\), "
+     r"got 0.5$"),
+    (lambda d: d["fleet"]["gpus"].append({"id": "a10g", "max_new_gpus_per_month": 0.5}),
+     r"fleet.gpus\[2\].max_new_gpus_per_month: must be a whole number, got 0.5$"),
+    (set_in(("fleet", "gpus", 1, "usd_per_gpu_hour"), [1.0]),
+     r"fleet.gpus\[1\].usd_per_gpu_hour: must be a mapping \(name: value\), got \[1.0\]$"),
 ]
 
 
