@@ -97,6 +97,7 @@ class ReSolves:
         self._base_ready, self._closing = threading.Event(), False
         self._built_models: list[Future] = []  # of the looser problems started
         self._carried: dict[Future, np.ndarray | None] = {}  # base plan carried, by build
+        self._carrying: dict[Future, threading.Lock] = {}  # one carry per build, by either thread
         self._worker = ThreadPoolExecutor(max_workers=PARALLEL_RESOLVES - 1,
                                           thread_name_prefix="fleetplan-resolve")
 
@@ -132,6 +133,7 @@ class ReSolves:
         wait_until = time.perf_counter() + CARRY_WAIT_S
         built = self._queued([partial(self._built, make) for make in make_problems])
         self._built_models += built
+        self._carrying.update((future, threading.Lock()) for future in built)
         return self._queued([partial(self._looser, model, wait_until) for model in built])
 
     def base_solved(self, base: FleetModel | None) -> None:
@@ -143,7 +145,7 @@ class ReSolves:
         for index, built in enumerate(self._built_models):
             model = built.result()[1] if built.done() and built.exception() is None else None
             if self._base is not None and model is not None:
-                self._carried[built] = carried_start(self._base, model)
+                self._carry(built, model)
             if index == 0:
                 self._base_ready.set()
         self._base_ready.set()
@@ -160,9 +162,16 @@ class ReSolves:
         if self._closing or model is None:  # no plan to compare with, or no time left
             return math.nan, math.nan
         base = self._base if self._base_ready.is_set() else None
-        start = None if base is None else (self._carried[built] if built in self._carried
-                                           else carried_start(base, model))
+        start = None if base is None else self._carry(built, model)
         return relaxed_cost(problem, self.options, self.deadline, model, start)
+
+    def _carry(self, built: Future, model: FleetModel) -> np.ndarray | None:
+        """The base plan carried onto ``built``'s model, carried once: a thread that finds the
+        other carrying it waits for that carry rather than repeating it beside it."""
+        with self._carrying[built]:
+            if built not in self._carried:
+                self._carried[built] = carried_start(self._base, model)
+            return self._carried[built]
 
     def queue(self, resolves: list[ReSolve]) -> list[Future]:
         """Queue ``relaxed_cost`` of ``resolves``, models built anew before those changed from

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -130,3 +132,20 @@ def test_looser_slo_resolves_begin_from_the_base_plan_once_it_is_solved(monkeypa
         assert not looser[0][1]
     # the binding limit is changed from the base model and solved from its plan either way
     assert [carried for kind, carried in events if kind == "N+1 re-solve"] == [True]
+
+
+def test_each_looser_model_gets_the_base_plan_carried_once(monkeypatch):
+    # the caller carries the base plan onto the models built while the worker already takes
+    # the re-solves; a slow carry makes the worker reach a model the caller is still carrying,
+    # which it waits for instead of carrying it a second time beside it
+    carried = []
+
+    def slow_carry(base, model):
+        carried.append(id(model))
+        time.sleep(0.3)
+        return carried_start(base, model)
+
+    monkeypatch.setattr(resolve_queue, "carried_start", slow_carry)
+    plan = plan_scenario(example_scenario(), load_catalogs(), what_if=True)
+    assert set(plan.binding_constraints["family"]) >= {"tpot_slo"}
+    assert len(carried) == 3 and len(set(carried)) == 3
