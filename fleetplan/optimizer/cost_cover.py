@@ -110,11 +110,27 @@ def cover_problem(problem: Problem, blocks: pd.DataFrame) -> Problem:
         one_quant_per_model=problem.one_quant_per_model)
 
 
-def block_rows(table: pd.DataFrame, block: int) -> np.ndarray:
-    """Rows of one block of the cover problem: its period's rows and the horizon-wide ones
-    (whose other periods' routing shares are free there, so may be 0)."""
-    period = table["period"].to_numpy()
-    return table["row"].to_numpy()[(period == block) | (period < 0)]
+def row_blocks(model) -> np.ndarray:
+    """Each row's block (period) of a model of :func:`cover_problem`; -1 for a row every block
+    keeps. A horizon-wide row (a simplicity rule's link of one period's routing share to its
+    binary, or its cap on the binaries) goes to the block of the columns it holds, or to every
+    block when it holds only the binaries, which no period's rows hold. So each block is its
+    pool and hour alone: no other hour's routing shares ride along in its small MILP."""
+    table = model.constraint_table()
+    period = np.full(model.program.n_rows, -1, dtype=np.int64)
+    period[table["row"].to_numpy()] = table["period"].to_numpy()
+    matrix = model.program.matrix.tocsr()
+    entry_row = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+    column_block = np.full(model.program.n_cols, -1, dtype=np.int64)
+    own = period[entry_row] >= 0
+    column_block[matrix.indices[own]] = period[entry_row[own]]
+    blocks = period.copy()
+    wide = ~own
+    # the highest block among a horizon-wide row's columns (-1: only binaries); a row that held
+    # two blocks' columns would join one of them, its other columns free there: still a
+    # relaxation of each block, so its bound stays valid
+    np.maximum.at(blocks, entry_row[wide], column_block[matrix.indices[wide]])
+    return blocks
 
 
 def least_pool_costs(problem: Problem, build: Callable, options: SolveOptions,
@@ -135,14 +151,14 @@ def least_pool_costs(problem: Problem, build: Callable, options: SolveOptions,
     bounds = {}
     if deadline.remaining() > 0:
         model = build(cover_problem(problem, firsts))
-        table = model.constraint_table()
+        blocks = row_blocks(model)
         for block, key in enumerate(firsts["key"]):
             left = deadline.remaining()
             if left <= 0:
                 logger.debug("cost cover: out of time after %d of %d small MILPs", len(bounds),
                              len(firsts))
                 break
-            rows = block_rows(table, block)
+            rows = np.flatnonzero((blocks == block) | (blocks < 0))
             if len(rows) == 0:
                 continue
             part = restricted(model.program, rows)

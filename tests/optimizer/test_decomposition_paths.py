@@ -9,6 +9,7 @@ import dataclasses
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import example, given
@@ -343,3 +344,14 @@ def test_each_block_cut_out_of_the_cover_model_is_its_pool_and_hour_alone():
     # block, where they bind: one configuration per workload costs more in some hours
     free, simple = checked_cover_costs(None), checked_cover_costs(1)
     assert (simple >= free - 1e-9).all() and (simple > free + 1e-6).any()
+    # and a block holds only its own hour's routing shares, not every hour's
+    problem = dataclasses.replace(portfolio_problem(n_models=2, n_gpus=3, n_periods=4),
+                                  max_configs_per_workload=1)
+    model = build_model(cover_problem(problem, demand_signatures(problem)), cost_cover=False)
+    blocks = cost_cover.row_blocks(model)
+    matrix = model.program.matrix.tocsr()
+    for block in range(8):
+        held = np.unique(matrix[np.flatnonzero((blocks == block) | (blocks < 0))].indices)
+        shares = model.routes.drop_duplicates("col")
+        assert set(shares.loc[shares["period"] != block, "col"]).isdisjoint(held)
+        assert set(shares.loc[shares["period"] == block, "col"]) <= set(held)
