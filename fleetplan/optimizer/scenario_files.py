@@ -66,6 +66,12 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+_FIELDS = "must be a mapping of its fields (name: value)"
+#: pydantic's wording where it names a class or says "got" itself.
+_PLAIN = {"model_type": _FIELDS, "model_attributes_type": _FIELDS, "dataclass_type": _FIELDS,
+          "dict_type": "must be a mapping (name: value)", "int_from_float": "must be a whole number"}
+
+
 def error_message(error: dict, root: type[BaseModel] = Scenario) -> str:
     """One pydantic error as ``<path>: <what is wrong>`` (``root``: the model validated)."""
     kind, location = error["type"], tuple(error["loc"])
@@ -85,14 +91,6 @@ def error_message(error: dict, root: type[BaseModel] = Scenario) -> str:
     message = _PLAIN.get(kind) or error["msg"].replace("Input should be", "must be")
     message = message[0].lower() + message[1:]
     return f"{path}: {message}, got {_shown(value)}"
-
-
-#: pydantic's wording where it names a class or says "got" itself.
-_PLAIN = {"model_type": "must be a mapping of its fields (name: value)",
-          "model_attributes_type": "must be a mapping of its fields (name: value)",
-          "dataclass_type": "must be a mapping of its fields (name: value)",
-          "dict_type": "must be a mapping (name: value)",
-          "int_from_float": "must be a whole number"}
 
 
 def _unknown_field(location: tuple, root: type[BaseModel] = Scenario) -> str:
