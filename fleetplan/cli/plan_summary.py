@@ -27,8 +27,11 @@ def print_plan(plan) -> None:
     if plan.status == "no_solution" and not plan.messages:  # a failed re-check says its own
         typer.echo(f"  {STATUSES['no_solution']}: give it more time (--time-limit, or "
                    f"solver.time_limit_s in the scenario)")
-    typer.echo(f"cost: ${number_text(plan.usd_per_month)} per month, ${number_text(plan.objective_usd)} over "
-               f"{months_text(months)}")
+    if plan.usd_per_month is None or not math.isfinite(plan.usd_per_month):
+        typer.echo("cost: none (no plan)")
+    else:
+        typer.echo(f"cost: ${number_text(plan.usd_per_month)} per month, "
+                   f"${number_text(plan.objective_usd)} over {months_text(months)}")
     fixed = fixed_cost_line(plan)
     if fixed:
         typer.echo(fixed)
