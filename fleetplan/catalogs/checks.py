@@ -8,6 +8,7 @@ loader collects them and raises one ``CatalogErrors`` whose text is the first me
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import math
 from collections.abc import Iterable, Sequence
@@ -28,6 +29,7 @@ from fleetplan.errors import CatalogError, did_you_mean
 ORIGIN_FILE = "_origin_file"
 ORIGIN_ROW = "_origin_row"
 ORIGIN_COLUMNS = (ORIGIN_FILE, ORIGIN_ROW)
+AS_OF = "as_of"
 
 _TYPE_RULES = {
     "float": "must be a number",
@@ -124,7 +126,19 @@ def _column_problems(raw: pd.DataFrame, column: Column) -> list[str]:
         problems += _range_problems(raw, values.where(~bad_type), column)
     if column.choices:
         problems += _choice_problems(raw, column)
+    if column.name == AS_OF:
+        problems += _future_dates(raw, bad_type)
     return problems
+
+
+def _future_dates(raw: pd.DataFrame, bad_type: pd.Series) -> list[str]:
+    """``as_of`` is the day a figure was read or quoted, so it cannot be later than today."""
+    today = dt.date.today()
+    dates = pd.to_datetime(raw[AS_OF].where(~bad_type & (raw[AS_OF] != "")), format="%Y-%m-%d",
+                           errors="coerce")
+    later = (dates > pd.Timestamp(today)).fillna(False).astype(bool)
+    return _messages(raw, later, AS_OF, f"must not be after today ({today.isoformat()}), the "
+                     "day the figure was read or quoted")
 
 
 def _range_problems(raw: pd.DataFrame, values: pd.Series, column: Column) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
+import re
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -23,7 +24,7 @@ from pydantic import ValidationError
 
 from fleetplan.catalogs import Catalogs
 from fleetplan.catalogs.input_files import read_csv_table
-from fleetplan.errors import ScenarioError, UnknownNameError, did_you_mean
+from fleetplan.errors import FleetplanError, ScenarioError, UnknownNameError, did_you_mean
 from fleetplan.optimizer.current_fleet import (
     EXISTING_COLUMNS,
     owned_usd_per_gpu_hour,
@@ -32,7 +33,7 @@ from fleetplan.optimizer.current_fleet import (
 from fleetplan.optimizer.lead_times import LEAD_COLUMNS
 from fleetplan.optimizer.scenario import Scenario
 from fleetplan.optimizer.scenario_current import CURRENT_COLUMNS, CurrentGpus
-from fleetplan.optimizer.scenario_files import error_message
+from fleetplan.optimizer.scenario_files import TOP_LEVEL, error_message
 
 
 @dataclass
@@ -232,6 +233,18 @@ def read_current_csv(path: str | os.PathLike) -> list[dict]:
         try:
             rows.append(CurrentGpus.model_validate(given).model_dump(mode="json"))
         except ValidationError as problem:
-            message = f"{path}: line {line}: {error_message(problem.errors()[0], CurrentGpus)}"
-            raise ScenarioError(message) from None
+            message = error_message(problem.errors()[0], CurrentGpus)
+            raise ScenarioError(f"{path}: line {line}: {message.removeprefix(TOP_LEVEL)}") from None
     return rows
+
+
+def on_csv_line(error: FleetplanError, path: str | os.PathLike) -> FleetplanError:
+    """``error`` with a ``fleet.current[i]`` it names told as the CSV line that row came from
+    (``read_current_csv`` keeps the file's order, header on line 1): checks that need the
+    catalogs or the rest of the scenario run after the file is read."""
+    text = str(error)
+    found = re.match(r"fleet\.current\[(\d+)\]\.?", text)
+    if found is None:
+        return error
+    line = int(found.group(1)) + 2
+    return type(error)(f"{path}: line {line}: {text[found.end():].lstrip(': ')}")

@@ -27,6 +27,10 @@ _BOUND_KEYS = {"greater_than": "gt", "greater_than_equal": "ge", "less_than": "l
                "less_than_equal": "le"}
 
 
+#: How a message about a whole mapping, not one of its fields, begins.
+TOP_LEVEL = "(top level): "
+
+
 def field_path(location: tuple) -> str:
     """``('workloads', 0, 'tpot_slo_ms')`` -> ``workloads[0].tpot_slo_ms``."""
     text = ""
@@ -35,7 +39,7 @@ def field_path(location: tuple) -> str:
             text += f"[{part}]"
         elif part != "[key]":
             text += f".{part}" if text else str(part)
-    return text or "(top level)"
+    return text or TOP_LEVEL.removesuffix(": ")
 
 
 def _model_at(location: tuple, root: type[BaseModel] = Scenario) -> type[BaseModel] | None:
@@ -69,7 +73,14 @@ def _shown(value: Any) -> str:
 _FIELDS = "must be a mapping of its fields (name: value)"
 #: pydantic's wording where it names a class or says "got" itself.
 _PLAIN = {"model_type": _FIELDS, "model_attributes_type": _FIELDS, "dataclass_type": _FIELDS,
-          "dict_type": "must be a mapping (name: value)", "int_from_float": "must be a whole number"}
+          "dict_type": "must be a mapping (name: value)", "int_from_float": "must be a whole number",
+          "int_parsing": "must be a whole number", "int_type": "must be a whole number",
+          "float_parsing": "must be a number", "float_type": "must be a number",
+          "bool_parsing": "must be true or false", "bool_type": "must be true or false",
+          "date_parsing": "must be a date (YYYY-MM-DD)",
+          "date_from_datetime_parsing": "must be a date (YYYY-MM-DD)",
+          "date_from_datetime_inexact": "must be a date (YYYY-MM-DD) without a time",
+          "date_type": "must be a date (YYYY-MM-DD)"}
 
 
 def error_message(error: dict, root: type[BaseModel] = Scenario) -> str:

@@ -155,7 +155,11 @@ def test_a_current_fleet_csv_gives_the_scenarios_rows(tmp_path):
     ("gpu,pricing_type,count\nl40s,rented,4\n",
      r"line 2: pricing_type: must be 'committed' or 'owned', got 'rented'$"),
     ("gpu,pricing_type,count\nl40s,owned,-4\n", r"line 2: count: must be > 0, got '-4'$"),
-    ("gpu,pricing_type,count\nl40s,owned,True\n", r"line 2: count: must be a valid integer.*got 'True'$"),
+    ("gpu,pricing_type,count\nl40s,owned,True\n", r"line 2: count: must be a whole number, got 'True'$"),
+    ("gpu,pricing_type,count,model\nl40s,owned,4,llama-3.1-8b\n",
+     r"line 2: give both model and tp to name the configuration the GPUs serve$"),
+    ("gpu,pricing_type,count,end_date\nl40s,committed,4,2027-13-01\n",
+     r"line 2: end_date: must be a date \(YYYY-MM-DD\), got '2027-13-01'$"),
     ("gpu,pricing_type,count,end_month\nl40s,committed,4,soon\n", r"line 2: end_month"),
     ("gpu,pricing_type,count\nl40s,owned,inf\n", r"line 2: count"),
     ("gpu,pricing_type,count\n=cmd(),owned,4\n", None),
@@ -183,6 +187,21 @@ def test_a_bad_current_fleet_csv_exits_2(tmp_path, capsys):
     path.write_text("gpu,pricing_type,count\nl40s,owned,zero\n", encoding="utf-8")
     assert main(["plan", str(EXAMPLE), "--current", str(path), "-q"]) == 2
     assert "line 2: count" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("gpu,pricing_type,count\nh100-sxm,owned,4\nh10,owned,2\n",
+     r"fleet.csv: line 3: gpu: unknown gpu 'h10'; did you mean"),
+    ("gpu,pricing_type,count\na10g,owned,1\n", r"fleet.csv: line 2: gpu: unknown fleet GPU 'a10g'"),
+    ("gpu,pricing_type,count,model,tp\nl40s,owned,4,llama-3.1-8,1\n",
+     r"fleet.csv: line 2: model: unknown model 'llama-3.1-8'; did you mean 'llama-3.1-8b'"),
+])
+def test_checks_needing_the_catalogs_name_the_current_csvs_line(tmp_path, capsys, text, message):
+    path = tmp_path / "fleet.csv"
+    path.write_text(text, encoding="utf-8")
+    assert main(["plan", str(EXAMPLE), "--current", str(path), "-q", "--no-what-if"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(message, err) and "fleet.current[" not in err and len(err.splitlines()) == 1
 
 
 def _with_current(rows: list[dict], **fleet) -> dict:

@@ -97,7 +97,7 @@ ERRORS = [
     (set_in(("fleet", "target_utilization"), 1.5),
      r"fleet.target_utilization: must be <= 1, got 1.5"),
     (set_in(("fleet", "target_utilization"), "high"),
-     r"fleet.target_utilization: must be a valid number"),
+     r"fleet.target_utilization: must be a number, got 'high'$"),
     (set_in(("fleet", "spot_max_share"), 2), r"fleet.spot_max_share: must be <= 1, got 2"),
     (set_in(("fleet", "budget_usd_per_month"), 0), r"fleet.budget_usd_per_month: must be > 0"),
     (set_in(("fleet", "horizon_months"), 0), r"fleet.horizon_months: must be >= 1, got 0"),
