@@ -26,7 +26,7 @@ from fleetplan.exports.whatif_cache import run_grid
 from fleetplan.exports.whatif_outputs import write_grid
 from fleetplan.optimizer.scenario_files import validate_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario
-from fleetplan.optimizer.whatif_grid import check_gpu_ids, expand, load_grid
+from fleetplan.optimizer.whatif_grid import check_capped_gpus, check_gpu_ids, expand, load_grid
 from fleetplan.sweeps.distributed import dask_client
 
 
@@ -55,6 +55,7 @@ def whatif_command(
     catalogs = _catalogs(base)
     if catalogs is not None:
         check_gpu_ids(grid, catalogs.gpus.index)
+    check_capped_gpus(grid, base)
     cases = expand(grid)
     folder = output.with_name(output.name + ".cases")
     if not resume and folder.exists():

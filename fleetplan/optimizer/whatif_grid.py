@@ -112,6 +112,22 @@ def check_gpu_ids(grid: Grid, gpu_ids) -> None:
             raise ScenarioError(message)
 
 
+def check_capped_gpus(grid: Grid, base: dict) -> None:
+    """GPUs the ``max_gpus`` axis caps must be in the base scenario's fleet or in a set of the
+    ``allowed_gpus`` axis: otherwise every case would fail the same way."""
+    axes = grid.axes
+    if axes is None or not axes.max_gpus:
+        return
+    entries = (base.get("fleet") or {}).get("gpus") or []
+    fleet = {str(e if isinstance(e, str) else e.get("id", "")).lower() for e in entries}
+    allowed = {g.lower() for gpus in (axes.allowed_gpus or {}).values() for g in gpus}
+    for gpu in axes.max_gpus:
+        if gpu.lower() not in fleet | allowed:
+            message = (f"axes.max_gpus.{gpu}: the base scenario's fleet.gpus has no {gpu} (it "
+                       f"has {', '.join(sorted(fleet))}); add it there or to an allowed_gpus set")
+            raise ScenarioError(message)
+
+
 def _base_data(base: str, folder: Path) -> dict:
     if base == "example":
         return example_data()
@@ -227,6 +243,11 @@ def scaled_catalogs(catalogs: Catalogs, multipliers: dict[str, float]) -> Catalo
             rows = prices["gpu"] == key
         prices.loc[rows, "usd_per_gpu_hour"] = prices.loc[rows, "usd_per_gpu_hour"] * factor
     return replace(catalogs, prices=prices)
+
+
+#: The columns of every result row (:func:`summary_row`), besides the case's inputs.
+RESULT_COLUMNS = ("status", "gap", "usd_per_month", "usd_per_year", "usd_per_m_tokens",
+                  "gpus_peak", "served_fraction_min", "solve_seconds", "message")
 
 
 def summarize(case: dict, plan: FleetPlan) -> dict:

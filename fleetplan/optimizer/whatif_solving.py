@@ -23,12 +23,20 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import Catalogs, load_catalogs
 from fleetplan.optimizer.scenario_files import validate_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario
-from fleetplan.optimizer.whatif_grid import Grid, apply_case, case_id, scaled_catalogs, summarize
+from fleetplan.optimizer.whatif_grid import (
+    RESULT_COLUMNS,
+    Grid,
+    apply_case,
+    case_id,
+    scaled_catalogs,
+    summarize,
+)
 from fleetplan.optimizer.whatif_variants import CaseVariants, group_chunks
 from fleetplan.sweeps import estimate_cases
 
@@ -139,7 +147,9 @@ def solve_grid(grid: Grid, base: dict, cases: list[dict], cache: CaseCache, *, c
         done[row["case_id"]] = row
         if progress is not None:
             progress(len(done), len(cases))
-    return pd.DataFrame([done[identity] for identity in ids])
+    results = pd.DataFrame([done[identity] for identity in ids])
+    missing = [column for column in RESULT_COLUMNS if column not in results]
+    return results.assign(**dict.fromkeys(missing, np.nan))  # a grid where every case failed
 
 
 def iter_chunk(base: dict, cases: list[dict], grid_json: str,

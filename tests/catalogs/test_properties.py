@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from fleetplan.catalogs import load_catalogs
 from fleetplan.catalogs.checks import ORIGIN_FILE, ORIGIN_ROW
 from fleetplan.catalogs.loader import merge_rows
+from fleetplan.errors import CatalogError
 from tests.catalogs.conftest import FIXTURE_DATA
 
 KEY = ["gpu", "provider"]
@@ -65,7 +66,7 @@ price_rows = st.fixed_dictionaries({
     "instance": st.text("abcdefgh0123456789.-", min_size=1, max_size=12),
     "includes_host": st.sampled_from(["true", "FALSE", "Yes", "no", "1", "0"]),
     "source": st.just("generated"),
-    "as_of": st.dates(dt.date(2000, 1, 1), dt.date(2030, 12, 31)).map(dt.date.isoformat),
+    "as_of": st.dates(dt.date(2000, 1, 1), dt.date.today()).map(dt.date.isoformat),  # not later
 })
 
 
@@ -82,3 +83,15 @@ def test_a_valid_generated_price_row_always_loads(row):
     assert loaded["usd_per_gpu_hour"] == row["usd_per_gpu_hour"]
     assert loaded["as_of"] == row["as_of"]
     assert bool(loaded["includes_host"]) == (row["includes_host"].lower() in ("true", "yes", "1"))
+
+
+@pytest.mark.slow
+@settings(max_examples=10, deadline=None)
+@given(row=price_rows, days_ahead=st.integers(1, 20_000))
+def test_a_price_row_dated_after_today_never_loads(row, days_ahead):
+    later = dt.date.today() + dt.timedelta(days=days_ahead)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "generated.csv"
+        pd.DataFrame([{**row, "as_of": later.isoformat()}]).to_csv(path, index=False)
+        with pytest.raises(CatalogError, match=r"column as_of: must not be after today"):
+            load_catalogs([path], data_dir=FIXTURE_DATA)

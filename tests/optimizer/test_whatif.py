@@ -21,6 +21,7 @@ from fleetplan.optimizer.whatif_grid import (
     Grid,
     apply_case,
     case_id,
+    check_capped_gpus,
     expand,
     load_grid,
     scaled_catalogs,
@@ -135,6 +136,32 @@ def test_cli_writes_workbook_and_parquet(tmp_path, capsys):
 def test_bad_grid_files(tmp_path, capsys, body, match):
     assert main(["whatif", str(grid_file(tmp_path, body)), "-o", str(tmp_path / "g.xlsx")]) == 2
     assert match in capsys.readouterr().err
+
+
+def test_a_cap_on_a_gpu_no_case_allows_is_refused_before_any_case_runs(tmp_path, capsys):
+    grid = grid_file(tmp_path, "axes:\n  demand_multiplier: [1, 2]\n  max_gpus: {h200: [8]}\n")
+    assert main(["whatif", str(grid), "-o", str(tmp_path / "g.xlsx"), "--no-base-plan"]) == 2
+    err = capsys.readouterr().err
+    assert "error: axes.max_gpus.h200: the base scenario's fleet.gpus has no h200 (it has " in err
+    assert not (tmp_path / "g.xlsx.cases").exists()
+    allowed = grid_file(tmp_path, "axes:\n  max_gpus: {h200: [8]}\n"
+                                  "  allowed_gpus: {more: [h200, l40s]}\n")
+    check_capped_gpus(*load_grid(allowed))  # another axis may allow it
+
+
+@pytest.mark.parametrize("suffix", [".xlsx", ".parquet", ".csv"])
+def test_a_grid_whose_every_case_failed_is_still_written(tmp_path, capsys, suffix):
+    grid = grid_file(tmp_path, "axes:\n  demand_multiplier: [-1, -2]\n")
+    output = tmp_path / f"g{suffix}"
+    assert main(["whatif", str(grid), "-o", str(output), "--workers", "1", "--no-base-plan"]) == 0
+    assert "2 scenarios, 2 infeasible or failed" in capsys.readouterr().err
+    if suffix == ".xlsx":  # the workbook's headers are for people
+        table = pd.read_excel(output, sheet_name="Scenarios").rename(
+            columns={"Status": "status", "Cost (USD/month)": "usd_per_month"})
+    else:
+        table = pd.read_parquet(output / "scenarios.parquet") if suffix == ".parquet" else \
+            pd.read_csv(output)
+    assert list(table["status"]) == ["error", "error"] and table["usd_per_month"].isna().all()
 
 
 def test_missing_grid_file(tmp_path, capsys):
