@@ -93,6 +93,11 @@ def error_message(error: dict, root: type[BaseModel] = Scenario) -> str:
         return f"{path}: must be {_BOUNDS[kind]} {bound:g}, got {_shown(value)}"
     if kind == "missing":
         return f"{path}: is required"
+    if kind in ("too_short", "too_long"):
+        limit = context.get("min_length" if kind == "too_short" else "max_length")
+        what = "entry" if context.get("field_type") == "Dictionary" else "value"
+        most = "at least" if kind == "too_short" else "at most"
+        return f"{path}: must hold {most} {limit} {what}{'s' if limit != 1 else ''}, got {_shown(value)}"
     if kind == "extra_forbidden":
         return _unknown_field(location, root)
     if kind == "literal_error":

@@ -20,6 +20,8 @@ def boolean_for_number(value: Any, annotation: Any) -> bool:
     if annotation in NUMBERS:
         return isinstance(value, bool)
     origin, arguments = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:  # a type with constraints, such as a list of at least one value
+        return boolean_for_number(value, arguments[0])
     if origin in (typing.Union, types.UnionType):
         return bool not in arguments and any(boolean_for_number(value, a) for a in arguments)
     if origin in (list, tuple, set) and isinstance(value, list) and arguments:

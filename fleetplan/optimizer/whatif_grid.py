@@ -30,7 +30,7 @@ import json
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import pandas as pd
@@ -55,6 +55,11 @@ FLEET_AXES = ("engine",)
 _DEMAND_FIELDS = ("requests_per_s", "tokens_per_s", "tokens_per_month")
 
 
+_Floats = Annotated[list[float], Field(min_length=1)]
+_Whole = Annotated[list[int], Field(min_length=1)]
+_Names = Annotated[list[str], Field(min_length=1)]
+
+
 class Axes(NumbersNotBooleans):
     # inf/nan survive the JSON trip to worker processes: each case is checked on its own there
     model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
@@ -64,11 +69,12 @@ class Axes(NumbersNotBooleans):
     ttft_slo_ms: list[float] | None = Field(None, min_length=1)
     input_tokens: list[int] | None = Field(None, min_length=1)
     monthly_growth: list[float] | None = Field(None, min_length=1)
-    price_multiplier: dict[str, list[float]] | None = None
-    max_gpus: dict[str, list[int]] | None = None
-    allowed_gpus: dict[str, list[str]] | None = None
-    pricing: dict[str, list[str]] | None = None
-    disaggregation: dict[str, dict[str, Any] | None] | None = None
+    # an empty axis or set would make the grid's product empty: no case at all
+    price_multiplier: dict[str, _Floats] | None = Field(None, min_length=1)
+    max_gpus: dict[str, _Whole] | None = Field(None, min_length=1)
+    allowed_gpus: dict[str, _Names] | None = Field(None, min_length=1)
+    pricing: dict[str, _Names] | None = Field(None, min_length=1)
+    disaggregation: dict[str, dict[str, Any] | None] | None = Field(None, min_length=1)
     engine: list[str] | None = Field(None, min_length=1)
 
 

@@ -4,6 +4,7 @@ field and the allowed range, exit 2, before any solve."""
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import pytest
 
@@ -194,6 +195,8 @@ def test_a_boolean_in_a_whatif_axis_is_refused(sandbox, axis, pattern):
     (True, float | None, True), ([1, False], list[int] | None, True), ([1, 2], list[int], False),
     ({"a": [1.0, True]}, dict[str, list[float]], True), ([True], dict[str, float], False),
     (True, str, False), ({"a": True}, dict[str, bool], False),
+    ({"a": [True]}, dict[str, Annotated[list[float], "at least one"]], True),
+    ({"a": [1.0]}, dict[str, Annotated[list[float], "at least one"]], False),
 ])
 def test_booleans_are_found_where_numbers_are_due(value, annotation, refused):
     assert boolean_for_number(value, annotation) is refused

@@ -132,6 +132,11 @@ def test_cli_writes_workbook_and_parquet(tmp_path, capsys):
 @pytest.mark.parametrize(("body", "match"), [
     ("axes:\n  demand_multiplier: [1]\ncases:\n  - {demand_multiplier: 2}\n", "give either axes or cases"),
     ("axes:\n  demand_multipler: [1]\n", "demand_multipler"),
+    ("axes:\n  pricing: {}\n", "axes.pricing: must hold at least 1 entry, got {}"),
+    ("axes:\n  pricing: {rent: []}\n", "axes.pricing.rent: must hold at least 1 value, got []"),
+    ("axes:\n  price_multiplier: {h100-sxm: []}\n",
+     "axes.price_multiplier.h100-sxm: must hold at least 1 value"),
+    ("axes:\n  allowed_gpus: {none: []}\n", "axes.allowed_gpus.none: must hold at least 1 value"),
 ])
 def test_bad_grid_files(tmp_path, capsys, body, match):
     assert main(["whatif", str(grid_file(tmp_path, body)), "-o", str(tmp_path / "g.xlsx")]) == 2
