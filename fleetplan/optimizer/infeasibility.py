@@ -28,7 +28,8 @@ from fleetplan.optimizer.solver import SolveOptions, open_solver
 
 logger = logging.getLogger(__name__)
 
-_ACHIEVABLE = {metric: re.compile(rf"{metric} SLO [0-9.e+]+ ms is below the best achievable ([0-9.]+) ms")
+_ACHIEVABLE = {metric: re.compile(rf"{metric} SLO [0-9.e+]+ ms is below the best achievable "
+                                  r"([0-9.]+(?:e[+-]?[0-9]+)?) ms")
                for metric in ("TPOT", "TTFT")}
 
 

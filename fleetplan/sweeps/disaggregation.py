@@ -40,6 +40,7 @@ from fleetplan.errors import InvalidValueError
 from fleetplan.sweeps import operators, throughput
 from fleetplan.sweeps.estimate import case_arrays, estimate_cases
 from fleetplan.sweeps.inputs import catalog_or_default
+from fleetplan.sweeps.operating_points import achievable_ms_text
 from fleetplan.sweeps.queueing import md1_max_utilization, md1_wait_ms
 from fleetplan.sweeps.replica_constants import ReplicaConstants
 from fleetplan.sweeps.row_kernel import Rows, memory_limits
@@ -313,7 +314,7 @@ def disaggregated(cases: pd.DataFrame, catalogs: Catalogs | None = None, *, capa
     out["usd_per_m_output_tokens"] = usd_per_request / cases["output_len"].to_numpy(dtype=float) * 1e6
     late = utilization <= 0
     slo_reason = np.full(len(cases), "", dtype=object)
-    slo_reason[late] = [f"TTFT SLO {slo:g} ms is below the best achievable {best:.1f} ms on idle pools"
+    slo_reason[late] = [f"TTFT SLO {slo:g} ms is below the best achievable {achievable_ms_text(best)} ms on idle pools"
                         for slo, best in zip(ttft_slo_ms[late], fixed_ms[late])]
     config_reason = prefill_configs["config_reason"].to_numpy(dtype=object)
     decode_reason = decode["reason"].astype(str).replace({"nan": ""}).to_numpy(dtype=object)

@@ -220,6 +220,19 @@ def _check_column(cases, column, low, inclusive, high, *, integer, required) -> 
     cases[column] = values.astype(np.int64) if required and integer else np.where(blank, np.nan, values)
 
 
+def _refuse_two_modes(unnamed: np.ndarray, given: dict[str, np.ndarray]) -> None:
+    """A row without a mode that gives the columns of two modes is ambiguous, as the same options
+    are to ``fleetplan estimate``: which one it means is not guessed."""
+    counts = sum(present.astype(int) for present in given.values())
+    ambiguous = unnamed & (counts > 1)
+    if ambiguous.any():
+        row = int(np.flatnonzero(ambiguous)[0])
+        both = " and ".join(name for name, present in given.items() if present[row])
+        message = (f"cases row {row + 1}: give one of batch, tpot_slo_ms/ttft_slo_ms, rate_req_s or "
+                   f"concurrency, not {both} (or name the row's mode: {', '.join(MODES)})")
+        raise InvalidValueError(message)
+
+
 def _modes(cases: pd.DataFrame) -> np.ndarray:
     has_batch = cases["batch"].notna().to_numpy()
     has_slo = (cases["tpot_slo_ms"].notna() | cases["ttft_slo_ms"].notna()).to_numpy()
@@ -227,9 +240,12 @@ def _modes(cases: pd.DataFrame) -> np.ndarray:
     has_concurrency = cases["concurrency"].notna().to_numpy()
     inferred = np.where(has_batch, "batch", np.where(has_rate, "rate", np.where(
         has_concurrency, "concurrency", np.where(has_slo, "slo", "offline"))))
+    given = (cases["mode"].astype(object).where(cases["mode"].notna(), "").astype(str).str.strip()
+             .str.lower() if "mode" in cases else pd.Series("", index=cases.index))
+    _refuse_two_modes(given.to_numpy() == "", {"batch": has_batch, "rate_req_s": has_rate,
+                                               "concurrency": has_concurrency, "an SLO": has_slo})
     if "mode" not in cases:
         return inferred
-    given = cases["mode"].astype(object).where(cases["mode"].notna(), "").astype(str).str.strip().str.lower()
     unknown = ~given.isin(MODES + ("",))
     if unknown.any():
         row = int(np.flatnonzero(unknown.to_numpy())[0])

@@ -81,8 +81,19 @@ def slo_reason(c: ReplicaConstants, rows: row_kernel.Rows, knee, tpot_slo_ms, tt
 
 
 def _below(metric: str, slo_ms: np.ndarray, best_ms: np.ndarray) -> np.ndarray:
-    text = [f"{metric} SLO {s:g} ms is below the best achievable {b:.1f} ms" for s, b in zip(slo_ms, best_ms)]
+    text = [f"{metric} SLO {s:g} ms is below the best achievable {achievable_ms_text(b)} ms"
+            for s, b in zip(slo_ms, best_ms)]
     return np.asarray(text, dtype=object)
+
+
+def achievable_ms_text(value_ms: float) -> str:
+    """A latency in a reason: one decimal, or three significant digits past a million ms (an
+    absurd efficiency factor would otherwise print hundreds of digits).
+
+    >>> achievable_ms_text(7.14), achievable_ms_text(2.4185e300)
+    ('7.1', '2.42e+300')
+    """
+    return f"{value_ms:.1f}" if abs(value_ms) < 1e6 else f"{value_ms:.3g}"
 
 
 CURVE_KEYS = ["gpu", "model", "quant", "kv_quant", "tp", "context_len", "input_len", "output_len"]

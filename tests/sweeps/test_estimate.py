@@ -77,10 +77,23 @@ def test_per_case_overrides_and_default_kv_quant():
     ({"mode": "turbo"}, InvalidValueError, r"cases row 1, column mode: must be one of batch, slo, offline"),
     ({"mode": "batch"}, InvalidValueError, r"cases row 1, column batch: mode 'batch' needs a batch"),
     ({"kv_quant": "int5"}, UnknownNameError, r"unknown quant 'int5'"),
+    # two modes' columns and no mode: refused, as `fleetplan estimate --batch B --tpot-slo-ms T` is
+    ({"batch": 16, "tpot_slo_ms": 3.0}, InvalidValueError,
+     r"^cases row 1: give one of batch, tpot_slo_ms/ttft_slo_ms, rate_req_s or concurrency, "
+     r"not batch and an SLO \(or name the row's mode: batch, slo, offline, rate, max_rate"),
+    ({"rate_req_s": 2.0, "ttft_slo_ms": 100.0}, InvalidValueError, r"not rate_req_s and an SLO"),
+    ({"batch": 4, "concurrency": 8}, InvalidValueError, r"not batch and concurrency"),
 ])
 def test_bad_cases_raise_naming_row_and_column(values, error, match):
     with pytest.raises(error, match=match):
         estimate_cases(case(**values))
+
+
+def test_a_named_mode_decides_which_columns_count():
+    out = estimate_cases(pd.concat([case(batch=16, tpot_slo_ms=3.0, mode="batch"),
+                                    case(tpot_slo_ms=30.0, rate_req_s=2.0, mode="max_rate")],
+                                   ignore_index=True))
+    assert list(out["mode"]) == ["batch", "max_rate"] and out["batch"].iloc[0] == 16
 
 
 def test_missing_required_column_and_empty_table():
