@@ -176,16 +176,28 @@ def checked_cases(cases: pd.DataFrame, catalogs: Catalogs) -> pd.DataFrame:
         raise InvalidValueError(message)
     cases = cases.copy()
     for kind in ("gpu", "model", "quant"):
-        cases[kind] = catalogs.require(kind, cases[kind].astype(str).tolist())
+        cases[kind] = _known_ids(catalogs, kind, cases[kind])
     _check_numbers(cases)
     if "kv_quant" not in cases or cases["kv_quant"].isna().all():
         cases["kv_quant"] = np.nan
     default_kv = catalogs.quants["default_kv_quant"].reindex(cases["quant"]).to_numpy()
     given_kv = cases["kv_quant"].where(cases["kv_quant"].notna() & (cases["kv_quant"].astype(str) != ""))
     cases["kv_quant"] = np.where(given_kv.isna(), default_kv, given_kv.astype(str))
-    cases["kv_quant"] = catalogs.require("quant", cases["kv_quant"].tolist())
+    cases["kv_quant"] = _known_ids(catalogs, "quant", pd.Series(cases["kv_quant"], name="kv_quant"))
     cases["mode"] = _modes(cases)
     return cases
+
+
+def _known_ids(catalogs: Catalogs, kind: str, column: pd.Series) -> list[str]:
+    """Canonical ids of ``kind`` in ``column``; an unknown one is named with its row."""
+    try:
+        return catalogs.require(kind, column.astype(str).tolist())
+    except UnknownNameError as error:
+        known = getattr(catalogs, f"{kind}s").index.astype(str)
+        canonical = column.astype(str).str.strip().str.lower().to_numpy()
+        row = int(np.flatnonzero(~np.isin(canonical, known))[0])
+        message = f"cases row {row + 1}, column {column.name}: {error}"
+        raise UnknownNameError(message) from None
 
 
 def _check_numbers(cases: pd.DataFrame) -> None:

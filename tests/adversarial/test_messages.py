@@ -85,7 +85,21 @@ def test_unknown_engine_gets_did_you_mean_among_the_catalog_engines(sandbox):
 def test_unknown_gpu_in_cases_file(sandbox):
     cases = sandbox.write("cases.csv", "gpu,model,quant,tp,input_len,output_len,batch\n"
                                        "h100-sx,llama-3.1-8b,bf16,1,512,128,8\n")
-    sandbox.fails(["estimate", "--cases", cases], 2, r"unknown gpu 'h100-sx'; did you mean")
+    sandbox.fails(["estimate", "--cases", cases], 2,
+                  r"cases.csv row 2, column gpu: unknown gpu 'h100-sx'; did you mean")
+
+
+def test_a_bad_case_names_its_files_spreadsheet_row(sandbox):
+    cases = sandbox.write("cases.csv", "gpu,model,quant,kv_quant,tp,input_len,output_len,batch,"
+                                       "tpot_slo_ms\n"
+                                       "h100-sxm,llama-3.1-8b,bf16,,1,512,128,8,\n"
+                                       "h100-sxm,llama-3.1-8b,bf16,fp9,1,512,128,8,\n"
+                                       "h100-sxm,llama-3.1-8b,bf16,,1,512,128,8,30\n")
+    sandbox.fails(["estimate", "--cases", cases], 2,
+                  r"cases.csv row 3, column kv_quant: unknown quant 'fp9'; did you mean 'fp8'")
+    fixed = sandbox.write("fixed.csv", cases.read_text(encoding="utf-8").replace("fp9", ""))
+    sandbox.fails(["estimate", "--cases", fixed], 2, r"fixed.csv row 4: give one of batch, "
+                  r"tpot_slo_ms/ttft_slo_ms, rate_req_s or concurrency, not batch and an SLO")
 
 
 def test_unknown_gpu_in_a_catalog_override(sandbox):
