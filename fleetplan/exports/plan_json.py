@@ -7,8 +7,11 @@ partial file, and files get the permissions the umask gives.
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
+
+import pandas as pd
 
 from fleetplan.catalogs.input_files import read_json
 from fleetplan.errors import InvalidValueError, one_line
@@ -54,7 +57,39 @@ def read_plan_json(path: str | os.PathLike) -> FleetPlan:
         message = f"{path}: not a fleetplan plan (table '{bad[0]}' must be a list of rows)"
         raise InvalidValueError(message)
     try:
-        return FleetPlan.from_dict(data)
+        plan = FleetPlan.from_dict(data)
     except (TypeError, ValueError, KeyError) as problem:
         message = f"{path}: not a fleetplan plan ({one_line(str(problem))})"
         raise InvalidValueError(message) from None
+    for name, table in plan.tables().items():
+        _check_cells(path, name, table)
+    return plan
+
+
+def _kind(value: object) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "text" if isinstance(value, str) else type(value).__name__
+
+
+def _check_cells(path, name: str, table: pd.DataFrame) -> None:
+    """Every column a plan writes holds one kind of value (numbers, text or true/false) and
+    nulls: a cell of another kind, a list or a mapping means the file was edited or damaged.
+    Columns that read back typed (all numbers, all text) need no look."""
+    for column in table.columns[table.dtypes == object]:
+        kinds = table[column].map(_kind)
+        present = kinds[kinds != ""]
+        nested = present.isin(["dict", "list"])
+        usual = present[~nested].mode()
+        expected = usual.iloc[0] if not usual.empty else "single values"
+        odd = present[nested | (present != expected)]
+        if not odd.empty:
+            row = int(odd.index[0])
+            value = one_line(repr(table[column].iloc[row]))[:60]
+            message = (f"{path}: damaged plan: tables.{name}[{row}].{column} is {value}, where the "
+                       f"column holds {expected}")
+            raise InvalidValueError(message)

@@ -46,6 +46,30 @@ def test_a_plan_whose_table_does_not_fit_is_refused(tmp_path):
         read_plan_json(path)
 
 
+def _plan_with_nodes(rows: list[dict]) -> dict:
+    return {"status": "optimal", "gap": 0.0, "objective_usd": 1.0, "usd_per_month": 1.0,
+            "solver": "HiGHS", "solve_seconds": 0.1, "tables": {"nodes": rows}}
+
+
+@pytest.mark.parametrize(("cell", "message"), [
+    ("abc", r"damaged plan: tables.nodes\[1\].usd_per_month is 'abc', where the column holds a "
+            r"number$"),
+    ([], r"tables.nodes\[1\].usd_per_month is \[\], where the column holds a number$"),
+    ({"a": 1}, r"tables.nodes\[1\].usd_per_month is \{'a': 1\}"),
+    (True, r"tables.nodes\[1\].usd_per_month is True, where the column holds a number$"),
+])
+def test_a_plan_cell_of_the_wrong_kind_is_refused(tmp_path, cell, message):
+    path = tmp_path / "plan.json"
+    rows = [{"gpu": "l40s", "usd_per_month": 10.0}, {"gpu": "l4", "usd_per_month": cell},
+            {"gpu": "h200", "usd_per_month": None}]
+    path.write_text(json.dumps(_plan_with_nodes(rows)))
+    with pytest.raises(InvalidValueError, match=message):
+        read_plan_json(path)
+    rows[1]["usd_per_month"] = 20  # a whole number in a column of numbers is a number
+    path.write_text(json.dumps(_plan_with_nodes(rows)))
+    assert read_plan_json(path).nodes["usd_per_month"].sum() == 30.0
+
+
 def test_a_missing_sweep_is_refused(tmp_path):
     with pytest.raises(InvalidValueError, match="sweep not found"):
         read_sweep_batches(tmp_path / "missing.parquet")
