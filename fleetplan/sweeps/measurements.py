@@ -60,7 +60,38 @@ def load_measurements(path: str | Path | None = None, catalogs: Catalogs | None 
     if missing:
         message = f"{path.name}: missing column {missing[0]} (required: {', '.join(REQUIRED)})"
         raise InvalidValueError(message)
+    _check_numbers(frame, path.name)
     return with_ids(frame, catalogs)
+
+
+#: column -> (lowest, highest, whole number, required): the numbers a measurement row must hold.
+NUMBERS = {"tp": (1, 1024, True, False), "n_gpus": (1, 100_000, True, False),
+           "input_len": (1, 100_000_000, True, True), "output_len": (1, 10_000_000, True, True),
+           "value": (0, 1e12, False, True)}
+
+
+def _check_numbers(frame: pd.DataFrame, label: str) -> None:
+    """Each number column holds finite numbers within its range (``NUMBERS``), or is blank where
+    it may be; the first bad cell is named by its spreadsheet row (the header is row 1)."""
+    for column, (low, high, whole, required) in NUMBERS.items():
+        if column not in frame:
+            continue
+        text = frame[column].astype(str).str.strip()
+        blank = frame[column].isna().to_numpy() | (text == "").to_numpy() | (text == "nan").to_numpy()
+        values = pd.to_numeric(text.where(~blank), errors="coerce").to_numpy(dtype=float)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(values) | (values < low) | (values > high) | (values <= 0)
+            if whole:
+                bad |= values != np.round(values)
+        bad = np.where(blank, required, bad)
+        if bad.any():
+            row = int(np.flatnonzero(bad)[0])
+            kind = "a whole number" if whole else "a number"
+            shown = "blank" if blank[row] else repr(str(frame[column].iloc[row]))
+            bound = f"> {low:g}" if low == 0 else f">= {low:g}"
+            message = (f"{label} row {row + 2}, column {column}: must be {kind} {bound} and <= "
+                       f"{high:g}, got {shown}")
+            raise InvalidValueError(message)
 
 
 def with_ids(frame: pd.DataFrame, catalogs: Catalogs) -> pd.DataFrame:

@@ -15,6 +15,7 @@ from fleetplan.sweeps.measurements import (
     load_measurements,
     predictable,
     release_ids,
+    shipped_measurements_path,
 )
 from fleetplan.sweeps.model_validation import compare, with_efficiency
 from fleetplan.sweeps.predictions import MeasurementModel
@@ -133,6 +134,23 @@ def test_replacing_constants_moves_predictions(shipped, measurements):
     slower = model.predict({"gemm_memory": model.constants.gemm_memory / 2})
     assert (slower <= model.predict() * (1 + 1e-9)).all()
     assert replace(model.constants).gemm_memory is model.constants.gemm_memory
+
+
+@pytest.mark.parametrize(("column", "value", "message"), [
+    ("input_len", "1e308", r"row 3, column input_len: must be a whole number >= 1 and <= 1e\+08"),
+    ("output_len", "", r"row 3, column output_len: must be a whole number >= 1 .*, got blank$"),
+    ("value", "abc", r"row 3, column value: must be a number > 0 and <= 1e\+12, got 'abc'$"),
+    ("value", "-1", r"row 3, column value: must be a number > 0"),
+    ("tp", "0", r"row 3, column tp: must be a whole number >= 1 and <= 1024"),
+    ("n_gpus", "1.5", r"row 3, column n_gpus: must be a whole number"),
+])
+def test_a_measurement_number_out_of_range_names_its_row(tmp_path, column, value, message):
+    rows = pd.read_csv(shipped_measurements_path(), dtype=str, keep_default_na=False).head(4)
+    rows.loc[1, column] = value
+    path = tmp_path / "mine.csv"
+    rows.to_csv(path, index=False)
+    with pytest.raises(InvalidValueError, match=f"^mine.csv {message}"):
+        load_measurements(path)
 
 
 def test_missing_file_and_column_errors(tmp_path):
