@@ -73,7 +73,8 @@ def _shown(value: Any) -> str:
 _FIELDS = "must be a mapping of its fields (name: value)"
 #: pydantic's wording where it names a class or says "got" itself.
 _PLAIN = {"model_type": _FIELDS, "model_attributes_type": _FIELDS, "dataclass_type": _FIELDS,
-          "dict_type": "must be a mapping (name: value)", "int_from_float": "must be a whole number",
+          "dict_type": "must be a mapping (name: value)",
+          "int_from_float": "must be a whole number",
           "int_parsing": "must be a whole number", "int_type": "must be a whole number",
           "float_parsing": "must be a number", "float_type": "must be a number",
           "bool_parsing": "must be true or false", "bool_type": "must be true or false",
@@ -97,7 +98,8 @@ def error_message(error: dict, root: type[BaseModel] = Scenario) -> str:
         limit = context.get("min_length" if kind == "too_short" else "max_length")
         what = "entry" if context.get("field_type") == "Dictionary" else "value"
         most = "at least" if kind == "too_short" else "at most"
-        return f"{path}: must hold {most} {limit} {what}{'s' if limit != 1 else ''}, got {_shown(value)}"
+        plural = "s" if limit != 1 else ""
+        return f"{path}: must hold {most} {limit} {what}{plural}, got {_shown(value)}"
     if kind == "extra_forbidden":
         return _unknown_field(location, root)
     if kind == "literal_error":

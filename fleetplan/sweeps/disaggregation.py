@@ -314,7 +314,8 @@ def disaggregated(cases: pd.DataFrame, catalogs: Catalogs | None = None, *, capa
     out["usd_per_m_output_tokens"] = usd_per_request / cases["output_len"].to_numpy(dtype=float) * 1e6
     late = utilization <= 0
     slo_reason = np.full(len(cases), "", dtype=object)
-    slo_reason[late] = [f"TTFT SLO {slo:g} ms is below the best achievable {achievable_ms_text(best)} ms on idle pools"
+    slo_reason[late] = [f"TTFT SLO {slo:g} ms is below the best achievable "
+                        f"{achievable_ms_text(best)} ms on idle pools"
                         for slo, best in zip(ttft_slo_ms[late], fixed_ms[late])]
     config_reason = prefill_configs["config_reason"].to_numpy(dtype=object)
     decode_reason = decode["reason"].astype(str).replace({"nan": ""}).to_numpy(dtype=object)

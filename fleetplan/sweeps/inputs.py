@@ -240,8 +240,9 @@ def _refuse_two_modes(unnamed: np.ndarray, given: dict[str, np.ndarray]) -> None
     if ambiguous.any():
         row = int(np.flatnonzero(ambiguous)[0])
         both = " and ".join(name for name, present in given.items() if present[row])
-        message = (f"cases row {row + 1}: give one of batch, tpot_slo_ms/ttft_slo_ms, rate_req_s or "
-                   f"concurrency, not {both} (or name the row's mode: {', '.join(MODES)})")
+        message = (f"cases row {row + 1}: give one of batch, tpot_slo_ms/ttft_slo_ms, "
+                   f"rate_req_s or concurrency, not {both} (or name the row's mode: "
+                   f"{', '.join(MODES)})")
         raise InvalidValueError(message)
 
 

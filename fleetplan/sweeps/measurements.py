@@ -77,7 +77,7 @@ def _check_numbers(frame: pd.DataFrame, label: str) -> None:
         if column not in frame:
             continue
         text = frame[column].astype(str).str.strip()
-        blank = frame[column].isna().to_numpy() | (text == "").to_numpy() | (text == "nan").to_numpy()
+        blank = frame[column].isna().to_numpy() | text.isin(["", "nan"]).to_numpy()
         values = pd.to_numeric(text.where(~blank), errors="coerce").to_numpy(dtype=float)
         with np.errstate(invalid="ignore"):
             bad = ~np.isfinite(values) | (values < low) | (values > high) | (values <= 0)

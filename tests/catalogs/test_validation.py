@@ -61,12 +61,14 @@ def test_bad_cell_names_file_row_column_and_rule(edit, name, row, column, value,
 def test_an_as_of_after_today_is_refused_and_today_is_not(edit, tmp_path):
     today = dt.date.today()
     tomorrow = (today + dt.timedelta(days=1)).isoformat()
-    expected = (f"prices.csv row 3, column as_of: must not be after today \\({today.isoformat()}\\), "
-                f"the day the figure was read or quoted, got '{tomorrow}'")
+    expected = (f"prices.csv row 3, column as_of: must not be after today "
+                f"\\({today.isoformat()}\\), the day the figure was read or quoted, "
+                f"got '{tomorrow}'")
     assert_edit_fails(edit, "prices", 3, "as_of", tomorrow, expected)
     own = tmp_path / "quote.csv"  # a file of one's own, read anew (the shipped ones are cached)
     own.write_text("gpu,provider,region,pricing_type,usd_per_gpu_hour,instance,includes_host,"
-                   f"source,as_of\nh100-sxm,acme,any,on_demand,2.0,8x H100,true,acme quote,{today}\n")
+                   "source,as_of\n"
+                   f"h100-sxm,acme,any,on_demand,2.0,8x H100,true,acme quote,{today}\n")
     assert load_catalogs(own).prices["as_of"].astype(str).eq(today.isoformat()).any()
 
 

@@ -44,7 +44,8 @@ def test_capacity_meets_the_slos(table):
 
     row = table.set_index("gpu").loc["b200"]
     check = estimate_cases(pd.DataFrame([{**{k: v for k, v in WORKLOAD.items() if k != "demand_req_s"},
-                                          "gpu": "b200", "tp": int(row["tp"]), "rate_req_s": row["capacity_req_s"], "mode": "rate"}]))
+                                          "gpu": "b200", "tp": int(row["tp"]),
+                                          "rate_req_s": row["capacity_req_s"], "mode": "rate"}]))
     assert check["tpot_ms"].iloc[0] <= 30.0 + 1e-6 and check["ttft_ms"].iloc[0] <= 500.0 + 1e-6
 
 
