@@ -9,11 +9,12 @@ environment rather than of the input).
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import math
 import numbers
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -119,3 +120,18 @@ def check_range(field: str, value: float, low: float | None = None, high: float 
         allowed = " and ".join(p for p in (lo, hi) if p)
         message = f"{field} must be {allowed}, got {value:g}"
         raise InvalidValueError(message)
+
+
+@contextlib.contextmanager
+def relocated(pattern: str, where: Callable[[int], str] | None) -> Iterator[None]:
+    """Re-raise a :class:`FleetplanError` whose message begins with ``pattern`` (a regular
+    expression with one group of digits) with that beginning replaced by ``where(number)``:
+    a table's ``cases row 2`` or a scenario's ``fleet.current[1].gpu: `` told as the file's row
+    or line a reader finds. ``where`` None (the rows came from no file) changes nothing."""
+    try:
+        yield
+    except FleetplanError as error:
+        found = re.match(pattern, str(error))
+        if where is None or found is None:
+            raise
+        raise type(error)(where(int(found.group(1))) + str(error)[found.end():]) from None

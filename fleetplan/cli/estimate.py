@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -40,7 +37,7 @@ from fleetplan.cli.options import (
 )
 from fleetplan.cli.progress import write_stream
 from fleetplan.cli.tables import print_table
-from fleetplan.errors import FleetplanError, InvalidValueError
+from fleetplan.errors import InvalidValueError, relocated
 from fleetplan.exports.price_provenance import with_price_provenance
 from fleetplan.exports.units import unit_of
 from fleetplan.sweeps.columns import LEVER_COLUMNS, LOAD_COLUMNS, SWEEP_COLUMNS
@@ -121,7 +118,9 @@ def estimate_command(
             message = f"--{name.replace('_', '-')} takes one value in estimate (sweep takes lists)"
             raise InvalidValueError(message)
         frame[name] = value
-    with _told_by_file_row(cases):
+    # a case's row as a spreadsheet shows the file (header = row 1), as catalog files' errors do
+    file_row = None if cases is None else (lambda row: f"{cases} row {row + 1}")
+    with relocated(r"cases row (\d+)", file_row):
         result = estimate_cases(frame, catalogs, capacity_quantile=capacity_quantile.strip().lower(),
                                 **given)
     gpus = result["gpu"].astype(str).unique()
@@ -228,21 +227,6 @@ def _single_case(gpu, model, quant, kv_quant, tp, input_len, output_len, batch, 
                           "input_len": input_len, "output_len": output_len, "batch": batch,
                           "tpot_slo_ms": tpot_slo_ms, "ttft_slo_ms": ttft_slo_ms, "rate_req_s": rate,
                           "concurrency": concurrency, "mode": mode}])
-
-
-@contextlib.contextmanager
-def _told_by_file_row(path: Path | None) -> Iterator[None]:
-    """A case's error names its row as a spreadsheet shows the file (the header is row 1), as
-    catalog files' errors do, instead of the table's ``cases row N`` (N from 1 at the first
-    case)."""
-    try:
-        yield
-    except FleetplanError as error:
-        found = re.match(r"cases row (\d+)", str(error))
-        if path is None or found is None:
-            raise
-        where = f"{path} row {int(found.group(1)) + 1}"
-        raise type(error)(where + str(error)[found.end():]) from None
 
 
 def _read_cases(path: Path) -> pd.DataFrame:

@@ -7,10 +7,8 @@ stopped the solve above the accepted gap (the plan is still written; ``--allow-g
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Annotated
@@ -28,13 +26,17 @@ from fleetplan.cli.options import (
     RegionOption,
 )
 from fleetplan.cli.plan_summary import print_plan
-from fleetplan.errors import FleetplanError, InvalidValueError
+from fleetplan.errors import InvalidValueError, relocated
 from fleetplan.exports import write_plan
 from fleetplan.exports.atomic import write_text_atomic
 from fleetplan.exports.focus import write_focus_csv
 from fleetplan.exports.plan_json import write_plan_csv, write_plan_json
 from fleetplan.exports.plan_quantities import first_of_next_month
-from fleetplan.optimizer.current_fleet_inputs import on_csv_line, read_current_csv
+from fleetplan.optimizer.current_fleet_inputs import (
+    CURRENT_ROW,
+    current_csv_line,
+    read_current_csv,
+)
 from fleetplan.optimizer.example import EXAMPLE_YAML, example_scenario
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
@@ -137,7 +139,8 @@ def plan_command(
         data["fleet"]["current"] = read_current_csv(current)
     if start_date is not None:  # one month 0 for the workbook and for today's fleet's end dates
         data["fleet"]["start_date"] = parse_date(start_date)
-    with rows_told_by_line(current):
+    csv_line = None if current is None else current_csv_line(current)
+    with relocated(CURRENT_ROW, csv_line):
         loaded = validate_scenario(data, source=str(scenario or "example"))
     first_month = loaded.fleet.start_date or parse_date(None)
     if time_limit_s is not None:
@@ -149,7 +152,7 @@ def plan_command(
     output = output if output is not None else Path(DEFAULT_OUTPUT)
     kept_s = partial(plan_writing_s, suffix=output.suffix, printing=not quiet,
                      focus=focus is not None)
-    with rows_told_by_line(current):
+    with relocated(CURRENT_ROW, csv_line):
         plan = plan_scenario(loaded, what_if=what_if, spent_s=command_elapsed_s(), kept_s=kept_s)
     written = write_plan_file(plan, output, first_month)
     if not quiet:
@@ -161,17 +164,6 @@ def plan_command(
         raise typer.Exit(code=1)
     if plan.status == "time_limit" and not allow_gap:
         raise typer.Exit(code=3)
-
-
-@contextlib.contextmanager
-def rows_told_by_line(current: Path | None) -> Iterator[None]:
-    """Errors about ``fleet.current`` rows read from ``--current`` name the CSV's line."""
-    try:
-        yield
-    except FleetplanError as error:
-        if current is None:
-            raise
-        raise on_csv_line(error, current) from None
 
 
 def schema_command(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
-import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from fleetplan.catalogs import Catalogs
 from fleetplan.catalogs.input_files import read_csv_table
-from fleetplan.errors import FleetplanError, ScenarioError, UnknownNameError, did_you_mean
+from fleetplan.errors import ScenarioError, UnknownNameError, did_you_mean
 from fleetplan.optimizer.current_fleet import (
     EXISTING_COLUMNS,
     owned_usd_per_gpu_hour,
@@ -238,13 +238,12 @@ def read_current_csv(path: str | os.PathLike) -> list[dict]:
     return rows
 
 
-def on_csv_line(error: FleetplanError, path: str | os.PathLike) -> FleetplanError:
-    """``error`` with a ``fleet.current[i]`` it names told as the CSV line that row came from
-    (``read_current_csv`` keeps the file's order, header on line 1): checks that need the
-    catalogs or the rest of the scenario run after the file is read."""
-    text = str(error)
-    found = re.match(r"fleet\.current\[(\d+)\]\.?", text)
-    if found is None:
-        return error
-    line = int(found.group(1)) + 2
-    return type(error)(f"{path}: line {line}: {text[found.end():].lstrip(': ')}")
+#: How a message about one ``fleet.current`` row begins (:func:`fleetplan.errors.relocated`).
+CURRENT_ROW = r"fleet\.current\[(\d+)\]\.?:? ?"
+
+
+def current_csv_line(path: str | os.PathLike) -> Callable[[int], str]:
+    """Where row ``index`` of ``fleet.current`` read by :func:`read_current_csv` from ``path``
+    sits in the file (its order kept, the header on line 1): checks that need the catalogs or the
+    rest of the scenario run after the file is read."""
+    return lambda index: f"{path}: line {index + 2}: "

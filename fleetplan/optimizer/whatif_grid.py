@@ -125,7 +125,7 @@ def check_capped_gpus(grid: Grid, base: dict) -> None:
     if axes is None or not axes.max_gpus:
         return
     entries = (base.get("fleet") or {}).get("gpus") or []
-    fleet = {str(e if isinstance(e, str) else e.get("id", "")).lower() for e in entries}
+    fleet = {_entry_id(e) for e in entries}
     allowed = {g.lower() for gpus in (axes.allowed_gpus or {}).values() for g in gpus}
     for gpu in axes.max_gpus:
         if gpu.lower() not in fleet | allowed:
@@ -225,8 +225,13 @@ def _gpu_entry(scenario: dict, gpu: str) -> dict:
     raise ScenarioError(message)
 
 
+def _entry_id(entry: str | dict) -> str:
+    """The GPU id of a ``fleet.gpus`` entry (an id, or a mapping with one), lower-cased."""
+    return str(entry if isinstance(entry, str) else entry.get("id", "")).lower()
+
+
 def _allow(scenario: dict, gpus: list[str]) -> None:
-    existing = {(e if isinstance(e, str) else e["id"]).lower(): e for e in scenario["fleet"]["gpus"]}
+    existing = {_entry_id(e): e for e in scenario["fleet"]["gpus"]}
     scenario["fleet"]["gpus"] = [existing.get(g.lower(), g) for g in gpus]
 
 

@@ -8,6 +8,7 @@ with one-line messages that name the field.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -202,17 +203,28 @@ def _known_ids(catalogs: Catalogs, kind: str, column: pd.Series) -> list[str]:
 
 def _check_numbers(cases: pd.DataFrame) -> None:
     for column, high in POSITIVE_INTEGERS.items():
-        _check_column(cases, column, 1, True, high, integer=True, required=True)
+        check_number_column(cases, column, 1, True, high, integer=True, required=True)
     for column, (low, inclusive, high) in OPTIONAL_NUMBERS.items():
         if column not in cases:
             cases[column] = np.nan
-        _check_column(cases, column, low, inclusive, high, integer=column in INTEGER_COLUMNS, required=False)
+        check_number_column(cases, column, low, inclusive, high,
+                            integer=column in INTEGER_COLUMNS, required=False)
     for column, (low, inclusive, high) in LEVER_NUMBERS.items():
         if column in cases:
-            _check_column(cases, column, low, inclusive, high, integer=LEVER_RANGES[column][2], required=False)
+            check_number_column(cases, column, low, inclusive, high,
+                                integer=LEVER_RANGES[column][2], required=False)
 
 
-def _check_column(cases, column, low, inclusive, high, *, integer, required) -> None:
+def _case_row(row: int) -> str:
+    return f"cases row {row + 1}"
+
+
+def check_number_column(cases: pd.DataFrame, column: str, low: float, inclusive: bool,
+                        high: float, *, integer: bool, required: bool,
+                        row_name: Callable[[int], str] = _case_row) -> None:
+    """Make ``cases[column]`` numbers after checking each is finite, within ``low`` (``inclusive``
+    or not) and ``high``, whole where ``integer``, and not blank where ``required``; the first bad
+    cell is named by ``row_name(position)`` and its column."""
     raw = cases[column]
     values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
     blank = raw.isna().to_numpy() | (raw.astype(str).str.strip() == "").to_numpy()
@@ -226,8 +238,8 @@ def _check_column(cases, column, low, inclusive, high, *, integer, required) -> 
         kind = "a whole number" if integer else "a number"
         bound = f"{'>=' if inclusive else '>'} {low:g} and <= {high:g}"
         value = raw.iloc[row]
-        shown = repr(value) if isinstance(value, str) else str(value)  # 8.5, not np.float64(8.5)
-        message = f"cases row {row + 1}, column {column}: must be {kind} {bound}, got {shown}"
+        shown = "blank" if blank[row] else repr(value) if isinstance(value, str) else str(value)
+        message = f"{row_name(row)}, column {column}: must be {kind} {bound}, got {shown}"
         raise InvalidValueError(message)
     cases[column] = values.astype(np.int64) if required and integer else np.where(blank, np.nan, values)
 

@@ -28,7 +28,7 @@ from fleetplan.catalogs.conventions import RELEASE_MARK
 from fleetplan.catalogs.input_files import read_csv_table
 from fleetplan.catalogs.schema import WILDCARD
 from fleetplan.errors import InvalidValueError
-from fleetplan.sweeps.inputs import catalog_or_default
+from fleetplan.sweeps.inputs import catalog_or_default, check_number_column
 
 DEFAULT_RUN_REQUESTS = 1000  # vLLM's benchmark default num_prompts, for runs that do not say
 SERVER_METRICS = ("tpot_ms", "ttft_ms", "req_s", "output_tok_s", "total_tok_s")
@@ -64,34 +64,21 @@ def load_measurements(path: str | Path | None = None, catalogs: Catalogs | None 
     return with_ids(frame, catalogs)
 
 
-#: column -> (lowest, highest, whole number, required): the numbers a measurement row must hold.
-NUMBERS = {"tp": (1, 1024, True, False), "n_gpus": (1, 100_000, True, False),
-           "input_len": (1, 100_000_000, True, True), "output_len": (1, 10_000_000, True, True),
-           "value": (0, 1e12, False, True)}
+#: column -> (lowest, lowest allowed, highest, whole number, required): a measurement's numbers.
+NUMBERS = {"tp": (1, True, 1024, True, False), "n_gpus": (1, True, 100_000, True, False),
+           "input_len": (1, True, 100_000_000, True, True),
+           "output_len": (1, True, 10_000_000, True, True), "value": (0, False, 1e12, False, True)}
 
 
 def _check_numbers(frame: pd.DataFrame, label: str) -> None:
     """Each number column holds finite numbers within its range (``NUMBERS``), or is blank where
     it may be; the first bad cell is named by its spreadsheet row (the header is row 1)."""
-    for column, (low, high, whole, required) in NUMBERS.items():
-        if column not in frame:
-            continue
-        text = frame[column].astype(str).str.strip()
-        blank = frame[column].isna().to_numpy() | text.isin(["", "nan"]).to_numpy()
-        values = pd.to_numeric(text.where(~blank), errors="coerce").to_numpy(dtype=float)
-        with np.errstate(invalid="ignore"):
-            bad = ~np.isfinite(values) | (values < low) | (values > high) | (values <= 0)
-            if whole:
-                bad |= values != np.round(values)
-        bad = np.where(blank, required, bad)
-        if bad.any():
-            row = int(np.flatnonzero(bad)[0])
-            kind = "a whole number" if whole else "a number"
-            shown = "blank" if blank[row] else repr(str(frame[column].iloc[row]))
-            bound = f"> {low:g}" if low == 0 else f">= {low:g}"
-            message = (f"{label} row {row + 2}, column {column}: must be {kind} {bound} and <= "
-                       f"{high:g}, got {shown}")
-            raise InvalidValueError(message)
+    present = [column for column in NUMBERS if column in frame]
+    checked = frame[present].copy()  # the rows are read as written; only checked here
+    for column in present:
+        low, inclusive, high, whole, required = NUMBERS[column]
+        check_number_column(checked, column, low, inclusive, high, integer=whole,
+                            required=required, row_name=lambda row: f"{label} row {row + 2}")
 
 
 def with_ids(frame: pd.DataFrame, catalogs: Catalogs) -> pd.DataFrame:
