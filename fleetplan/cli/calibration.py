@@ -16,7 +16,7 @@ from fleetplan.exports.csv import write_csv
 from fleetplan.exports.validation_workbook import write_validation
 from fleetplan.sweeps.fitted_catalog import efficiency_rows
 from fleetplan.sweeps.fitting import fit, priors_only
-from fleetplan.sweeps.measurements import ape_summary, predictable
+from fleetplan.sweeps.measurements import ape_summary, predictable, unknown_names
 from fleetplan.sweeps.model_validation import (
     compare,
     error_tables,
@@ -40,7 +40,10 @@ def _load(paths, gpu, tp, quant, model, catalog):
             message = f"measurements file {path} does not exist"
             raise InvalidValueError(message)
     catalogs = catalogs_from(catalog)
-    return read_measurements(paths, gpu=gpu, tp=tp, quant=quant, model=model, catalogs=catalogs), catalogs
+    measurements = read_measurements(paths, gpu=gpu, tp=tp, quant=quant, model=model, catalogs=catalogs)
+    for note in unknown_names(measurements, catalogs):
+        typer.echo(f"note: {note}", err=True)
+    return measurements, catalogs
 
 
 def _echo_tables(tables: pd.DataFrame, title: str) -> None:
@@ -61,11 +64,11 @@ def validate_command(paths: Paths, gpu: GpuOption = None, tp: TpOption = None, q
                          "shipped data)"))] = True) -> None:
     """Predicted vs measured: error by GPU, model, precision, engine and regime, in sample and held out."""
     measurements, catalogs = _load(paths, gpu, tp, quant, model, catalog)
-    compared = compare(measurements, catalogs).assign(validation="in sample")
-    if compared.empty:
+    rows = predictable(measurements)
+    if rows.empty:
         message = "no row the model can predict (offline or static throughput, latency, or serving metrics at a known rate)"
         raise InvalidValueError(message)
-    rows = predictable(measurements)
+    compared = compare(measurements, catalogs).assign(validation="in sample")
     parts = [compared]
     if held_out:
         parts += [holdout(rows, catalogs, by) for by in ("gpu", "model") if rows[by].nunique() > 1]

@@ -27,7 +27,7 @@ from fleetplan.catalogs import Catalogs
 from fleetplan.catalogs.conventions import RELEASE_MARK
 from fleetplan.catalogs.input_files import read_csv_table
 from fleetplan.catalogs.schema import WILDCARD
-from fleetplan.errors import InvalidValueError
+from fleetplan.errors import InvalidValueError, did_you_mean
 from fleetplan.sweeps.inputs import catalog_or_default, check_number_column
 
 DEFAULT_RUN_REQUESTS = 1000  # vLLM's benchmark default num_prompts, for runs that do not say
@@ -187,3 +187,24 @@ def ape_summary(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     grouped = ape.groupby(keys)
     return pd.DataFrame({"rows": grouped.size(), "median_ape_pct": grouped.median(),
                          "p90_ape_pct": grouped.quantile(0.9), "median_signed_pct": signed.groupby(keys).median()})
+
+
+#: id column -> (catalog kind, the column holding the name as the source wrote it)
+_NAMED = {"gpu": ("gpu", "gpu_name"), "model": ("model", "model_name"),
+          "quant": ("quant", "precision_weights"), "kv_quant": ("quant", "precision_kv")}
+
+
+def unknown_names(frame: pd.DataFrame, catalogs: Catalogs) -> list[str]:
+    """One line per name of ``frame`` (measurements with ids) that no catalog holds, with its row
+    count and the closest ids: such rows are kept but not predicted."""
+    notes = []
+    for column, (kind, written) in _NAMED.items():
+        known = catalogs.table(kind).index
+        unknown = frame[~frame[column].isin(known)]
+        if column == "kv_quant":  # a row of unknown weights has no default KV precision either
+            unknown = unknown[unknown["quant"].isin(known)]
+        names = unknown[written] if written in unknown else unknown[column]
+        for name, count in names.astype(str).value_counts(sort=False).sort_index().items():
+            reason = str(did_you_mean(name, known, kind=kind)).split(" (valid:")[0]
+            notes.append(f"{count} row{'s' * (count != 1)} not predicted: {reason}")
+    return notes

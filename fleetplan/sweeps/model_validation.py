@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs import Catalogs
-from fleetplan.errors import InvalidValueError
+from fleetplan.errors import InvalidValueError, UnknownNameError, check_range, did_you_mean
 from fleetplan.sweeps.efficiencies import CALIBRATION_LABELS
 from fleetplan.sweeps.fitted_catalog import efficiency_rows
 from fleetplan.sweeps.fitting import fit, priors_only
@@ -43,11 +43,29 @@ def read_measurements(paths, *, gpu: str | None = None, tp: int | None = None, q
             if gpu is None or tp is None:
                 message = f"{path.name}: a benchmark JSON does not say its hardware; give --gpu and --tp"
                 raise InvalidValueError(message)
+            check_range("--tp", tp, 1, 1024, integer=True)
             raw = read_benchmark_json(path, gpu=gpu, tp=tp, quant=quant, kv_quant=kv_quant, model=model)
-            frames.append(with_ids(raw, catalogs))
+            frames.append(_known_hardware(with_ids(raw, catalogs), catalogs, path.name,
+                                          "--model" if model else "model_id"))
         else:
             frames.append(load_measurements(path, catalogs))
     return pd.concat(frames, ignore_index=True)
+
+
+def _known_hardware(rows: pd.DataFrame, catalogs: Catalogs, label: str,
+                    model_field: str) -> pd.DataFrame:
+    """``rows`` of one benchmark JSON, whose GPU, model and precisions (the options, or the
+    file's model_id) the catalogs must hold: every row of the file shares them, so an unknown
+    one would leave nothing to predict."""
+    fields = (("gpu", "gpu", "gpu_name", "--gpu"), ("model", "model", "model_name", model_field),
+              ("quant", "quant", "precision_weights", "--quant"),
+              ("kv_quant", "quant", "precision_kv", "--quant"))
+    for column, kind, given, field in fields:
+        known = catalogs.table(kind).index
+        if len(rows) and rows[column].iloc[0] not in known:
+            unknown = did_you_mean(str(rows[given].iloc[0]), known, kind=kind)
+            raise UnknownNameError(f"{label}: {field}: {unknown}")
+    return rows
 
 
 def compare(measurements: pd.DataFrame, catalogs: Catalogs | None = None) -> pd.DataFrame:
