@@ -28,7 +28,7 @@ from fleetplan.catalogs.conventions import RELEASE_MARK
 from fleetplan.catalogs.input_files import read_csv_table
 from fleetplan.catalogs.schema import WILDCARD
 from fleetplan.errors import InvalidValueError, did_you_mean
-from fleetplan.sweeps.inputs import catalog_or_default, check_number_column
+from fleetplan.sweeps.inputs import OPTIONAL_NUMBERS, catalog_or_default, check_number_column
 
 DEFAULT_RUN_REQUESTS = 1000  # vLLM's benchmark default num_prompts, for runs that do not say
 SERVER_METRICS = ("tpot_ms", "ttft_ms", "req_s", "output_tok_s", "total_tok_s")
@@ -75,10 +75,61 @@ def _check_numbers(frame: pd.DataFrame, label: str) -> None:
     it may be; the first bad cell is named by its spreadsheet row (the header is row 1)."""
     present = [column for column in NUMBERS if column in frame]
     checked = frame[present].copy()  # the rows are read as written; only checked here
+
+    def row_name(row: int) -> str:
+        return f"{label} row {row + 2}"
+
     for column in present:
         low, inclusive, high, whole, required = NUMBERS[column]
         check_number_column(checked, column, low, inclusive, high, integer=whole,
-                            required=required, row_name=lambda row: f"{label} row {row + 2}")
+                            required=required, row_name=row_name)
+    stated = _stated_numbers(frame, row_name)
+    for column in stated:
+        low, inclusive, high = _STATED_RANGES[column.split(", ")[1]]
+        check_number_column(stated, column, low, inclusive, high, required=False,
+                            integer=column.endswith(("batch", "seqs", "tokens")), row_name=row_name)
+
+
+#: A number stated in text (``settings`` or ``concurrency_or_batch``): (lowest, lowest allowed,
+#: highest); the settings' ranges are an estimate's.
+_STATED_RANGES = {**{name: OPTIONAL_NUMBERS[name] for name in SETTINGS},
+                  "QPS": (0, False, 1e7), "static batch": (1, True, 10_000_000)}
+
+
+def _stated_numbers(frame: pd.DataFrame, row_name) -> pd.DataFrame:
+    """The numbers ``settings`` (``name=value;...``) and ``concurrency_or_batch`` (``request rate
+    QPS=8``, ``static batch 64``) state, one column per name (``settings, memory_fraction``),
+    blank where a row states none; a setting of no known name, or one without a value, is
+    refused. ``QPS=INF`` (an infinite rate) is left out."""
+    settings = frame["settings"] if "settings" in frame else pd.Series("", index=frame.index)
+    pairs = settings.fillna("").astype(str).reset_index(drop=True).str.split(";").explode()
+    pairs = pairs.str.strip()[lambda p: p != ""]
+    names = pairs.str.split("=", n=1).str[0].str.strip()
+    values = pairs.str.split("=", n=1).str[1].str.strip()
+    bad = ~names.isin(list(SETTINGS)) | values.isna() | (values == "")
+    if bad.any():
+        row = int(bad[bad].index[0])
+        name = str(names[bad].iloc[0])
+        reason = (f"{pairs[bad].iloc[0]!r} must be name=value" if name in SETTINGS
+                  else str(did_you_mean(name, SETTINGS, kind="setting")))
+        message = f"{row_name(row)}, column settings: {reason}"
+        raise InvalidValueError(message)
+    stated = pd.DataFrame(index=range(len(frame)))
+    for name in SETTINGS:
+        mine = values[names == name]
+        stated[f"settings, {name}"] = mine[~mine.index.duplicated()].reindex(stated.index)
+    load = frame.get("concurrency_or_batch", pd.Series("", index=frame.index))
+    load = load.fillna("").astype(str).reset_index(drop=True)
+    patterns = {"QPS": r"QPS\s*=?\s*(\S*)", "static batch": r"(?:static batch|^batch)\s*(\S*)"}
+    for name, pattern in patterns.items():
+        found = load.str.extract(pattern, flags=re.IGNORECASE)[0]
+        if (found == "").any():
+            row = int(np.flatnonzero(found == "")[0])
+            message = (f"{row_name(row)}, column concurrency_or_batch: {load[row]!r} states no "
+                       f"number after {name}")
+            raise InvalidValueError(message)
+        stated[f"concurrency_or_batch, {name}"] = found.where(found.str.upper() != "INF")
+    return stated
 
 
 def with_ids(frame: pd.DataFrame, catalogs: Catalogs) -> pd.DataFrame:

@@ -10,7 +10,7 @@ import pytest
 
 from fleetplan.cli import main
 from fleetplan.errors import FleetplanError, InvalidValueError
-from fleetplan.sweeps.measurements import shipped_measurements_path, with_ids
+from fleetplan.sweeps.measurements import load_measurements, shipped_measurements_path, with_ids
 from fleetplan.sweeps.model_validation import read_measurements
 from fleetplan.sweeps.vllm_results import read_benchmark_json
 from tests.sweeps.test_fidelity_commands import VLLM_RESULT
@@ -103,3 +103,45 @@ def test_rows_of_unknown_names_are_named_with_the_closest_ids(tmp_path, capsys):
         "note: 1 row not predicted: unknown model 'Llama-3.1-9B'; did you mean 'llama-3.1-8b', "
         "'llama-3.1-70b' or 'llama-3.1-405b'?",
         "note: 1 row not predicted: unknown quant 'FP9'; did you mean 'fp8' or 'fp4'?"]
+
+
+@pytest.mark.parametrize(("column", "text", "match"), [
+    ("settings", "memory_fraction=5",
+     r"mine.csv row 4, column settings, memory_fraction: must be a number >= 0.1 and <= 1, "
+     r"got '5'"),
+    ("settings", "memory_fraction=abc", r"column settings, memory_fraction: .* got 'abc'"),
+    ("settings", "max_num_seqs=0",
+     r"column settings, max_num_seqs: must be a whole number >= 1 and <= 1e\+07, got '0'"),
+    ("settings", "memory_fracton=0.9",
+     r"mine.csv row 4, column settings: unknown setting 'memory_fracton'; "
+     r"did you mean 'memory_fraction'"),
+    ("settings", "memory_fraction=", r"column settings: 'memory_fraction=' must be name=value"),
+    ("concurrency_or_batch", "request rate QPS=-3",
+     r"column concurrency_or_batch, QPS: must be a number > 0 and <= 1e\+07, got '-3'"),
+    ("concurrency_or_batch", "request rate QPS=0", r"concurrency_or_batch, QPS: .* got '0'"),
+    ("concurrency_or_batch", "request rate QPS=",
+     r"column concurrency_or_batch: 'request rate QPS=' states no number after QPS"),
+    ("concurrency_or_batch", "static batch 0",
+     r"column concurrency_or_batch, static batch: must be a whole number >= 1 .* got '0'"),
+    ("concurrency_or_batch", "batch 2.5", r"concurrency_or_batch, static batch: .* got '2.5'"),
+])
+def test_numbers_stated_in_text_are_checked(tmp_path, column, text, match):
+    raw = pd.read_csv(shipped_measurements_path(), dtype=str, keep_default_na=False)
+    rows = raw[raw["settings"] != ""].head(5).reset_index(drop=True)
+    rows.loc[2, column] = text
+    path = tmp_path / "mine.csv"
+    rows.to_csv(path, index=False)
+    with pytest.raises(InvalidValueError, match=match):
+        load_measurements(path)
+
+
+def test_stated_settings_and_an_infinite_rate_are_read(tmp_path, shipped):
+    raw = pd.read_csv(shipped_measurements_path(), dtype=str, keep_default_na=False)
+    rows = raw[raw["settings"] != ""].head(2).reset_index(drop=True)
+    rows.loc[0, "settings"] = "memory_fraction=0.9; max_num_seqs=64;"
+    rows.loc[1, "concurrency_or_batch"] = "request rate QPS=INF"
+    path = tmp_path / "mine.csv"
+    rows.to_csv(path, index=False)
+    read = load_measurements(path, shipped)
+    assert read.loc[0, "memory_fraction"] == 0.9 and read.loc[0, "max_num_seqs"] == 64
+    assert read.loc[1, "qps"] == float("inf")
