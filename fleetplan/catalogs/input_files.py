@@ -15,6 +15,7 @@ import io
 import json
 import logging
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -86,12 +87,28 @@ def read_csv_table(path: str | os.PathLike, what: str = "CSV file", *,
 def csv_frame(text: str, label: str, error: type[FleetplanError] = InvalidValueError, **options: Any) -> pd.DataFrame:
     """Parse CSV ``text``; an empty or malformed table is one ``error`` line."""
     _refuse_empty(text, label, error)
+    _refuse_semicolons(text, label, error)
     try:
         return pd.read_csv(io.StringIO(text), **options)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as problem:
         first = str(problem).strip().splitlines()[0] if str(problem).strip() else "no columns"
+        fields = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", first)
+        if fields:
+            expected, line, seen = fields.groups()
+            first = (f"line {line} has {seen} fields where the lines before it have {expected}; "
+                     f"a value holding a comma must be quoted")
         message = f"{label}: not a readable CSV file ({first})"
         raise error(message) from None
+
+
+def _refuse_semicolons(text: str, label: str, error: type[FleetplanError]) -> None:
+    """A table whose first line is split by ``;`` and not by commas (as spreadsheets of some
+    locales save "CSV", often with decimal commas too) is refused rather than misread."""
+    first = next((line for line in text.lstrip("\ufeff").splitlines() if line.strip()), "")
+    if ";" in first and "," not in first and "\t" not in first:
+        message = (f"{label}: its values are separated by ';', not commas: save the table as "
+                   f"comma-separated CSV (with '.' as the decimal point)")
+        raise error(message)
 
 
 def _refuse_empty(text: str, label: str, error: type[FleetplanError]) -> None:

@@ -180,9 +180,10 @@ def read_profile_csv(path: Path, where: str) -> list[float]:
         message = f"{where}: file not found: {path}"
         raise ScenarioError(message)
     text = read_text(path, "hourly profile", error=ScenarioError)
-    first = csv_frame(text, str(path), ScenarioError, header=None, nrows=1)
+    label = f"{where}: {path.name}"
+    first = csv_frame(text, label, ScenarioError, header=None, nrows=1)
     header = bool(pd.isna(pd.to_numeric(first.iloc[0, -1], errors="coerce")))  # a name, no value
-    table = csv_frame(text, str(path), ScenarioError, header=0 if header else None)
+    table = csv_frame(text, label, ScenarioError, header=0 if header else None)
     stamps = _timestamps(table)
     if stamps is not None:
         order = np.argsort(stamps.to_numpy(), kind="stable")
@@ -190,8 +191,9 @@ def read_profile_csv(path: Path, where: str) -> list[float]:
         steps = stamps.diff().dropna()
         if (steps != pd.Timedelta(hours=1)).any():
             bad = int(np.flatnonzero((steps != pd.Timedelta(hours=1)).to_numpy())[0]) + 1
-            message = (f"{where}: {path.name}: timestamps must be one hour apart, "
-                       f"{stamps.iloc[bad - 1]} is followed by {stamps.iloc[bad]}")
+            told = (f"{stamps.iloc[bad]} is given twice" if steps.iloc[bad - 1] == pd.Timedelta(0)
+                    else f"{stamps.iloc[bad - 1]} is followed by {stamps.iloc[bad]}")
+            message = f"{label}: timestamps must be one hour apart, {told}"
             raise ScenarioError(message)
         table = table.drop(columns=stamps.name)
     values = pd.to_numeric(table.iloc[:, -1], errors="coerce") if len(table.columns) else None

@@ -7,13 +7,30 @@ import os
 
 import pytest
 
-from fleetplan.catalogs.input_files import read_json, read_mapping, yaml_mapping
+from fleetplan.catalogs.input_files import read_csv_table, read_json, read_mapping, yaml_mapping
 from fleetplan.errors import FleetplanError, InvalidValueError
 from fleetplan.exports import read_plan_json
 from fleetplan.exports.atomic import remove_stale_temporaries
 from fleetplan.exports.parquet import read_sweep_batches
 from fleetplan.sweeps.inputs import parse_axis
 from fleetplan.sweeps.vllm_results import read_benchmark_json
+
+
+def test_a_table_split_by_semicolons_is_refused_not_misread(tmp_path):
+    path = tmp_path / "prices.csv"
+    path.write_text("\ufeffgpu;usd_per_gpu_hour\nh100-sxm;2,10\n")
+    with pytest.raises(InvalidValueError, match="prices.csv: its values are separated by ';'"):
+        read_csv_table(path)
+    path.write_text("gpu,settings\nh100-sxm,a=1;b=2\n")  # a semicolon inside a value is fine
+    assert read_csv_table(path)["settings"].tolist() == ["a=1;b=2"]
+
+
+def test_a_line_with_more_fields_names_its_line(tmp_path):
+    path = tmp_path / "prices.csv"
+    path.write_text("gpu,usd_per_gpu_hour\nh100-sxm,2.10\nl40s,1,25\n")
+    expected = r"prices.csv: not a readable CSV file \(line 3 has 3 fields where the lines before"
+    with pytest.raises(InvalidValueError, match=expected):
+        read_csv_table(path)
 
 
 def test_a_recursive_yaml_alias_is_refused():

@@ -194,6 +194,14 @@ def test_a_profile_csv_may_have_a_header_row_or_none(tmp_path, header):
     ("time,demand\n2026-01-05T00:00Z,1\n2026-01-05T02:00Z,2\n",
      r"timestamps must be one hour apart, 2026-01-05 00:00:00\+00:00 is followed by"),
     ("v\n" + "-1\n" * 24, r"hour 0: must be a finite number >= 0"),
+    ("time,demand\n2026-01-05T00:00Z,1\n2026-01-05T01:00+01:00,2\n",
+     r"timestamps must be one hour apart, 2026-01-05 00:00:00\+00:00 is given twice"),
+    ("time;demand\n2026-01-05T00:00Z;1,5\n",
+     r"profile.csv: its values are separated by ';', not commas: save the table as "
+     r"comma-separated CSV"),
+    ("demand\n1.5\n1,5\n", r"profile.csv: not a readable CSV file \(line 3 has 2 fields where "
+                            r"the lines before it have 1; a value holding a comma must be quoted"),
+    ("\n \n", r"profile.csv: empty file"),
 ])
 def test_bad_profile_csv(tmp_path, content, message):
     if content is not None:
