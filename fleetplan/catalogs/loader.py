@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import io
 import logging
 import math
 import os
@@ -30,7 +29,7 @@ import pandas as pd
 
 from fleetplan.catalogs import checks
 from fleetplan.catalogs.checks import ORIGIN_COLUMNS, ORIGIN_FILE, ORIGIN_ROW, raise_if_any
-from fleetplan.catalogs.input_files import read_text
+from fleetplan.catalogs.input_files import csv_frame, read_text
 from fleetplan.catalogs.prices import OVERRIDE
 from fleetplan.catalogs.registry import Catalogs
 from fleetplan.catalogs.schema import (
@@ -139,13 +138,8 @@ def _load(overrides: Overrides, folder: PathLike | None) -> tuple[Catalogs, list
 
 
 def _read_csv_text(text: str, label: str) -> pd.DataFrame:
-    try:
-        return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False,
-                           skip_blank_lines=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else "empty file"
-        message = f"{label}: not a readable CSV file ({first_line})"
-        raise CatalogError(message) from None
+    return csv_frame(text, label, CatalogError, dtype=str, keep_default_na=False,
+                     skip_blank_lines=False)
 
 
 def _read_sheets(path: Path) -> dict[str | None, pd.DataFrame]:

@@ -137,6 +137,14 @@ def test_bad_override_paths(tmp_path, name, expected):
         load_catalogs([path], data_dir=FIXTURE_DATA)
 
 
+def test_an_override_split_by_semicolons_is_refused(tmp_path):
+    path = tmp_path / "quote.csv"
+    path.write_text("gpu;provider;region;pricing_type;usd_per_gpu_hour\n"
+                    "h100-sxm;aws;us-east-1;on_demand;4,10\n")
+    with pytest.raises(CatalogError, match="quote.csv: its values are separated by ';', not commas"):
+        load_catalogs([path], data_dir=FIXTURE_DATA)
+
+
 def _workbook(path: Path) -> Path:
     gpu = dict(NEW_GPU, memory_gb=48, gpus_per_node=8, as_of=dt.date(2025, 2, 1))
     price = {"gpu": "l40s", "provider": "own", "region": "any", "pricing_type": "reserved_1y",
