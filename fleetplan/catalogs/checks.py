@@ -72,10 +72,14 @@ def _messages(frame: pd.DataFrame, bad: pd.Series, column: str, rule: str,
 
 
 def _show(value: object) -> str:
+    """A cell as an error shows it: numbers of more than 15 digits (a spreadsheet's 1e308 reads
+    as a 309-digit whole number) in short form, text past 60 characters cut."""
     if isinstance(value, float):
         return f"{value:g}"
     text = str(value)
-    return text if _looks_numeric(text) else repr(text)
+    if _looks_numeric(text):
+        return f"{float(text):g}" if len(text) > 15 else text
+    return repr(text if len(text) <= 60 else text[:57] + "...")
 
 
 def _looks_numeric(text: str) -> bool:

@@ -15,10 +15,8 @@ its own copies, so a caller that edits a table cannot change what the next calle
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import logging
-import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +30,7 @@ from fleetplan.catalogs.checks import ORIGIN_COLUMNS, ORIGIN_FILE, ORIGIN_ROW, r
 from fleetplan.catalogs.input_files import csv_frame, read_text
 from fleetplan.catalogs.prices import OVERRIDE
 from fleetplan.catalogs.registry import Catalogs
+from fleetplan.catalogs.workbook_files import EXCEL_SUFFIXES, read_workbook, refuse_blank_header
 from fleetplan.catalogs.schema import (
     CATALOG_NAMES,
     INDEXED_CATALOGS,
@@ -49,7 +48,6 @@ logger = logging.getLogger(__name__)
 
 PathLike = str | os.PathLike
 Overrides = PathLike | Iterable[PathLike] | Mapping[str, PathLike | Iterable[PathLike]]
-_EXCEL_SUFFIXES = (".xlsx", ".xlsm")
 
 # Folder read when ``data_dir`` is not given; None means the catalogs shipped in the package.
 DEFAULT_DATA_DIR: PathLike | None = None
@@ -138,8 +136,10 @@ def _load(overrides: Overrides, folder: PathLike | None) -> tuple[Catalogs, list
 
 
 def _read_csv_text(text: str, label: str) -> pd.DataFrame:
-    return csv_frame(text, label, CatalogError, dtype=str, keep_default_na=False,
-                     skip_blank_lines=False)
+    frame = csv_frame(text, label, CatalogError, dtype=str, keep_default_na=False,
+                      skip_blank_lines=False)
+    refuse_blank_header(label, frame)
+    return frame
 
 
 def _read_sheets(path: Path) -> dict[str | None, pd.DataFrame]:
@@ -153,33 +153,10 @@ def _read_sheets(path: Path) -> dict[str | None, pd.DataFrame]:
     if path.is_dir():
         message = f"{path}: is a folder, not a catalog file"
         raise CatalogError(message)
-    if suffix in _EXCEL_SUFFIXES:
-        return _read_workbook(path)
+    if suffix in EXCEL_SUFFIXES:
+        return read_workbook(path)
     message = f"{path}: catalog files must be .csv or .xlsx, got '{path.suffix}'"
     raise CatalogError(message)
-
-
-def _read_workbook(path: Path) -> dict[str | None, pd.DataFrame]:
-    try:
-        sheets = pd.read_excel(path, sheet_name=None, dtype=object, header=0,
-                               keep_default_na=False, na_values=[], engine="openpyxl")
-    except Exception as error:  # openpyxl raises many kinds for a damaged workbook
-        message = f"{path}: not a readable XLSX workbook ({type(error).__name__})"
-        raise CatalogError(message) from None
-    return {name: frame.map(_cell_text) for name, frame in sheets.items()}
-
-
-def _cell_text(value: object) -> str:
-    """Spreadsheet cell -> the text a CSV would hold (dates as YYYY-MM-DD)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, dt.datetime):
-        return value.date().isoformat()
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _clean(frame: pd.DataFrame, label: str) -> pd.DataFrame:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+import zipfile
 from pathlib import Path
 
+import openpyxl
 import pandas as pd
 import pytest
 
@@ -214,4 +217,62 @@ def test_blank_lines_keep_spreadsheet_row_numbers_and_headers_are_trimmed(tmp_pa
                     ",,,,,,\n"
                     "h100-sxm,aws,us-east-1,on_demand,zero,s,2025-01-01\n")
     with pytest.raises(CatalogError, match=f"^{path} row 4, column usd_per_gpu_hour"):
+        load_catalogs([path], data_dir=FIXTURE_DATA)
+
+
+def _price_sheet(path: Path, cells: dict) -> Path:
+    row = {"gpu": "h100-sxm", "provider": "aws", "region": "us-east-1",
+           "pricing_type": "on_demand", "usd_per_gpu_hour": 4.1, "source": "our quote",
+           "as_of": "2025-01-01", **cells}
+    pd.DataFrame([row]).to_excel(path, sheet_name="prices", index=False)
+    return path
+
+
+def _saved_value(path: Path, cell: str, value: str) -> Path:
+    """The workbook with ``cell``'s formula given a saved value, as a spreadsheet program saves
+    it (openpyxl writes formulas without one)."""
+    with zipfile.ZipFile(path) as book:
+        parts = {name: book.read(name) for name in book.namelist()}
+    sheet = parts["xl/worksheets/sheet1.xml"].decode()
+    found = re.search(rf'<c r="{cell}"[^>]*><f>[^<]*</f><v\s*/>', sheet)
+    parts["xl/worksheets/sheet1.xml"] = sheet.replace(
+        found.group(0), found.group(0).replace("<v />", f"<v>{value}</v>")).encode()
+    with zipfile.ZipFile(path, "w") as book:
+        for name, data in parts.items():
+            book.writestr(name, data)
+    return path
+
+
+def test_a_formula_without_a_saved_value_is_named_with_its_cell(tmp_path):
+    path = _price_sheet(tmp_path / "quote.xlsx", {"usd_per_gpu_hour": "=4.1*0.9"})
+    with pytest.raises(CatalogError, match=r"quote.xlsx sheet prices row 2, column "
+                                           r"usd_per_gpu_hour: the formula =4.1\*0.9 has no saved "
+                                           r"value; open and save the workbook"):
+        load_catalogs([path], data_dir=FIXTURE_DATA)
+
+
+def test_a_formula_with_its_saved_value_reads_the_value(tmp_path):
+    path = _saved_value(_price_sheet(tmp_path / "quote.xlsx", {"usd_per_gpu_hour": "=4.1*0.9"}),
+                        "E2", "3.69")
+    assert _price(load_catalogs([path], data_dir=FIXTURE_DATA))["usd_per_gpu_hour"] == 3.69
+
+
+def test_a_blank_first_row_is_refused_as_a_misplaced_header(tmp_path):
+    path = _price_sheet(tmp_path / "quote.xlsx", {})
+    book = openpyxl.load_workbook(path)
+    book["prices"].insert_rows(1)
+    book.save(path)
+    with pytest.raises(CatalogError, match="quote.xlsx sheet prices row 1 is blank: the first "
+                                           "row must hold the column names"):
+        load_catalogs([path], data_dir=FIXTURE_DATA)
+    csv = tmp_path / "quote.csv"
+    csv.write_text("\ngpu,provider,region,pricing_type\nh100-sxm,aws,us-east-1,on_demand\n")
+    with pytest.raises(CatalogError, match="quote.csv row 1 is blank"):
+        load_catalogs([csv], data_dir=FIXTURE_DATA)
+
+
+def test_a_huge_number_is_shown_short(tmp_path):
+    path = _price_sheet(tmp_path / "quote.xlsx", {"usd_per_gpu_hour": 1e308})
+    with pytest.raises(CatalogError, match=r"column usd_per_gpu_hour: must be <= 1000, got "
+                                           r"1e\+308$"):
         load_catalogs([path], data_dir=FIXTURE_DATA)
