@@ -135,3 +135,17 @@ def relocated(pattern: str, where: Callable[[int], str] | None) -> Iterator[None
         if where is None or found is None:
             raise
         raise type(error)(where(int(found.group(1))) + str(error)[found.end():]) from None
+
+
+@contextlib.contextmanager
+def within(source: str | None, pattern: str) -> Iterator[None]:
+    """Re-raise a :class:`FleetplanError` whose message begins with ``pattern`` (a regular
+    expression: a field path of the file ``source``) as ``source: message``, so a check made
+    after the file was read (an unknown GPU in ``fleet.gpus[0].id``) names the file as the
+    file's own checks do. ``source`` None (no file) changes nothing."""
+    try:
+        yield
+    except FleetplanError as error:
+        if source is None or re.match(pattern, str(error)) is None:
+            raise
+        raise type(error)(f"{source}: {error}") from None

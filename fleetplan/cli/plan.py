@@ -26,7 +26,7 @@ from fleetplan.cli.options import (
     RegionOption,
 )
 from fleetplan.cli.plan_summary import print_plan
-from fleetplan.errors import InvalidValueError, relocated
+from fleetplan.errors import InvalidValueError, relocated, within
 from fleetplan.exports import write_plan
 from fleetplan.exports.atomic import write_text_atomic
 from fleetplan.exports.focus import write_focus_csv
@@ -41,7 +41,7 @@ from fleetplan.optimizer.example import EXAMPLE_YAML, example_scenario
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.fleet_problem import Problem
 from fleetplan.optimizer.scenario import scenario_json_schema
-from fleetplan.optimizer.scenario_files import load_scenario, validate_scenario
+from fleetplan.optimizer.scenario_files import SCENARIO_FIELD, load_scenario, validate_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario
 
 DEFAULT_OUTPUT = "fleetplan-plan.xlsx"
@@ -152,7 +152,8 @@ def plan_command(
     output = output if output is not None else Path(DEFAULT_OUTPUT)
     kept_s = partial(plan_writing_s, suffix=output.suffix, printing=not quiet,
                      focus=focus is not None)
-    with relocated(CURRENT_ROW, csv_line):
+    with within(None if scenario is None else str(scenario), SCENARIO_FIELD), \
+            relocated(CURRENT_ROW, csv_line):
         plan = plan_scenario(loaded, what_if=what_if, spent_s=command_elapsed_s(), kept_s=kept_s)
     written = write_plan_file(plan, output, first_month)
     if not quiet:

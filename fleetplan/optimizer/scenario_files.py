@@ -29,6 +29,8 @@ _BOUND_KEYS = {"greater_than": "gt", "greater_than_equal": "ge", "less_than": "l
 
 #: How a message about a whole mapping, not one of its fields, begins.
 TOP_LEVEL = "(top level): "
+#: The start of an error message about a scenario's field (``fleet.gpus[0].id: ...``).
+SCENARIO_FIELD = r"(" + "|".join(Scenario.model_fields) + r")\b[\[.:]"
 
 
 def field_path(location: tuple) -> str:
@@ -81,7 +83,11 @@ _PLAIN = {"model_type": _FIELDS, "model_attributes_type": _FIELDS, "dataclass_ty
           "date_parsing": "must be a date (YYYY-MM-DD)",
           "date_from_datetime_parsing": "must be a date (YYYY-MM-DD)",
           "date_from_datetime_inexact": "must be a date (YYYY-MM-DD) without a time",
-          "date_type": "must be a date (YYYY-MM-DD)"}
+          "date_type": "must be a date (YYYY-MM-DD)",
+          "int_parsing_size": "must be a whole number of at most 18 digits",
+          "string_type": "must be text", "list_type": "must be a list",
+          "tuple_type": "must be a list", "set_type": "must be a list",
+          "iterable_type": "must be a list"}
 
 
 def error_message(error: dict, root: type[BaseModel] = Scenario) -> str:
@@ -94,6 +100,12 @@ def error_message(error: dict, root: type[BaseModel] = Scenario) -> str:
         return f"{path}: must be {_BOUNDS[kind]} {bound:g}, got {_shown(value)}"
     if kind == "missing":
         return f"{path}: is required"
+    if kind in ("string_too_short", "string_too_long"):
+        limit = context.get("min_length" if kind == "string_too_short" else "max_length")
+        if kind == "string_too_short" and limit == 1:
+            return f"{path}: must not be blank, got {_shown(value)}"
+        most = "at least" if kind == "string_too_short" else "at most"
+        return f"{path}: must hold {most} {limit} characters, got {_shown(value)}"
     if kind in ("too_short", "too_long"):
         limit = context.get("min_length" if kind == "too_short" else "max_length")
         what = "entry" if context.get("field_type") == "Dictionary" else "value"

@@ -113,6 +113,11 @@ ERRORS = [
      r"fleet.gpus\[2\].max_new_gpus_per_month: must be a whole number, got 0.5$"),
     (set_in(("fleet", "gpus", 1, "usd_per_gpu_hour"), [1.0]),
      r"fleet.gpus\[1\].usd_per_gpu_hour: must be a mapping \(name: value\), got \[1.0\]$"),
+    (set_in(("workloads", 0, "quants"), True), r"workloads\[0\].quants: must be a list, got True$"),
+    (set_in(("workloads", 0, "quants"), [0]), r"workloads\[0\].quants\[0\]: must be text, got 0$"),
+    (set_in(("workloads", 0, "model"), ""), r"workloads\[0\].model: must not be blank, got ''$"),
+    (set_in(("workloads", 0, "redundancy_k"), 1e308),
+     r"workloads\[0\].redundancy_k: must be a whole number of at most 18 digits, got 1e\+308$"),
 ]
 
 
