@@ -48,19 +48,28 @@ WORKER_START = "forkserver"
 ROW_WAIT_S = 1.0
 
 
+#: Catalog files up to this size [bytes] are told apart by their content, not only their
+#: size and modification time (which a file system may record too coarsely to tell two
+#: writes within milliseconds apart).
+HASHED_CATALOG_BYTES = 2**20
+
+
 def _grid_catalogs(catalog_paths: tuple[str, ...]) -> Catalogs:
     """The catalogs every case of a grid starts from, read once per worker process while the
-    files stay as they are (an edited file, with a new size or modification time, is read
-    again)."""
+    files stay as they are (an edited file is read again)."""
     return _catalogs_of(catalog_paths, tuple(_file_state(path) for path in catalog_paths))
 
 
-def _file_state(path: str) -> tuple[int, int, int]:
+def _file_state(path: str) -> tuple:
+    """What tells one version of a file from another: inode, size, modification time and,
+    for a file of at most :data:`HASHED_CATALOG_BYTES`, its content's digest."""
     try:
         stat = Path(path).stat()
+        digest = (hashlib.sha256(Path(path).read_bytes()).hexdigest()
+                  if stat.st_size <= HASHED_CATALOG_BYTES else "")
     except OSError:  # load_catalogs reports a missing file
-        return (0, 0, 0)
-    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        return (0, 0, 0, "")
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns, digest)
 
 
 @functools.lru_cache(maxsize=4)

@@ -2,6 +2,7 @@
 
 import concurrent.futures
 import json
+import os
 import queue
 import subprocess
 import sys
@@ -339,3 +340,18 @@ def test_a_dead_worker_is_reported_not_waited_for(monkeypatch):
     dead.set_exception(RuntimeError("worker died"))
     with pytest.raises(RuntimeError, match="worker died"):
         whatif_solving._next_row(queue.Queue(), [dead])
+
+
+def test_a_catalog_rewritten_at_the_same_size_and_time_is_read_again(tmp_path):
+    path = tmp_path / "prices.csv"
+    header = ("gpu,provider,region,pricing_type,usd_per_gpu_hour,instance,includes_host,source,"
+              "as_of\n")
+    path.write_text(header + "h100-sxm,own,any,on_demand,4.10,8x box,false,our quote,2026-01-05\n")
+    stamp = path.stat().st_mtime_ns
+    first = whatif_solving._grid_catalogs((str(path),))
+    path.write_text(header + "h100-sxm,own,any,on_demand,4.20,8x box,false,our quote,2026-01-05\n")
+    os.utime(path, ns=(stamp, stamp))  # a file system too coarse to tell the two writes apart
+    second = whatif_solving._grid_catalogs((str(path),))
+    prices = [c.prices.set_index(["gpu", "provider"]).loc[("h100-sxm", "own"), "usd_per_gpu_hour"]
+              for c in (first, second)]
+    assert prices == [4.10, 4.20]
