@@ -29,7 +29,7 @@ LABELS: dict[str, str] = {
     "ttft_slo_ms": "TTFT target", "tpot_ms_max": "TPOT, worst", "ttft_ms_max": "TTFT, worst",
     "tpot_margin": "TPOT headroom", "ttft_margin": "TTFT headroom", "kv_transfer_ms": "KV transfer",
     "decode_tok_s": "Decode throughput", "decode_tok_s_per_gpu": "Decode throughput per GPU",
-    "prefill_tok_s": "Prefill throughput", "output_tok_s": "Output throughput", "req_s": "Requests",
+    "prefill_tok_s": "Prefill throughput", "output_tok_s": "Output throughput",
     "req_s_per_replica": "Capacity per replica", "capacity_req_s": "Capacity", "rate_req_s": "Request rate",
     "demand_req_s": "Demand", "demand_req_s_mean": "Demand, mean", "demand_req_s_peak": "Demand, peak",
     "unmet_req_s": "Unmet demand", "unmet_fraction": "Unmet share", "served_fraction": "Served",
@@ -59,6 +59,8 @@ LABELS: dict[str, str] = {
     # validation
     "qps": "Offered rate", "metric": "Metric", "predicted": "Predicted", "ape_pct": "Error",
     "median_ape_pct": "Median error", "p90_ape_pct": "90th percentile error", "rows": "Rows",
+    "median_signed_pct": "Median signed error", "e2e_ms": "End-to-end latency",
+    "req_s": "Request rate", "total_tok_s": "Total throughput",
     "runnable_rows": "Rows that run", "min_usd_per_m_output_tokens": "Lowest cost per 1M output tokens",
     "max_decode_tok_s_per_gpu": "Best throughput per GPU",
     "scenario": "Scenario",
@@ -84,7 +86,8 @@ LABELS: dict[str, str] = {
 }
 _WORDS = {"usd": "USD", "gpu": "GPU", "gpus": "GPUs", "tp": "TP", "kv": "KV", "ms": "ms", "req": "requests",
           "tok": "tokens", "slo": "target", "ttft": "TTFT", "tpot": "TPOT", "id": "id"}
-_EXTRA_UNITS = {"ape_pct": "%", "median_ape_pct": "%", "p90_ape_pct": "%", "qps": "requests/s", "predicted": "", "value": "",
+_EXTRA_UNITS = {"ape_pct": "%", "median_ape_pct": "%", "p90_ape_pct": "%", "median_signed_pct": "%",
+                "qps": "requests/s", "predicted": "", "value": "",
                 "usd_per_m_output_tokens": "USD", "usd_per_m_total_tokens": "USD", "usd_per_m_tokens": "USD",
                 "usd_per_k_requests": "USD", "min_usd_per_m_output_tokens": "USD",
                 "kw_peak": "kW", "kw_mean": "kW", "kw_limit": "kW", "mwh": "MWh",

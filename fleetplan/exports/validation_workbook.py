@@ -14,6 +14,8 @@ from openpyxl.chart.shapes import GraphicalProperties
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports.csv import write_csv
+from fleetplan.exports.labels import header_of, label_of
+from fleetplan.exports.units import unit_of
 from fleetplan.exports.provenance import provenance
 from fleetplan.exports.xlsx_common import set_widths, title_block
 from fleetplan.exports.xlsx_package import Book, set_properties
@@ -74,10 +76,13 @@ def write_validation(compared: pd.DataFrame, path: str | Path, *, catalogs: Any 
 
 def _summary(ws, by_metric: pd.DataFrame, rows: pd.DataFrame) -> PageOptions:
     """The error table and, per metric, predicted against measured (Rows sheet data)."""
-    row = title_block(ws, "Model against measurements", "Absolute percentage error of the predictions; "
-                      "each chart puts one metric's predicted values against the measured ones.")
-    after = write_frame(ws, by_metric, row, "ByMetric", formats=FORMATS)
-    set_widths(ws, {1: 22, 2: 12, 3: 12, 4: 12, 5: 12})
+    row = title_block(ws, "Model against measurements", "Absolute percentage error of the "
+                      "predictions (signed: + where the model predicts more than was "
+                      "measured); each chart puts one metric's predicted values against the "
+                      "measured ones.")
+    shown = by_metric.assign(metric=by_metric["metric"].map(header_of))
+    after = write_frame(ws, shown, row, "ByMetric", formats=FORMATS)
+    set_widths(ws, {1: 14, 2: 30, 3: 10, 4: 12, 5: 12, 6: 12})
     anchor_row = after + 1
     value_column, predicted_column = COLUMNS.index("value") + 1, COLUMNS.index("predicted") + 1
     positions = rows.groupby("metric", sort=False).indices
@@ -91,7 +96,7 @@ def _summary(ws, by_metric: pd.DataFrame, rows: pd.DataFrame) -> PageOptions:
 
 def _scatter(rows_ws, metric: str, first: int, last: int, x_column: int, y_column: int) -> ScatterChart:
     chart = ScatterChart()
-    chart.title = f"{metric}: predicted vs measured"
+    chart.title = f"{label_of(metric)}: predicted vs measured"
     chart.style = 13
     chart.scatterStyle = "lineMarker"
     xs = Reference(rows_ws, min_col=x_column, min_row=first, max_row=last)
@@ -107,7 +112,8 @@ def _scatter(rows_ws, metric: str, first: int, last: int, x_column: int, y_colum
     diagonal.marker = Marker(symbol="none")
     diagonal.graphicalProperties.line.solidFill = "C00000"
     chart.series.append(diagonal)
-    chart.x_axis.title, chart.y_axis.title = "measured", "predicted"
+    unit = f" ({unit_of(metric)})" if unit_of(metric) else ""
+    chart.x_axis.title, chart.y_axis.title = f"measured{unit}", f"predicted{unit}"
     chart.x_axis.delete = chart.y_axis.delete = False
     chart.x_axis.numFmt = chart.y_axis.numFmt = "#,##0"
     chart.legend.position = "b"

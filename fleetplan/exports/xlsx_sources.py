@@ -24,10 +24,12 @@ log = logging.getLogger(__name__)
 SOURCE_COLUMNS = ["catalog", "key", "source", "as_of"]
 README_WIDTH = 100
 _KINDS = {"gpu": "gpus", "model": "models", "quant": "quants"}
-_SOURCE_WIDTHS = {1: 14, 2: 40, 3: 100, 4: 11, 5: 36}
+_SOURCE_WIDTHS = {1: 14, 2: 64, 3: 76, 4: 11, 5: 36}
 _TOP = Alignment(vertical="top", wrap_text=True)
 _SMALL = Font(size=8, name="Courier New")
 _MAX_VALUE_TEXT = 400
+#: Share of a column's width its wrapped text fills: row keys break at hyphens and commas.
+_FILL = {2: 0.85}
 
 
 def catalog_rows(catalogs: Any, ids: Mapping[str, Iterable[str]],
@@ -65,15 +67,55 @@ def _chosen_prices(prices: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
                          "as_of": [p.get("as_of") or "" for p in records]}, columns=SOURCE_COLUMNS)
 
 
+#: Most characters of row keys in one cell of the Sources table: a longer list goes on to the
+#: next row, as a cell taller than a spreadsheet's 409-point row would hide its end in print.
+MAX_KEYS_TEXT = 800
+
+
 def sources_table(used: pd.DataFrame, versions: Mapping[str, Any]) -> pd.DataFrame:
-    """One row per (catalog, source, as_of): the rows used from it and the catalog's SHA-256."""
+    """One row per (catalog, source, as_of): the rows used from it and the catalog's SHA-256;
+    a list of rows longer than :data:`MAX_KEYS_TEXT` characters is continued on further rows."""
     if used.empty:
         return pd.DataFrame(columns=["catalog", "rows_used", "source", "as_of", "sha256"])
     grouped = used.groupby(["catalog", "source", "as_of"], sort=False)["key"].agg(
-        lambda keys: ", ".join(dict.fromkeys(keys))).rename("rows_used").reset_index()
+        lambda keys: _key_lines(compact_keys(list(dict.fromkeys(keys))))).rename(
+        "rows_used").reset_index()
+    grouped = grouped.explode("rows_used", ignore_index=True)
     sha = {name: str((info or {}).get("sha256", "")) for name, info in versions.items()}
     grouped["sha256"] = grouped["catalog"].map(sha).fillna("")
     return grouped[["catalog", "rows_used", "source", "as_of", "sha256"]]
+
+
+def compact_keys(keys: list[str]) -> list[str]:
+    """Row keys that differ only in their last part written once, that part in braces (as a
+    shell expands them), in the order first seen.
+
+    >>> compact_keys(["vllm/h100-sxm/gemm/bf16", "vllm/h100-sxm/gemm/fp8", "h100-sxm",
+    ...               "*/l4/gemm/*"])
+    ['vllm/h100-sxm/gemm/{bf16,fp8}', 'h100-sxm', '*/l4/gemm/*']
+    """
+    groups: dict[tuple[str, bool], list[str]] = {}
+    for key in keys:
+        head, slash, last = key.rpartition("/")
+        groups.setdefault((head, True) if slash else (key, False), []).append(last)
+    return [head if not slash else f"{head}/{{{','.join(lasts)}}}" if len(lasts) > 1
+            else f"{head}/{lasts[0]}" for (head, slash), lasts in groups.items()]
+
+
+def _key_lines(keys: list[str]) -> list[str]:
+    """``keys`` joined by commas, in pieces of at most :data:`MAX_KEYS_TEXT` characters.
+
+    >>> [len(piece) for piece in _key_lines(["a" * 500, "b" * 500, "c"])]
+    [500, 503]
+    """
+    pieces, current = [], ""
+    for key in keys:
+        joined = f"{current}, {key}" if current else key
+        if current and len(joined) > MAX_KEYS_TEXT:
+            pieces.append(current)
+            joined = key
+        current = joined
+    return [*pieces, current]
 
 
 def flat_parameters(value: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -98,7 +140,8 @@ def sources_sheet(ws: Worksheet, record: Mapping[str, Any], used: pd.DataFrame) 
     """Where every number comes from: the run, the catalog rows used (a table) and the
     parameters (name/value rows). Returns how the sheet prints."""
     row = title_block(ws, "Sources", "Where every number in this workbook comes from: the catalog "
-                      "rows used, each with its source, date and the SHA-256 of its catalog.")
+                      "rows used, each with its source, date and the SHA-256 of its catalog "
+                      "(a/b/{c,d} stands for the rows a/b/c and a/b/d).")
     for label, key in (("Version", "fleetplan_version"), ("Written", "created"),
                        ("Output", "kind"), ("Price rule", "price_rule")):
         if record.get(key):
@@ -120,8 +163,9 @@ def sources_sheet(ws: Worksheet, record: Mapping[str, Any], used: pd.DataFrame) 
     else:
         after = write_frame(ws, table, row + 1, "CatalogRows")
         for line in range(row + 2, after):
-            for column in (3, 2):
-                wrap(ws, ws.cell(row=line, column=column), _SOURCE_WIDTHS[column])
+            for column in (3, 2, 5):  # a SHA-256 takes two lines of its small type
+                wrap(ws, ws.cell(row=line, column=column),
+                     _SOURCE_WIDTHS[column] * _FILL.get(column, 1.0))
             for column in range(1, 6):
                 ws.cell(row=line, column=column).alignment = _TOP
             ws.cell(row=line, column=5).font = _SMALL
@@ -130,11 +174,12 @@ def sources_sheet(ws: Worksheet, record: Mapping[str, Any], used: pd.DataFrame) 
     if parameters:
         put(ws, row, 1, "Parameters", font=LABEL_FONT)
         frame = pd.DataFrame(parameters, columns=["name", "value"])
-        after = write_frame(ws, frame, row + 1, "Parameters")
+        # in the wide columns: a name such as scenario.workloads[0].requests_per_s prints whole
+        after = write_frame(ws, frame, row + 1, "Parameters", first_column=2)
         for line in range(row + 2, after):
-            if len(str(ws.cell(row=line, column=2).value or "")) > _SOURCE_WIDTHS[2] + _SOURCE_WIDTHS[3]:
-                ws.merge_cells(start_row=line, start_column=2, end_row=line, end_column=5)
-                wrap(ws, ws.cell(row=line, column=2), sum(_SOURCE_WIDTHS[c] for c in range(2, 6)))
+            if len(str(ws.cell(row=line, column=3).value or "")) > _SOURCE_WIDTHS[3]:
+                wrap(ws, ws.cell(row=line, column=3), _SOURCE_WIDTHS[3])
+                ws.cell(row=line, column=2).alignment = _TOP
     set_widths(ws, _SOURCE_WIDTHS)
     return PageOptions()
 

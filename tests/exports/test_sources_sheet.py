@@ -1,0 +1,81 @@
+"""The Sources sheet lists every catalog row a workbook used, whole and legible in print: keys
+that differ in their last part are written once with braces, a long list goes on over further
+rows (a cell taller than a spreadsheet row would hide its end), and the parameters' names sit
+in a column wide enough for them."""
+
+from __future__ import annotations
+
+import re
+
+import openpyxl
+import pandas as pd
+import pytest
+
+from fleetplan.exports.plan_workbook import build_plan_book
+from fleetplan.exports.xlsx_sources import MAX_KEYS_TEXT, compact_keys, sources_table
+
+
+def _expanded(cell: str) -> list[str]:
+    """The keys a Sources cell stands for (``a/{b,c}`` is ``a/b`` and ``a/c``)."""
+    keys = []
+    for part in re.findall(r"[^,{}]*\{[^}]*\}|[^,]+", cell):
+        part = part.strip(", ")
+        found = re.fullmatch(r"(.*)\{(.*)\}", part)
+        keys += [found.group(1) + last for last in found.group(2).split(",")] if found else [part]
+    return keys
+
+
+@pytest.fixture(scope="module")
+def sources(example_plan, tmp_path_factory):
+    path = build_plan_book(example_plan).save(tmp_path_factory.mktemp("plan") / "plan.xlsx")
+    return openpyxl.load_workbook(path)["Sources"]
+
+
+def _table_rows(ws, header: str) -> list[tuple]:
+    rows = list(ws.iter_rows(values_only=True))
+    start = next(i for i, row in enumerate(rows) if header in row)
+    column = rows[start].index(header)
+    found = []
+    for row in rows[start + 1:]:
+        if row[column] in (None, ""):
+            break
+        found.append(row)
+    return found
+
+
+def test_compact_keys_stand_for_exactly_the_keys_given():
+    keys = ["vllm/h100-sxm/gemm/bf16", "vllm/h100-sxm/gemm/fp8", "*/l4/attention/*",
+            "h100-sxm/aws/us-east-1/on_demand", "h100-sxm/aws/us-east-1/spot", "l4"]
+    compact = compact_keys(keys)
+    assert compact == ["vllm/h100-sxm/gemm/{bf16,fp8}", "*/l4/attention/*",
+                       "h100-sxm/aws/us-east-1/{on_demand,spot}", "l4"]
+    assert _expanded(", ".join(compact)) == keys
+
+
+def test_a_long_list_of_rows_continues_on_further_rows():
+    keys = [f"vllm@0.{v}/gpu-{g}/gemm/bf16" for v in range(10) for g in range(30)]
+    used = pd.DataFrame({"catalog": "efficiency", "key": keys, "source": "our fit",
+                         "as_of": "2026-11-01"})
+    table = sources_table(used, {"efficiency": {"sha256": "ab" * 32}})
+    assert len(table) > 1 and (table["rows_used"].str.len() <= MAX_KEYS_TEXT).all()
+    assert [k for cell in table["rows_used"] for k in _expanded(cell)] == keys
+    assert (table["source"] == "our fit").all() and (table["sha256"] == "ab" * 32).all()
+
+
+def test_every_row_fits_a_printed_row_and_names_every_efficiency_row(sources, example_plan):
+    rows = _table_rows(sources, "Rows used")
+    efficiency = [k for row in rows if row[0] == "efficiency" for k in _expanded(row[1])]
+    gpus = set(example_plan.fleet["gpu"]) | set(example_plan.candidates["gpu"])
+    for gpu in gpus:  # each GPU planned on has its fitted rows listed, none cut off
+        assert any(f"/{gpu}/gemm/" in key for key in efficiency), gpu
+    assert all(len(str(row[1])) <= MAX_KEYS_TEXT for row in rows)
+    heights = [sources.row_dimensions[r].height or 15 for r in range(1, sources.max_row + 1)]
+    assert max(heights) < 409
+
+
+def test_parameter_names_print_whole(sources):
+    rows = _table_rows(sources, "Name")
+    names = [row[1] for row in rows]
+    assert "scenario.workloads[0].requests_per_s" in names
+    width = sources.column_dimensions["B"].width
+    assert max(len(name) for name in names) <= width
