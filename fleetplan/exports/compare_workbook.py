@@ -339,14 +339,21 @@ def _tco_chart(ws, first: int, last: int, options: int) -> int:
 def _sentences(ws, row: int, ranked: pd.DataFrame, price_rule: str) -> int:
     put(ws, row, 1, "Reserved against on-demand prices", font=LABEL_FONT)
     row += 1
-    for record in ranked.to_dict("records"):
+    for record in ranked.to_dict("records"):  # the GPU id over two columns prints whole
         put(ws, row, 1, record["gpu"], font=LABEL_FONT).alignment = Alignment(vertical="top")
-        ws.merge_cells(start_row=row, start_column=2, end_row=row, end_column=12)
-        wrap(ws, put(ws, row, 2, str(record.get("reserved_vs_on_demand", ""))), 150)
+        ws.merge_cells(start_row=row, start_column=1, end_row=row, end_column=2)
+        ws.merge_cells(start_row=row, start_column=3, end_row=row, end_column=12)
+        wrap(ws, put(ws, row, 3, str(record.get("reserved_vs_on_demand", ""))), 136)
         row += 1
     warnings = sorted({f"{r['gpu']} {k}: {r[f'price_{k}_warning']}" for r in ranked.to_dict("records")
                        for k in RENT_TYPES if r.get(f"price_{k}_warning")})
     notes = ([f"Prices: {price_rule}."] if price_rule else []) + [f"Price warning, {w}." for w in warnings]
+    unowned = [r["gpu"] for r in ranked.to_dict("records") if pd.isna(r.get("tco_3y_buy_usd"))]
+    if unowned:
+        one = len(unowned) == 1
+        notes.append(f"Not priced to buy: {', '.join(unowned)} (the ownership catalog holds no "
+                     f"server for {'it' if one else 'them'}; add one with --catalog), so "
+                     f"{'its' if one else 'their'} power and buy columns show '-'.")
     notes.append("Buying is straight-line depreciation of list prices with no financing cost or resale value.")
     for note in notes:
         ws.merge_cells(start_row=row + 1, start_column=1, end_row=row + 1, end_column=12)

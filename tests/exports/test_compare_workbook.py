@@ -60,6 +60,12 @@ def test_summary_ranks_by_the_lowest_3_year_cost_and_explains_reserved_prices(wo
     texts = " ".join(str(v) for (sheet, _), v in values.items() if sheet == "Summary")
     assert "aws reserves h100-sxm at 1-year $5.42 (21% below aws on-demand $6.88)" in texts
     assert "No reserved price is listed for b200" in texts
+    book = openpyxl.load_workbook(path)["Summary"]
+    label = next(c for row in book.iter_rows() for c in row
+                 if c.value == "Reserved against on-demand prices")
+    gpu_cells = [book.cell(row=label.row + 1 + i, column=1) for i in range(len(ranked))]
+    merged = {str(r) for r in book.merged_cells.ranges}
+    assert all(f"A{c.row}:B{c.row}" in merged for c in gpu_cells)  # a long GPU id prints whole
 
 
 def test_every_price_names_its_provider_date_and_source(workbook):
@@ -92,3 +98,13 @@ def test_raising_a_price_raises_exactly_the_dependent_costs(workbook, libreoffic
     changed = {key for key in before if key[0] == "Options" and after.get(key) != before[key]}
     h100 = _options_cell(book, "h100-sxm", "tp")[1][0]
     assert changed and all(key[1][0] == h100 for key in changed)  # only the h100-sxm column moved
+
+
+def test_a_gpu_no_server_is_listed_for_says_why_it_is_not_priced_to_buy(tmp_path, shipped):
+    table = compare_table(shipped, ("h100-sxm", "l40s"))
+    path = write_compare_xlsx(table, tmp_path / "compare.xlsx", params=PARAMS,
+                              workload={"model": "llama-3.1-70b", "quant": "fp8"}, catalogs=shipped)
+    texts = [c.value for row in openpyxl.load_workbook(path)["Summary"].iter_rows() for c in row
+             if isinstance(c.value, str)]
+    assert ("Not priced to buy: l40s (the ownership catalog holds no server for it; add one with "
+            "--catalog), so its power and buy columns show '-'.") in texts
