@@ -23,6 +23,7 @@ from fleetplan.cli.options import (
 )
 from fleetplan.cli.tables import print_table
 from fleetplan.exports import write_compare
+from fleetplan.exports.compare_workbook import not_priced_to_buy
 from fleetplan.sweeps.rent_or_buy import compare
 
 #: (column, header with unit) shown on the terminal.
@@ -72,7 +73,7 @@ def _print(table, rule: str) -> None:
     caption = "\n".join([*(f"{row['gpu']}: {row['reserved_vs_on_demand']}" for row in table.to_dict("records")),
                          _calibration_line(table),
                          f"Prices: {rule}. Buying: server list prices written off over their life, plus power "
-                         "and hosting."])
+                         "and hosting.", *filter(None, [not_priced_to_buy(table)])])
     print_table("Rent or buy, per GPU option", [header for _, header in SHOWN], rows,
                 numeric=[name != "gpu" for name, _ in SHOWN], caption=caption)
 

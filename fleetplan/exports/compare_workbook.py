@@ -336,6 +336,17 @@ def _tco_chart(ws, first: int, last: int, options: int) -> int:
     return last + 3 + chart_rows(chart.height)
 
 
+def not_priced_to_buy(table: pd.DataFrame) -> str:
+    """The sentence on options with no server to buy ('' when every option has one)."""
+    unowned = [r["gpu"] for r in table.to_dict("records") if pd.isna(r.get("tco_3y_buy_usd"))]
+    if not unowned:
+        return ""
+    one = len(unowned) == 1
+    return (f"Not priced to buy: {', '.join(unowned)} (the ownership catalog holds no server "
+            f"for {'it' if one else 'them'}; add one with --catalog), so "
+            f"{'its' if one else 'their'} power and buy columns show '-'.")
+
+
 def _sentences(ws, row: int, ranked: pd.DataFrame, price_rule: str) -> int:
     put(ws, row, 1, "Reserved against on-demand prices", font=LABEL_FONT)
     row += 1
@@ -348,12 +359,8 @@ def _sentences(ws, row: int, ranked: pd.DataFrame, price_rule: str) -> int:
     warnings = sorted({f"{r['gpu']} {k}: {r[f'price_{k}_warning']}" for r in ranked.to_dict("records")
                        for k in RENT_TYPES if r.get(f"price_{k}_warning")})
     notes = ([f"Prices: {price_rule}."] if price_rule else []) + [f"Price warning, {w}." for w in warnings]
-    unowned = [r["gpu"] for r in ranked.to_dict("records") if pd.isna(r.get("tco_3y_buy_usd"))]
-    if unowned:
-        one = len(unowned) == 1
-        notes.append(f"Not priced to buy: {', '.join(unowned)} (the ownership catalog holds no "
-                     f"server for {'it' if one else 'them'}; add one with --catalog), so "
-                     f"{'its' if one else 'their'} power and buy columns show '-'.")
+    if not_priced_to_buy(ranked):
+        notes.append(not_priced_to_buy(ranked))
     notes.append("Buying is straight-line depreciation of list prices with no financing cost or resale value.")
     for note in notes:
         ws.merge_cells(start_row=row + 1, start_column=1, end_row=row + 1, end_column=12)

@@ -5,6 +5,7 @@ import openpyxl
 import pytest
 
 from fleetplan.catalogs import PRICING_TYPES
+from fleetplan.cli import main
 from fleetplan.exports.compare_workbook import METRICS, write_compare_xlsx
 from tests.exports.samples import (
     assert_recalculation_matches,
@@ -108,3 +109,10 @@ def test_a_gpu_no_server_is_listed_for_says_why_it_is_not_priced_to_buy(tmp_path
              if isinstance(c.value, str)]
     assert ("Not priced to buy: l40s (the ownership catalog holds no server for it; add one with "
             "--catalog), so its power and buy columns show '-'.") in texts
+
+
+def test_the_compare_command_says_why_too(capsys):
+    assert main(["compare", "--model", "llama-3.1-70b", "--gpus", "h100-sxm,l40s",
+                 "--demand-req-s", "20", "--tpot-slo-ms", "50"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "Not priced to buy: l40s (the ownership catalog holds no server for it" in printed
