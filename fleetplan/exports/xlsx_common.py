@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+import weakref
 from collections import defaultdict
 from typing import Any
 
@@ -150,13 +151,56 @@ class Formulas:
 
 
 def style_header(ws: Worksheet, row: int, first_column: int, headers: list[str]) -> None:
-    """Header cells: text, white bold on dark blue, wrapped."""
+    """Header cells: text, white bold on dark blue, wrapped (:func:`fit_header_rows` gives the
+    row the height its wrapped words need once the column widths are known)."""
     for offset, header in enumerate(headers):
         cell = put(ws, row, first_column + offset, header, font=HEADER_FONT)
         cell.fill = HEADER_FILL
         cell.alignment = Alignment(wrap_text=True, vertical="center")
     lines = max((math.ceil(len(str(h)) / 12) for h in headers), default=1)
     ws.row_dimensions[row].height = min(60, max(30, 15 * lines))  # room for wrapped words and units
+    _HEADER_ROWS.setdefault(ws, set()).add((row, first_column, first_column + len(headers) - 1))
+
+
+#: Header rows styled per worksheet: (row, first column, last column).
+_HEADER_ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def wrapped_lines(text: str, width_chars: float) -> int:
+    """Lines ``text`` takes wrapped at word ends in a column ``width_chars`` wide (bold type);
+    a word longer than a line breaks inside it, as spreadsheets break it.
+
+    >>> wrapped_lines("Best throughput per GPU (tokens/s/GPU)", 20), wrapped_lines("GPU", 12)
+    (3, 1)
+    """
+    per_line = max(int(width_chars / 1.15) - 1, 1)  # bold characters are wider, and cells pad
+    lines, used = 1, 0
+    for word in str(text).split():
+        if used and used + 1 + len(word) <= per_line:
+            used += 1 + len(word)
+            continue
+        lines += 1 if used else 0
+        lines += (len(word) - 1) // per_line
+        used = (len(word) - 1) % per_line + 1
+    return lines
+
+
+def fit_header_rows(ws: Worksheet) -> None:
+    """Widen each column of a styled header row of ``ws`` to its header's longest word (up to
+    30 characters: ``(tokens/s/GPU)`` is not broken inside), then give the row the height its
+    widest wrapped header needs."""
+    for row, first, last in _HEADER_ROWS.get(ws, ()):
+        for column in range(first, last + 1):
+            words = str(ws.cell(row=row, column=column).value or "").split()
+            needed = min(max((len(w) for w in words), default=0) * 1.15 + 2, 30.0)
+            dimension = ws.column_dimensions[get_column_letter(column)]
+            if (dimension.width or 8.43) < needed:
+                dimension.width = needed
+        lines = max(wrapped_lines(ws.cell(row=row, column=column).value or "",
+                                  ws.column_dimensions[get_column_letter(column)].width or 8.43)
+                    for column in range(first, last + 1))
+        ws.row_dimensions[row].height = min(409.0, max(ws.row_dimensions[row].height or 15.0,
+                                                       15.0 * lines + 3.0))
 
 
 def table_name(text: str) -> str:

@@ -28,7 +28,7 @@ from openpyxl.utils.cell import get_column_letter
 import fleetplan
 from fleetplan.exports.atomic import atomic_path
 from fleetplan.exports.sanitize import property_text
-from fleetplan.exports.xlsx_common import Formulas
+from fleetplan.exports.xlsx_common import Formulas, fit_header_rows
 from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, setup_sheet
 from fleetplan.exports.xlsx_rows import BulkSheet
 
@@ -71,6 +71,8 @@ class Book:
     def save(self, path: str | os.PathLike) -> Path:
         """Write the finished workbook to ``path`` atomically."""
         self.setup_pages()
+        for ws in self.wb.worksheets:
+            fit_header_rows(ws)
         self.wb.calculation.fullCalcOnLoad = True
         buffer = io.BytesIO()
         self.wb.save(buffer)

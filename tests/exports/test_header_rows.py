@@ -1,0 +1,45 @@
+"""Header rows print whole: every column is at least as wide as its header's longest word (up to
+30 characters), and every header row is as tall as its most wrapped header needs, whichever
+sheet styled it and whatever widths the sheet set afterwards."""
+
+from __future__ import annotations
+
+import openpyxl
+import pytest
+from openpyxl.utils.cell import get_column_letter
+
+from fleetplan.exports import write_plan, write_sweep
+from fleetplan.exports.xlsx_common import HEADER_FILL, wrapped_lines
+
+
+def _header_cells(book):
+    for ws in book.worksheets:
+        for row in ws.iter_rows():
+            for cell in row:
+                if cell.fill.fgColor.rgb == HEADER_FILL.fgColor.rgb and cell.value:
+                    yield ws, cell
+
+
+@pytest.fixture(params=["sweep", "plan"])
+def book(request, tmp_path, small_sweep, example_plan):
+    if request.param == "sweep":
+        path = write_sweep(small_sweep, tmp_path / "s.xlsx", tpot_slo_ms=20.0)
+    else:
+        path = write_plan(example_plan, tmp_path / "plan.xlsx")
+    return openpyxl.load_workbook(path)
+
+
+def test_headers_fit_their_columns_and_rows(book):
+    cells = list(_header_cells(book))
+    assert len(cells) > 20
+    for ws, cell in cells:
+        width = ws.column_dimensions[get_column_letter(cell.column)].width or 8.43
+        longest = max(len(word) for word in str(cell.value).split())
+        assert width >= min(longest * 1.15 + 2, 30.0) - 1e-9, (ws.title, cell.coordinate)
+        height = ws.row_dimensions[cell.row].height or 15.0
+        assert height >= 15.0 * wrapped_lines(cell.value, width), (ws.title, cell.coordinate)
+
+
+def test_a_long_header_word_takes_lines_of_its_own():
+    assert wrapped_lines("Best throughput per GPU (tokens/s/GPU)", 12) == 5
+    assert wrapped_lines("Rows", 6) == 1 and wrapped_lines("", 10) == 1
