@@ -7,6 +7,8 @@ measured. A name without a label here reads as its words (``gpus_peak`` -> ``Gpu
 
 from __future__ import annotations
 
+import re
+
 from fleetplan.exports.units import unit_of
 
 LABELS: dict[str, str] = {
@@ -44,7 +46,7 @@ LABELS: dict[str, str] = {
     "hours": "Hours", "value": "Value", "limit": "Limit", "unit": "Unit", "change": "Change tried",
     # money
     "usd_per_gpu_hour": "Price", "usd_per_hour": "Price per replica", "usd_per_month": "Cost",
-    "usd_per_year": "Cost per year", "usd_total": "Cost over the horizon", "usd": "Cost",
+    "usd_per_year": "Cost", "usd_total": "Cost over the horizon", "usd": "Cost",
     "idle_usd_per_month": "Idle GPUs", "saving_usd_per_month": "Saving",
     "usd_per_m_output_tokens": "Cost per 1M output tokens", "usd_per_m_total_tokens": "Cost per 1M tokens",
     "usd_per_m_tokens": "Cost per 1M tokens", "usd_per_k_requests": "Cost per 1k requests",
@@ -127,13 +129,14 @@ def label_of(name: str) -> str:
 def header_of(name: str, unit: str | None = None) -> str:
     """A workbook header: plain words plus the unit, e.g. ``Cost (USD/month)``.
 
-    >>> header_of("tpot_ms"), header_of("gpu")
-    ('Time per output token (ms)', 'GPU')
+    >>> header_of("tpot_ms"), header_of("gpu"), header_of("solve_seconds"), header_of("gpus_peak")
+    ('Time per output token (ms)', 'GPU', 'Solve time (s)', 'GPUs at peak')
     """
     statistic = _statistic(name)
     base = statistic[0] if statistic else name
     unit = _EXTRA_UNITS.get(base, unit_of(base)) if unit is None else unit
     unit = _SHOWN_UNITS.get(unit, unit)
     label = label_of(name)
-    said = unit.lower().replace("/", " per ") in label.lower()  # "GPUs at peak" needs no "(GPUs)"
+    # "GPUs at peak" needs no "(GPUs)"; a unit of one letter ("s") is a word of its own
+    said = re.search(rf"\b{re.escape(unit.lower().replace('/', ' per '))}\b", label.lower())
     return f"{label} ({unit})" if unit and not said else label

@@ -16,6 +16,7 @@ _NAME_UNITS: tuple[tuple[str, str], ...] = (
     ("usd_per_hour", "USD/hour"),
     ("saving_usd_per_month", "USD/month"),
     ("usd_per_month", "USD/month"),
+    ("usd_per_year", "USD/year"),
     ("usd_total", "USD"),
     ("usd_per_m_output_tokens", "USD/1M tokens"),
     ("usd_per_m_total_tokens", "USD/1M tokens"),

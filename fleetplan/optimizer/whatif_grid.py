@@ -281,12 +281,13 @@ def summary_row(case: dict, *, status: str, gap: float, usd_per_month: float,
     row = {**case, "status": status, "gap": gap, "usd_per_month": usd_per_month,
            "usd_per_year": usd_per_month * 12.0,
            "usd_per_m_tokens": usd_per_month / tokens * 1e6 if tokens else np.nan,
-           "gpus_peak": float(gpus_peak.sum()) if len(gpus_peak) else 0.0,
+           # whole GPUs summed from solver values: the float noise is dropped, not the value
+           "gpus_peak": round(float(gpus_peak.sum()), 6) if len(gpus_peak) else 0.0,
            "served_fraction_min": float(served_fraction.min())
            if served_fraction is not None else np.nan,
            "solve_seconds": solve_seconds, "message": message}
     for gpu, peak in gpus_peak.items():
-        row[f"gpus_{gpu}"] = float(peak)
+        row[f"gpus_{gpu}"] = round(float(peak), 6)
     return row
 
 

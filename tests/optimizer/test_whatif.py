@@ -26,6 +26,7 @@ from fleetplan.optimizer.whatif_grid import (
     expand,
     load_grid,
     scaled_catalogs,
+    summary_row,
 )
 from fleetplan.optimizer.whatif_solving import solve_case
 from fleetplan.optimizer.whatif_variants import group_chunks
@@ -355,3 +356,11 @@ def test_a_catalog_rewritten_at_the_same_size_and_time_is_read_again(tmp_path):
     prices = [c.prices.set_index(["gpu", "provider"]).loc[("h100-sxm", "own"), "usd_per_gpu_hour"]
               for c in (first, second)]
     assert prices == [4.10, 4.20]
+
+
+def test_gpu_counts_of_a_result_row_are_whole_numbers():
+    # peak GPUs summed from solver values carry float noise (26.999999999999); the row does not
+    peaks = pd.Series({"h100-sxm": 27.00000000000025, "l40s": 4.999999999999462})
+    row = summary_row({}, status="optimal", gap=0.0, usd_per_month=1.0, tokens_per_month=None,
+                      served_fraction=None, gpus_peak=peaks, solve_seconds=0.1, message="")
+    assert (row["gpus_peak"], row["gpus_h100-sxm"], row["gpus_l40s"]) == (32.0, 27.0, 5.0)
