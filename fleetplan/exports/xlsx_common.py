@@ -116,6 +116,15 @@ def put(ws: Worksheet, row: int, column: int, value: Any, number_format: str | N
     return cell
 
 
+def indent_text(cell: Cell) -> Cell:
+    """Indent a text cell of a table by one character, so it never runs into the right-aligned
+    number beside it (``$0.1079measured``)."""
+    if isinstance(cell.value, str) and cell.data_type == "s":
+        old = cell.alignment
+        cell.alignment = Alignment(indent=1, wrap_text=old.wrap_text, vertical=old.vertical)
+    return cell
+
+
 def put_input(ws: Worksheet, row: int, column: int, value: Any, number_format: str) -> Cell:
     """Write an editable input: blue on yellow with a thin border."""
     cell = put(ws, row, column, value, number_format, INPUT_FONT)

@@ -22,6 +22,7 @@ from fleetplan.exports.labels import header_of
 from fleetplan.exports.xlsx_common import (
     add_table,
     define_name,
+    indent_text,
     plain_value,
     put,
     put_input,
@@ -101,6 +102,8 @@ def write_live_table(book: Book, ws: Worksheet, first_row: int, columns: list[Li
         number = first_column + offset
         for position in range(rows):
             _write_cell(book, ws, first_row + 1 + position, number, column, position)
+            if offset:
+                indent_text(ws.cell(row=first_row + 1 + position, column=number))
         if widths is not None:
             sample = list(column.values[:100])
             widths[number] = max(widths.get(number, 0),

@@ -21,6 +21,7 @@ from fleetplan.exports.xlsx_common import (
     add_table,
     define_name,
     defined_name,
+    indent_text,
     number_format_for,
     put,
     put_input,
@@ -151,7 +152,9 @@ def write_frame(ws: Worksheet, frame: pd.DataFrame, first_row: int, table: str,
     formats = [(formats or {}).get(str(c)) or _format_of(frame[c]) for c in frame.columns]
     for offset, row in enumerate(frame.itertuples(index=False), start=1):
         for position, value in enumerate(row):
-            put(ws, first_row + offset, first_column + position, value, formats[position])
+            cell = put(ws, first_row + offset, first_column + position, value, formats[position])
+            if position:
+                indent_text(cell)
     if headers:
         add_table(ws, table, first_row, first_column, headers, len(frame))
     if widths is not None:

@@ -1,15 +1,18 @@
 """Header rows print whole: every column is at least as wide as its header's longest word (up to
 30 characters), and every header row is as tall as its most wrapped header needs, whichever
-sheet styled it and whatever widths the sheet set afterwards."""
+sheet styled it and whatever widths the sheet set afterwards; text beside a number is indented
+so the two never run together."""
 
 from __future__ import annotations
 
 import openpyxl
+import pandas as pd
 import pytest
 from openpyxl.utils.cell import get_column_letter
 
 from fleetplan.exports import write_plan, write_sweep
 from fleetplan.exports.xlsx_common import HEADER_FILL, wrapped_lines
+from fleetplan.exports.xlsx_sheets import write_frame
 
 
 def _header_cells(book):
@@ -43,3 +46,12 @@ def test_headers_fit_their_columns_and_rows(book):
 def test_a_long_header_word_takes_lines_of_its_own():
     assert wrapped_lines("Best throughput per GPU (tokens/s/GPU)", 12) == 5
     assert wrapped_lines("Rows", 6) == 1 and wrapped_lines("", 10) == 1
+
+
+def test_text_beside_a_number_is_indented(tmp_path):
+    book = openpyxl.Workbook()
+    ws = book.active
+    write_frame(ws, pd.DataFrame({"gpu": ["l40s"], "usd_per_hour": [0.86],
+                                  "calibration": ["measured"]}), 1, "T")
+    assert ws["A2"].alignment.indent == 0  # the first column starts at the table's edge
+    assert ws["C2"].alignment.indent == 1 and ws["B2"].alignment.indent == 0
