@@ -9,6 +9,7 @@ import pandas as pd
 import typer
 
 from fleetplan.catalogs import DEFAULT_MAX_PRICE_AGE_DAYS, DEFAULT_PRICE_RULE
+from fleetplan.catalogs.input_files import read_csv_table
 from fleetplan.cli.options import (
     CatalogOption,
     DequantOption,
@@ -230,14 +231,12 @@ def _single_case(gpu, model, quant, kv_quant, tp, input_len, output_len, batch, 
 
 
 def _read_cases(path: Path) -> pd.DataFrame:
-    if not path.is_file():
+    """The cases table, read as every user file is (text, size, separator checked)."""
+    if not path.is_file() and not path.is_dir():
         message = f"cases file {path} does not exist"
         raise InvalidValueError(message)
-    try:
-        return pd.read_csv(path, dtype={"gpu": str, "model": str, "quant": str, "kv_quant": str, "mode": str})
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
-        message = f"cases file {path} is not a readable CSV: {str(error).splitlines()[0]}"
-        raise InvalidValueError(message) from None
+    return read_csv_table(path, "cases file",
+                          dtype={"gpu": str, "model": str, "quant": str, "kv_quant": str, "mode": str})
 
 
 def _print_estimate(result: pd.DataFrame) -> None:

@@ -143,3 +143,19 @@ def test_sweep_lever_axis(capsys):
     assert code == 0
     df = pd.read_csv(io.StringIO(out))
     assert sorted(df["spec_tokens"]) == [0, 2, 4]
+
+
+@pytest.mark.parametrize(("content", "match"), [
+    ("gpu;model;quant;tp;input_len;output_len\nh100-sxm;llama-3.1-8b;bf16;1;100;50\n",
+     "cases.csv: its values are separated by ';', not commas"),
+    ("\x00binary", "cases.csv: binary data, not text"),
+    (None, "cases.csv: is a folder, not a cases file"),
+])
+def test_a_cases_file_is_read_as_every_user_file_is(capsys, tmp_path, content, match):
+    path = tmp_path / "cases.csv"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_text(content)
+    code, _, err = run(capsys, "estimate", "--cases", str(path))
+    assert code == 2 and match in err and len(err.strip().splitlines()) == 1
