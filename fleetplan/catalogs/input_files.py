@@ -35,7 +35,8 @@ MAX_TABLE_BYTES = 200 * 2**20
 MAX_YAML_NODES = 1_000_000
 
 
-def _check_file(path: Path, what: str, error: type[FleetplanError], max_bytes: int) -> None:
+def check_file(path: Path, what: str, error: type[FleetplanError], max_bytes: int) -> None:
+    """Refuse a missing file, a folder or one larger than ``max_bytes``, naming the file."""
     if not path.exists():
         message = f"{path}: {what} not found"
         raise error(message)
@@ -72,7 +73,7 @@ def read_text(path: str | os.PathLike, what: str = "file", *, error: type[Fleetp
               max_bytes: int = MAX_TABLE_BYTES) -> str:
     """The UTF-8 text of a user's file, or one ``error`` line naming the file and the problem."""
     path = Path(path)
-    _check_file(path, what, error, max_bytes)
+    check_file(path, what, error, max_bytes)
     return decode_text(path.read_bytes(), str(path), error)
 
 

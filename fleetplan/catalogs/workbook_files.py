@@ -17,6 +17,7 @@ from pathlib import Path
 import openpyxl
 import pandas as pd
 
+from fleetplan.catalogs.input_files import MAX_TABLE_BYTES, check_file
 from fleetplan.errors import CatalogError
 
 #: Workbook suffixes read as catalog files.
@@ -25,6 +26,7 @@ EXCEL_SUFFIXES = (".xlsx", ".xlsm")
 
 def read_workbook(path: Path) -> dict[str | None, pd.DataFrame]:
     """``{sheet name: frame of cell texts}`` of a catalog workbook, the first row as header."""
+    check_file(path, "catalog workbook", CatalogError, MAX_TABLE_BYTES)
     try:
         sheets = pd.read_excel(path, sheet_name=None, dtype=object, header=0,
                                keep_default_na=False, na_values=[], engine="openpyxl")

@@ -11,7 +11,7 @@ import openpyxl
 import pandas as pd
 import pytest
 
-from fleetplan.catalogs import load_catalogs
+from fleetplan.catalogs import load_catalogs, workbook_files
 from fleetplan.errors import CatalogError
 from tests.catalogs.conftest import FIXTURE_DATA
 
@@ -275,4 +275,11 @@ def test_a_huge_number_is_shown_short(tmp_path):
     path = _price_sheet(tmp_path / "quote.xlsx", {"usd_per_gpu_hour": 1e308})
     with pytest.raises(CatalogError, match=r"column usd_per_gpu_hour: must be <= 1000, got "
                                            r"1e\+308$"):
+        load_catalogs([path], data_dir=FIXTURE_DATA)
+
+
+def test_a_workbook_larger_than_the_limit_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    path = _price_sheet(tmp_path / "quote.xlsx", {})
+    monkeypatch.setattr(workbook_files, "MAX_TABLE_BYTES", 1000)
+    with pytest.raises(CatalogError, match=r"quote.xlsx: catalog workbook is larger than"):
         load_catalogs([path], data_dir=FIXTURE_DATA)
