@@ -30,7 +30,6 @@ from fleetplan.catalogs.checks import ORIGIN_COLUMNS, ORIGIN_FILE, ORIGIN_ROW, r
 from fleetplan.catalogs.input_files import csv_frame, read_text
 from fleetplan.catalogs.prices import OVERRIDE
 from fleetplan.catalogs.registry import Catalogs
-from fleetplan.catalogs.workbook_files import EXCEL_SUFFIXES, read_workbook, refuse_blank_header
 from fleetplan.catalogs.schema import (
     CATALOG_NAMES,
     INDEXED_CATALOGS,
@@ -42,6 +41,7 @@ from fleetplan.catalogs.schema import (
 from fleetplan.catalogs.schema import (
     data_dir as package_data_dir,
 )
+from fleetplan.catalogs.workbook_files import EXCEL_SUFFIXES, read_workbook, refuse_blank_header
 from fleetplan.errors import CatalogError, UnknownNameError
 
 logger = logging.getLogger(__name__)

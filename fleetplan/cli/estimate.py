@@ -232,7 +232,7 @@ def _single_case(gpu, model, quant, kv_quant, tp, input_len, output_len, batch, 
 
 def _read_cases(path: Path) -> pd.DataFrame:
     """The cases table, read as every user file is (text, size, separator checked)."""
-    if not path.is_file() and not path.is_dir():
+    if not path.exists():
         message = f"cases file {path} does not exist"
         raise InvalidValueError(message)
     return read_csv_table(path, "cases file",

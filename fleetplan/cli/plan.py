@@ -152,8 +152,8 @@ def plan_command(
     output = output if output is not None else Path(DEFAULT_OUTPUT)
     kept_s = partial(plan_writing_s, suffix=output.suffix, printing=not quiet,
                      focus=focus is not None)
-    with within(None if scenario is None else str(scenario), SCENARIO_FIELD), \
-            relocated(CURRENT_ROW, csv_line):
+    with (within(None if scenario is None else str(scenario), SCENARIO_FIELD),
+          relocated(CURRENT_ROW, csv_line)):
         plan = plan_scenario(loaded, what_if=what_if, spent_s=command_elapsed_s(), kept_s=kept_s)
     written = write_plan_file(plan, output, first_month)
     if not quiet:

@@ -359,8 +359,7 @@ def _sentences(ws, row: int, ranked: pd.DataFrame, price_rule: str) -> int:
     warnings = sorted({f"{r['gpu']} {k}: {r[f'price_{k}_warning']}" for r in ranked.to_dict("records")
                        for k in RENT_TYPES if r.get(f"price_{k}_warning")})
     notes = ([f"Prices: {price_rule}."] if price_rule else []) + [f"Price warning, {w}." for w in warnings]
-    if not_priced_to_buy(ranked):
-        notes.append(not_priced_to_buy(ranked))
+    notes += [note for note in (not_priced_to_buy(ranked),) if note]
     notes.append("Buying is straight-line depreciation of list prices with no financing cost or resale value.")
     for note in notes:
         ws.merge_cells(start_row=row + 1, start_column=1, end_row=row + 1, end_column=12)

@@ -15,8 +15,8 @@ from openpyxl.chart.shapes import GraphicalProperties
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports.csv import write_csv
 from fleetplan.exports.labels import header_of, label_of
-from fleetplan.exports.units import unit_of
 from fleetplan.exports.provenance import provenance
+from fleetplan.exports.units import unit_of
 from fleetplan.exports.xlsx_common import set_widths, title_block
 from fleetplan.exports.xlsx_package import Book, set_properties
 from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, chart_rows

@@ -159,6 +159,12 @@ class Formulas:
         return sum(len(cells) for cells in self.cached.values())
 
 
+#: Header rows styled per worksheet: (row, first column, last column).
+_HEADER_ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: A spreadsheet's width of a column given none [characters].
+DEFAULT_WIDTH = 8.43
+
+
 def style_header(ws: Worksheet, row: int, first_column: int, headers: list[str]) -> None:
     """Header cells: text, white bold on dark blue, wrapped (:func:`fit_header_rows` gives the
     row the height its wrapped words need once the column widths are known)."""
@@ -170,9 +176,6 @@ def style_header(ws: Worksheet, row: int, first_column: int, headers: list[str])
     ws.row_dimensions[row].height = min(60, max(30, 15 * lines))  # room for wrapped words and units
     _HEADER_ROWS.setdefault(ws, set()).add((row, first_column, first_column + len(headers) - 1))
 
-
-#: Header rows styled per worksheet: (row, first column, last column).
-_HEADER_ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def wrapped_lines(text: str, width_chars: float) -> int:
@@ -203,10 +206,11 @@ def fit_header_rows(ws: Worksheet) -> None:
             words = str(ws.cell(row=row, column=column).value or "").split()
             needed = min(max((len(w) for w in words), default=0) * 1.15 + 2, 30.0)
             dimension = ws.column_dimensions[get_column_letter(column)]
-            if (dimension.width or 8.43) < needed:
+            if (dimension.width or DEFAULT_WIDTH) < needed:
                 dimension.width = needed
         lines = max(wrapped_lines(ws.cell(row=row, column=column).value or "",
-                                  ws.column_dimensions[get_column_letter(column)].width or 8.43)
+                                  ws.column_dimensions[get_column_letter(column)].width
+                                  or DEFAULT_WIDTH)
                     for column in range(first, last + 1))
         ws.row_dimensions[row].height = min(409.0, max(ws.row_dimensions[row].height or 15.0,
                                                        15.0 * lines + 3.0))

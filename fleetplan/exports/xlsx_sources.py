@@ -77,10 +77,11 @@ def sources_table(used: pd.DataFrame, versions: Mapping[str, Any]) -> pd.DataFra
     a list of rows longer than :data:`MAX_KEYS_TEXT` characters is continued on further rows."""
     if used.empty:
         return pd.DataFrame(columns=["catalog", "rows_used", "source", "as_of", "sha256"])
-    grouped = used.groupby(["catalog", "source", "as_of"], sort=False)["key"].agg(
-        lambda keys: _key_lines(compact_keys(list(dict.fromkeys(keys))))).rename(
-        "rows_used").reset_index()
-    grouped = grouped.explode("rows_used", ignore_index=True)
+    def pieces(keys: pd.Series) -> list[str]:
+        return _key_lines(compact_keys(list(dict.fromkeys(keys))))
+
+    grouped = used.groupby(["catalog", "source", "as_of"], sort=False)["key"].agg(pieces)
+    grouped = grouped.rename("rows_used").reset_index().explode("rows_used", ignore_index=True)
     sha = {name: str((info or {}).get("sha256", "")) for name, info in versions.items()}
     grouped["sha256"] = grouped["catalog"].map(sha).fillna("")
     return grouped[["catalog", "rows_used", "source", "as_of", "sha256"]]
