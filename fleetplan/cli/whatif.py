@@ -20,13 +20,20 @@ from fleetplan.cli.options import (
 )
 from fleetplan.cli.plan import with_price_options
 from fleetplan.cli.progress import progress_bar
-from fleetplan.errors import FleetplanError, InvalidValueError, one_line
+from fleetplan.errors import FleetplanError, InvalidValueError, one_line, within
 from fleetplan.exports import write_plan
 from fleetplan.exports.whatif_cache import run_grid
 from fleetplan.exports.whatif_outputs import write_grid
-from fleetplan.optimizer.scenario_files import validate_scenario
+from fleetplan.optimizer.candidates import canonical_names
+from fleetplan.optimizer.scenario_files import SCENARIO_FIELD, validate_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario
-from fleetplan.optimizer.whatif_grid import check_capped_gpus, check_gpu_ids, expand, load_grid
+from fleetplan.optimizer.whatif_grid import (
+    GRID_FIELD,
+    check_capped_gpus,
+    check_gpu_ids,
+    expand,
+    load_grid,
+)
 from fleetplan.sweeps.distributed import dask_client
 
 
@@ -53,6 +60,28 @@ def whatif_command(
     grid, base = load_grid(grid_file)
     base = with_price_options(base, catalog, price_choice, provider, region, max_price_age_days, mix_providers)
     catalogs = _catalogs(base)
+    # checks made after the files were read name the file whose field they are about
+    base_file = "example scenario" if grid.base == "example" else str(grid_file.parent / grid.base)
+    with within(base_file, SCENARIO_FIELD), within(str(grid_file), GRID_FIELD):
+        if catalogs is not None:  # a base the catalogs refuse would fail every case the same way
+            canonical_names(validate_scenario(base, source=base_file), catalogs)
+        results, cases, plan = _solved(grid, base, catalogs, output, workers, scheduler, resume,
+                                       base_plan)
+    axes = list(dict.fromkeys(column for case in cases for column in case if column != "name"))
+    write_grid(results, output, axes=axes, base_fleet=None if plan is None else plan.fleet,
+               metadata={"grid": str(grid_file), "cases": len(cases), "base": grid.base,
+                         "price_rule": (base.get("fleet") or {}).get("price_rule", "cheapest")},
+               base_usd_per_month=None if plan is None else plan.usd_per_month,
+               catalogs=catalogs,
+               prices_used=None if plan is None else plan.assumptions.get("prices_used"))
+    failed = int((~results["status"].isin(["optimal", "time_limit"])).sum())
+    typer.echo(f"wrote {output}: {len(results)} scenarios, {failed} infeasible or failed", err=True)
+
+
+def _solved(grid, base, catalogs, output: Path, workers: int, scheduler: str | None, resume: bool,
+            base_plan: bool):
+    """The grid's cases solved (resumed from ``OUTPUT.cases/`` unless not ``resume``), the cases
+    and the base scenario's full plan (None without ``base_plan``)."""
     if catalogs is not None:
         check_gpu_ids(grid, catalogs.gpus.index)
     check_capped_gpus(grid, base)
@@ -66,16 +95,7 @@ def whatif_command(
         results = _run(grid, base, cases, folder, workers, scheduler, update, base.get("catalogs", []))
     finally:
         close()
-    plan = _base_plan(base, output) if base_plan else None
-    axes = list(dict.fromkeys(column for case in cases for column in case if column != "name"))
-    write_grid(results, output, axes=axes, base_fleet=None if plan is None else plan.fleet,
-               metadata={"grid": str(grid_file), "cases": len(cases), "base": grid.base,
-                         "price_rule": (base.get("fleet") or {}).get("price_rule", "cheapest")},
-               base_usd_per_month=None if plan is None else plan.usd_per_month,
-               catalogs=catalogs,
-               prices_used=None if plan is None else plan.assumptions.get("prices_used"))
-    failed = int((~results["status"].isin(["optimal", "time_limit"])).sum())
-    typer.echo(f"wrote {output}: {len(results)} scenarios, {failed} infeasible or failed", err=True)
+    return results, cases, _base_plan(base, output) if base_plan else None
 
 
 def _run(grid, base, cases, folder, workers, scheduler, update, catalogs):

@@ -88,6 +88,10 @@ class Grid(BaseModel):
     cases: list[dict[str, Any]] | None = Field(None, min_length=1, description="Named cases instead of axes")
 
 
+#: The start of an error message about a grid file's field (``axes.max_gpus: ...``).
+GRID_FIELD = r"(" + "|".join(Grid.model_fields) + r")\b[\[.:]"
+
+
 def load_grid(path: str | Path) -> tuple[Grid, dict]:
     """The validated grid and its base scenario as a plain mapping."""
     path = Path(path)

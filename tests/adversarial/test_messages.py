@@ -120,7 +120,15 @@ def test_unknown_whatif_axis_gets_did_you_mean(sandbox):
 def test_unknown_whatif_gpu_in_an_axis(sandbox):
     base = sandbox.scenario("base.yaml")
     grid = sandbox.write("grid.yaml", f"base: {base.name}\naxes:\n  max_gpus: {{l4s: [4]}}\n")
-    sandbox.fails(["whatif", grid, "-o", "grid.csv", "--workers", "1"], 2, r"'l4s'.*did you mean 'l40s'")
+    sandbox.fails(["whatif", grid, "-o", "grid.csv", "--workers", "1"], 2,
+                  re.escape(f"{grid}: axes.max_gpus: ") + r".*'l4s'.*did you mean 'l40s'")
+
+
+def test_an_unknown_gpu_of_a_grids_base_names_the_base_file(sandbox):
+    base = sandbox.scenario("base.yaml", edit=lambda d: d["fleet"].update(gpus=["l40"]))
+    grid = sandbox.write("grid.yaml", f"base: {base.name}\naxes:\n  demand_multiplier: [1.0]\n")
+    sandbox.fails(["whatif", grid, "-o", "grid.csv", "--workers", "1"], 2,
+                  re.escape(f"{base}: fleet.gpus[0].id: unknown gpu 'l40'; did you mean"))
 
 
 def test_numbers_are_shown_as_written(sandbox):
@@ -141,4 +149,5 @@ def test_unknown_gpu_in_an_allowed_set(sandbox):
     base = sandbox.scenario("base.yaml")
     grid = sandbox.write("grid.yaml", f"base: {base.name}\naxes:\n  allowed_gpus: {{nv: [l40s, h100-sx]}}\n")
     sandbox.fails(["whatif", grid, "-o", "grid.csv", "--workers", "1"], 2,
-                  r"axes\.allowed_gpus\.nv: unknown gpu 'h100-sx'; did you mean 'h100-sxm'")
+                  re.escape(f"{grid}: ") + r"axes\.allowed_gpus\.nv: unknown gpu 'h100-sx'; "
+                  r"did you mean 'h100-sxm'")

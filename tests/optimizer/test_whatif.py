@@ -149,7 +149,8 @@ def test_a_cap_on_a_gpu_no_case_allows_is_refused_before_any_case_runs(tmp_path,
     grid = grid_file(tmp_path, "axes:\n  demand_multiplier: [1, 2]\n  max_gpus: {h200: [8]}\n")
     assert main(["whatif", str(grid), "-o", str(tmp_path / "g.xlsx"), "--no-base-plan"]) == 2
     err = capsys.readouterr().err
-    assert "error: axes.max_gpus.h200: the base scenario's fleet.gpus has no h200 (it has " in err
+    assert (f"error: {grid}: axes.max_gpus.h200: the base scenario's fleet.gpus has no h200 "
+            f"(it has ") in err
     assert not (tmp_path / "g.xlsx.cases").exists()
     allowed = grid_file(tmp_path, "axes:\n  max_gpus: {h200: [8]}\n"
                                   "  allowed_gpus: {more: [h200, l40s]}\n")
