@@ -137,6 +137,22 @@ def relocated(pattern: str, where: Callable[[int], str] | None) -> Iterator[None
         raise type(error)(where(int(found.group(1))) + str(error)[found.end():]) from None
 
 
+#: File names an error message may begin with (``fleet.csv: line 2: ...``).
+_FILE_NAME = r"\S+\.(?:csv|tsv|txt|ya?ml|toml|json|xlsx|xlsm|parquet):"
+
+
+def field_pattern(fields: Iterable[str]) -> str:
+    """A regular expression for a message that begins with a path of one of ``fields``
+    (``fleet.gpus[0].id: ...``), not with a file's name that starts like one (``fleet.csv:``).
+
+    >>> import re
+    >>> [bool(re.match(field_pattern(["fleet"]), m)) for m in ("fleet.gpus[0]: x", "fleet.csv: x")]
+    [True, False]
+    """
+    names = "|".join(re.escape(field) for field in fields)
+    return rf"(?!{_FILE_NAME})(?:{names})\b[\[.:]"
+
+
 @contextlib.contextmanager
 def within(source: str | None, pattern: str) -> Iterator[None]:
     """Re-raise a :class:`FleetplanError` whose message begins with ``pattern`` (a regular

@@ -17,7 +17,7 @@ import pandas as pd
 from pydantic import BaseModel, ValidationError
 
 from fleetplan.catalogs.input_files import csv_frame, read_mapping, read_text
-from fleetplan.errors import ScenarioError
+from fleetplan.errors import ScenarioError, field_pattern
 from fleetplan.optimizer.profile_checks import MAX_PROFILE_HOURS, check_profile, check_profile_cycle
 from fleetplan.optimizer.scenario import MAX_WORKLOADS, Scenario
 
@@ -30,7 +30,7 @@ _BOUND_KEYS = {"greater_than": "gt", "greater_than_equal": "ge", "less_than": "l
 #: How a message about a whole mapping, not one of its fields, begins.
 TOP_LEVEL = "(top level): "
 #: The start of an error message about a scenario's field (``fleet.gpus[0].id: ...``).
-SCENARIO_FIELD = r"(" + "|".join(Scenario.model_fields) + r")\b[\[.:]"
+SCENARIO_FIELD = field_pattern(Scenario.model_fields)
 
 
 def field_path(location: tuple) -> str:

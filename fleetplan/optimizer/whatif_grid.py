@@ -37,7 +37,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetplan.catalogs import Catalogs
-from fleetplan.errors import ScenarioError, did_you_mean
+from fleetplan.errors import ScenarioError, did_you_mean, field_pattern
 from fleetplan.optimizer.example import example_data
 from fleetplan.optimizer.fleet_plan import FleetPlan
 from fleetplan.optimizer.scenario_files import error_message, read_data
@@ -89,7 +89,7 @@ class Grid(BaseModel):
 
 
 #: The start of an error message about a grid file's field (``axes.max_gpus: ...``).
-GRID_FIELD = r"(" + "|".join(Grid.model_fields) + r")\b[\[.:]"
+GRID_FIELD = field_pattern(Grid.model_fields)
 
 
 def load_grid(path: str | Path) -> tuple[Grid, dict]:

@@ -151,3 +151,20 @@ def test_unknown_gpu_in_an_allowed_set(sandbox):
     sandbox.fails(["whatif", grid, "-o", "grid.csv", "--workers", "1"], 2,
                   re.escape(f"{grid}: ") + r"axes\.allowed_gpus\.nv: unknown gpu 'h100-sx'; "
                   r"did you mean 'h100-sxm'")
+
+
+def test_a_file_named_like_a_field_is_named_once(sandbox, monkeypatch):
+    # a current-fleet CSV called fleet.csv, a scenario called fleet.yaml, given by relative
+    # names: each error names its own file once, and a file's name is never taken for a field
+    monkeypatch.chdir(sandbox.folder)
+    sandbox.scenario("fleet.yaml", edit=lambda d: d["fleet"].update(gpus=["l40"]))
+    sandbox.fails(["plan", "fleet.yaml", "-q", "-o", "plan.json"], 2,
+                  "^" + re.escape("error: fleet.yaml: fleet.gpus[0].id: unknown gpu 'l40'"))
+    sandbox.write("fleet.csv", "gpu,pricing_type,count\nh10,owned,2\n")
+    sandbox.scenario("s.yaml")
+    sandbox.fails(["plan", "s.yaml", "--current", "fleet.csv", "-q", "-o", "plan.json"], 2,
+                  "^" + re.escape("error: fleet.csv: line 2: gpu: unknown gpu 'h10'"))
+    sandbox.scenario("base.yaml", edit=lambda d: d["fleet"].update(gpus=["l40"]))
+    sandbox.write("axes.yaml", "base: base.yaml\naxes:\n  demand_multiplier: [1.0]\n")
+    sandbox.fails(["whatif", "axes.yaml", "-o", "grid.csv", "--workers", "1"], 2,
+                  "^" + re.escape("error: base.yaml: fleet.gpus[0].id: unknown gpu 'l40'"))
