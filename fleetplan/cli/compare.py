@@ -23,7 +23,7 @@ from fleetplan.cli.options import (
 )
 from fleetplan.cli.tables import print_table
 from fleetplan.exports import write_compare
-from fleetplan.exports.compare_workbook import not_priced_to_buy
+from fleetplan.exports.compare_summary import not_priced_to_buy
 from fleetplan.sweeps.rent_or_buy import compare
 
 #: (column, header with unit) shown on the terminal.

@@ -241,15 +241,15 @@ def ape_summary(frame: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 
 #: id column -> (catalog kind, the column holding the name as the source wrote it)
-_NAMED = {"gpu": ("gpu", "gpu_name"), "model": ("model", "model_name"),
-          "quant": ("quant", "precision_weights"), "kv_quant": ("quant", "precision_kv")}
+NAMED_COLUMNS = {"gpu": ("gpu", "gpu_name"), "model": ("model", "model_name"),
+                 "quant": ("quant", "precision_weights"), "kv_quant": ("quant", "precision_kv")}
 
 
 def unknown_names(frame: pd.DataFrame, catalogs: Catalogs) -> list[str]:
     """One line per name of ``frame`` (measurements with ids) that no catalog holds, with its row
     count and the closest ids: such rows are kept but not predicted."""
     notes = []
-    for column, (kind, written) in _NAMED.items():
+    for column, (kind, written) in NAMED_COLUMNS.items():
         known = catalogs.table(kind).index
         unknown = frame[~frame[column].isin(known)]
         if column == "kv_quant":  # a row of unknown weights has no default KV precision either

@@ -23,7 +23,13 @@ from fleetplan.sweeps.efficiencies import CALIBRATION_LABELS
 from fleetplan.sweeps.fitted_catalog import efficiency_rows
 from fleetplan.sweeps.fitting import fit, priors_only
 from fleetplan.sweeps.inputs import catalog_or_default
-from fleetplan.sweeps.measurements import ape_summary, load_measurements, predictable, with_ids
+from fleetplan.sweeps.measurements import (
+    NAMED_COLUMNS,
+    ape_summary,
+    load_measurements,
+    predictable,
+    with_ids,
+)
 from fleetplan.sweeps.predictions import MeasurementModel, with_prediction
 from fleetplan.sweeps.vllm_results import read_benchmark_json
 
@@ -57,14 +63,12 @@ def _known_hardware(rows: pd.DataFrame, catalogs: Catalogs, label: str,
     """``rows`` of one benchmark JSON, whose GPU, model and precisions (the options, or the
     file's model_id) the catalogs must hold: every row of the file shares them, so an unknown
     one would leave nothing to predict."""
-    fields = (("gpu", "gpu", "gpu_name", "--gpu"), ("model", "model", "model_name", model_field),
-              ("quant", "quant", "precision_weights", "--quant"),
-              ("kv_quant", "quant", "precision_kv", "--quant"))
-    for column, kind, given, field in fields:
+    fields = {"gpu": "--gpu", "model": model_field, "quant": "--quant", "kv_quant": "--quant"}
+    for column, (kind, given) in NAMED_COLUMNS.items():
         known = catalogs.table(kind).index
         if len(rows) and rows[column].iloc[0] not in known:
             unknown = did_you_mean(str(rows[given].iloc[0]), known, kind=kind)
-            raise UnknownNameError(f"{label}: {field}: {unknown}")
+            raise UnknownNameError(f"{label}: {fields[column]}: {unknown}")
     return rows
 
 
