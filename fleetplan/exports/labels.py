@@ -58,6 +58,13 @@ LABELS: dict[str, str] = {
     "mbu": "Memory bandwidth used", "mfu": "Compute used, decode", "mfu_prefill": "Compute used, prefill",
     "step_overhead_ms": "Step overhead", "tp_scaling": "Efficiency kept per TP doubling",
     "request_overhead_ms": "Request overhead", "n_points": "Fitted on", "precision": "Precision",
+    "operator": "Operator", "compute_efficiency": "Compute efficiency",
+    "prefill_efficiency": "Compute efficiency, prefill",
+    "memory_efficiency": "Bandwidth efficiency",
+    "overhead_ms": "Host time per iteration", "overhead_us_per_sequence": "Host time per sequence",
+    "overhead_us_per_layer": "GPU time per layer", "expert_tile_tokens": "Expert tile",
+    "routing_ns_per_token": "MoE routing per token", "latency_us": "All-reduce latency",
+    "crossing_efficiency": "Bandwidth kept across sockets",
     # validation
     "qps": "Offered rate", "metric": "Metric", "predicted": "Predicted", "ape_pct": "Error",
     "median_ape_pct": "Median error", "p90_ape_pct": "90th percentile error", "rows": "Rows",
@@ -95,7 +102,7 @@ _EXTRA_UNITS = {"ape_pct": "%", "median_ape_pct": "%", "p90_ape_pct": "%", "medi
                 "kw_peak": "kW", "kw_mean": "kW", "kw_limit": "kW", "mwh": "MWh",
                 "usd_per_request": "USD", "replica_usd_per_hour": "USD/h",
                 "usd_per_1m_tokens": "USD",
-                "config_months": "configuration-months"}
+                "config_months": "configuration-months", "n_points": "rows"}
 _SHOWN_UNITS = {"fraction": "%"}  # shares print as percentages
 
 

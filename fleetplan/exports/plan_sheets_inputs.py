@@ -21,7 +21,9 @@ from fleetplan.exports.xlsx_common import NOTE_FONT, put, set_widths, title_bloc
 from fleetplan.exports.xlsx_frontier import X_COLUMN, Y_COLUMN, frontier_block
 from fleetplan.exports.xlsx_print import PageOptions, chart_rows
 from fleetplan.exports.xlsx_sheets import Assumptions, write_frame
+from fleetplan.exports.xlsx_sources import engines_looked_up
 from fleetplan.sweeps import estimate_cases
+from fleetplan.sweeps.efficiencies import WILDCARD
 
 log = logging.getLogger(__name__)
 
@@ -83,13 +85,20 @@ def _number(value: Any) -> float | None:
 
 
 def _efficiency(catalogs: Any, plan) -> pd.DataFrame:
-    """Catalog efficiency rows of the plan's GPUs (plus wildcard rows)."""
+    """The catalog efficiency rows the plan's capacities could draw on: its engine's (with its
+    release and the ``*`` priors; every engine's for a plan that names none) on its GPUs (with
+    ``*``), without the columns none of them fills."""
     table = getattr(catalogs, "efficiency", None)
     if table is None or plan.fleet.empty:
         return pd.DataFrame()
-    gpus = set(plan.fleet["gpu"]) | {"*"}
-    rows = table[table["gpu"].isin(gpus)] if "gpu" in table.columns else table
-    shown = [c for c in rows.columns if c not in ("source", "notes")]  # both are on Sources
+    gpus = {g for c in ("gpu", "prefill_gpu") if c in plan.fleet for g in plan.fleet[c].dropna()}
+    rows = table[table["gpu"].isin({*gpus, WILDCARD})]
+    engine = (plan.assumptions or {}).get("engine")
+    if engine is not None:
+        rows = rows[rows["engine"].isin(engines_looked_up(catalogs, engine))]
+    keys = ["engine", "gpu", "operator", "precision", "n_points", "as_of"]
+    shown = [c for c in rows.columns  # source and notes are on Sources
+             if c in keys or (c not in ("source", "notes") and rows[c].notna().any())]
     return rows[shown].reset_index(drop=True)
 
 

@@ -147,7 +147,8 @@ def build_plan_book(plan, *, catalogs: Any = None, estimate=None,
                                  plan.assumptions.get("catalog_versions"), "price_rule": rule,
                                  "prices_used": used or []})
     book.pages["Sources"] = sources_sheet(wb["Sources"], record,
-                                          catalog_rows(catalogs, _ids(plan), prices=used))
+                                          catalog_rows(catalogs, _ids(plan), prices=used,
+                                                       engine=plan.assumptions.get("engine")))
     book.pages["Read me"] = readme_sheet(wb["Read me"], "fleetplan plan", "The cheapest GPU fleet "
                                          "found for the scenario, as a live cost model.",
                                          [n for n in _SHEET_NOTES if n[0] in titles], _HOW_TO,

@@ -53,6 +53,13 @@ _NAME_UNITS: tuple[tuple[str, str], ...] = (
     ("tp", "GPUs"),
     ("batch", "sequences"),
     ("solve_seconds", "s"),
+    ("_efficiency", "fraction"),
+    ("tp_scaling", "fraction"),
+    ("_us_per_sequence", "µs"),
+    ("_us_per_layer", "µs"),
+    ("_us", "µs"),
+    ("_ns_per_token", "ns"),
+    ("_tile_tokens", "tokens"),
 )
 
 

@@ -15,9 +15,11 @@ import pandas as pd
 from openpyxl.styles import Alignment, Font
 from openpyxl.worksheet.worksheet import Worksheet
 
+from fleetplan.errors import FleetplanError
 from fleetplan.exports.xlsx_common import LABEL_FONT, NOTE_FONT, put, set_widths, title_block, wrap
 from fleetplan.exports.xlsx_print import PageOptions
 from fleetplan.exports.xlsx_sheets import write_frame
+from fleetplan.sweeps.efficiencies import engine_chain
 
 log = logging.getLogger(__name__)
 
@@ -34,13 +36,14 @@ _FILL = {2: 0.85}
 
 def catalog_rows(catalogs: Any, ids: Mapping[str, Iterable[str]],
                  prices: Iterable[Mapping[str, Any]] | None = None,
-                 extra: Sequence[str] = ()) -> pd.DataFrame:
+                 extra: Sequence[str] = (), engine: str | None = None) -> pd.DataFrame:
     """The catalog rows used (catalog, key, source, as_of); empty if catalogs are unavailable.
 
-    ``ids`` maps gpu/model/quant to the ids an export uses; their efficiency rows are included,
-    and their price rows: the ``prices`` chosen (records with gpu, provider, region,
-    pricing_type, source, as_of) or else every price row of those GPUs. ``extra`` names further
-    catalogs (e.g. ``ownership``) whose rows of those GPUs were used.
+    ``ids`` maps gpu/model/quant to the ids an export uses; their efficiency rows are included
+    (with ``engine``, only the rows that engine's cases look up), and their price rows: the
+    ``prices`` chosen (records with gpu, provider, region, pricing_type, source, as_of) or else
+    every price row of those GPUs. ``extra`` names further catalogs (e.g. ``ownership``) whose
+    rows of those GPUs were used.
     """
     if catalogs is None or not hasattr(catalogs, "sources"):
         return pd.DataFrame(columns=SOURCE_COLUMNS)
@@ -57,7 +60,20 @@ def catalog_rows(catalogs: Any, ids: Mapping[str, Iterable[str]],
     if not frames:
         return pd.DataFrame(columns=SOURCE_COLUMNS)
     rows = pd.concat(frames, ignore_index=True)
+    if engine is not None:
+        rows = rows[(rows["catalog"] != "efficiency")
+                    | rows["key"].str.split("/").str[0].isin(engines_looked_up(catalogs, engine))]
     return rows[SOURCE_COLUMNS].astype(str)
+
+
+def engines_looked_up(catalogs: Any, engine: str) -> set[str]:
+    """The engines whose efficiency rows ``engine``'s cases look up; every engine when these
+    catalogs do not know it (a plan saved with other catalogs)."""
+    try:
+        return engine_chain(catalogs, engine)
+    except FleetplanError as error:
+        log.info("efficiency rows of every engine listed: %s", error)
+        return set(catalogs.efficiency["engine"].astype(str))
 
 
 def _chosen_prices(prices: Iterable[Mapping[str, Any]]) -> pd.DataFrame:

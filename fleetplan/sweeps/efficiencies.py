@@ -102,6 +102,13 @@ def engine_ids(catalogs: Catalogs, engine) -> np.ndarray:
     return ids
 
 
+def engine_chain(catalogs: Catalogs, engine) -> set[str]:
+    """The engine ids whose efficiency rows a case of ``engine`` (``None`` or ``*``:
+    ``DEFAULT_ENGINE``) looks up: its release, its engine and ``*``."""
+    name = str(engine_ids(catalogs, engine)[0])
+    return {name, engine_base(name), WILDCARD}
+
+
 def base_engine_ids(engines) -> np.ndarray:
     """The engine of each engine id, without its release (``tensorrt-llm@0.14`` -> ``tensorrt-llm``)."""
     ids = pd.Series(np.asarray(engines, dtype=object)).astype(str)

@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from fleetplan.exports.plan_workbook import build_plan_book
-from fleetplan.exports.xlsx_sources import MAX_KEYS_TEXT, compact_keys, sources_table
+from fleetplan.exports.xlsx_sources import (MAX_KEYS_TEXT, catalog_rows, compact_keys,
+                                            engines_looked_up, sources_table)
 
 
 def _expanded(cell: str) -> list[str]:
@@ -71,6 +72,37 @@ def test_every_row_fits_a_printed_row_and_names_every_efficiency_row(sources, ex
     assert all(len(str(row[1])) <= MAX_KEYS_TEXT for row in rows)
     heights = [sources.row_dimensions[r].height or 15 for r in range(1, sources.max_row + 1)]
     assert max(heights) < 409
+
+
+def test_efficiency_rows_listed_are_the_plans_engines_only(sources, example_plan, shipped):
+    """The example plan names no engine, so it runs the default, vLLM: TensorRT-LLM's and
+    Gaudi's fitted rows played no part."""
+    assert example_plan.assumptions["engine"] == "*"
+    assert engines_looked_up(shipped, "*") == engines_looked_up(shipped, "vllm") == {"vllm", "*"}
+    rows = _table_rows(sources, "Rows used")
+    engines = {k.split("/")[0] for row in rows if row[0] == "efficiency" for k in _expanded(row[1])}
+    assert engines == {"vllm", "*"}
+    every = catalog_rows(shipped, {"gpu": set(example_plan.fleet["gpu"])})
+    assert "tensorrt-llm" in set(every.loc[every["catalog"] == "efficiency", "key"]
+                                 .str.split("/").str[0])  # without an engine: all of them
+
+
+def test_an_engine_these_catalogs_do_not_know_lists_every_engines_rows(shipped):
+    ids = {"gpu": {"h100-sxm"}}
+    assert catalog_rows(shipped, ids, engine="an-engine-of-other-catalogs").equals(
+        catalog_rows(shipped, ids))
+
+
+def test_assumptions_show_the_plans_efficiency_rows_without_empty_columns(example_plan):
+    ws = build_plan_book(example_plan).wb["Assumptions"]
+    table = ws.tables["EfficiencyFactors"]
+    cells = [[c.value for c in row] for row in ws[table.ref]]
+    frame = pd.DataFrame(cells[1:], columns=cells[0])
+    assert set(frame["Engine"]) <= {"vllm", "*"} and "vllm" in set(frame["Engine"])
+    assert set(frame["GPU"]) <= set(example_plan.fleet["gpu"]) | {"*"}
+    values = frame.drop(columns=["Engine", "GPU", "Operator", "Precision", "Fitted on (rows)",
+                                 "As of"], errors="ignore")
+    assert not values.empty and values.notna().any().all()  # no column left all empty
 
 
 def test_parameter_names_print_whole(sources):
