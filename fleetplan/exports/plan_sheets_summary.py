@@ -247,5 +247,5 @@ def _constraints_block(ws: Worksheet, plan, row: int) -> int:
     shown = binding[[c for c in ("saving_usd_per_month", "description") if c in binding]]
     after = write_frame(ws, shown.reset_index(drop=True), row + 1, "BindingConstraints")
     for line in range(row + 2, after):  # descriptions are sentences: let them run across
-        ws.cell(row=line, column=2).alignment = Alignment(vertical="top")
+        ws.cell(row=line, column=2).alignment = Alignment(vertical="top", indent=1)
     return after + 1

@@ -39,7 +39,6 @@ INPUT_BORDER = Border(*(Side(style="thin", color="BF9000"),) * 4)
 TITLE_FONT = Font(bold=True, size=14, color="1F4E78")
 NOTE_FONT = Font(italic=True, color="595959")
 LABEL_FONT = Font(bold=True)
-WRAP = Alignment(wrap_text=True, vertical="top")
 
 USD = '"$"#,##0.00'
 USD_WHOLE = '"$"#,##0'
@@ -178,23 +177,31 @@ def style_header(ws: Worksheet, row: int, first_column: int, headers: list[str])
 
 
 
-def wrapped_lines(text: str, width_chars: float) -> int:
-    """Lines ``text`` takes wrapped at word ends in a column ``width_chars`` wide (bold type);
-    a word longer than a line breaks inside it, as spreadsheets break it.
+def wrapped_lines(text: str, width_chars: float, bold: bool = True) -> int:
+    """Lines ``text`` takes wrapped at word ends (and at its line breaks) in a column
+    ``width_chars`` wide, in bold (header) or regular type; a word longer than a line breaks
+    inside it, as spreadsheets break it.
 
     >>> wrapped_lines("Best throughput per GPU (tokens/s/GPU)", 20), wrapped_lines("GPU", 12)
     (3, 1)
+    >>> wrapped_lines("github.com/skypilot-org/skypilot-catalog catalogs/v7/vms.csv", 40,
+    ...               bold=False)
+    2
     """
-    per_line = max(int(width_chars / 1.15) - 1, 1)  # bold characters are wider, and cells pad
-    lines, used = 1, 0
-    for word in str(text).split():
-        if used and used + 1 + len(word) <= per_line:
-            used += 1 + len(word)
-            continue
-        lines += 1 if used else 0
-        lines += (len(word) - 1) // per_line
-        used = (len(word) - 1) % per_line + 1
-    return lines
+    # bold characters are wider, and cells pad
+    per_line = max(int(width_chars / (1.15 if bold else 1.0)) - 1, 1)
+    total = 0
+    for part in str(text).split("\n"):
+        lines, used = 1, 0
+        for word in part.split():
+            if used and used + 1 + len(word) <= per_line:
+                used += 1 + len(word)
+                continue
+            lines += 1 if used else 0
+            lines += (len(word) - 1) // per_line
+            used = (len(word) - 1) % per_line + 1
+        total += lines
+    return total
 
 
 def fit_header_rows(ws: Worksheet) -> None:
@@ -285,11 +292,11 @@ def _shown_length(value: Any) -> int:
 
 
 def wrap(ws: Worksheet, cell: Cell, width_chars: float) -> Cell:
-    """Wrap a long text cell and give its row the height the lines need (Excel caps at 409)."""
-    cell.alignment = WRAP
-    per_line = max(width_chars * 1.1, 1.0)  # Calibri (or metric-compatible Carlito) text
-    lines = sum(max(1, math.ceil(len(part) / per_line))
-                for part in str(cell.value or "").split("\n"))
+    """Wrap a long text cell and give its row the height its lines need at word ends in a
+    column ``width_chars`` wide (Excel caps a row at 409 points)."""
+    cell.alignment = Alignment(wrap_text=True, vertical=cell.alignment.vertical or "top",
+                               indent=cell.alignment.indent)
+    lines = wrapped_lines(str(cell.value or ""), width_chars - cell.alignment.indent, bold=False)
     current = ws.row_dimensions[cell.row].height or 15.0
     ws.row_dimensions[cell.row].height = min(409.0, max(current, 15.0 * lines))
     return cell

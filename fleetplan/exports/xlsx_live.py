@@ -9,12 +9,14 @@ compute.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from openpyxl.styles import Alignment
 from openpyxl.utils.cell import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
@@ -102,8 +104,11 @@ def write_live_table(book: Book, ws: Worksheet, first_row: int, columns: list[Li
         number = first_column + offset
         for position in range(rows):
             _write_cell(book, ws, first_row + 1 + position, number, column, position)
+            cell = ws.cell(row=first_row + 1 + position, column=number)
             if offset:
-                indent_text(ws.cell(row=first_row + 1 + position, column=number))
+                indent_text(cell)
+            elif isinstance(cell.value, dt.date):  # a row's label: left, as text labels are
+                cell.alignment = Alignment(horizontal="left")
         if widths is not None:
             sample = list(column.values[:100])
             widths[number] = max(widths.get(number, 0),

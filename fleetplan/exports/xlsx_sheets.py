@@ -121,6 +121,8 @@ class Assumptions:
             for offset in range(1, len(frame) + 1):
                 cell = ws.cell(row=first + offset, column=column)
                 cell.alignment = Alignment(vertical="top")
+                if column > 1:
+                    indent_text(cell)
                 if field in WRAPPED:  # long texts wrap instead of widening the page
                     wrap(ws, cell, WRAPPED[field])
             if field in WRAPPED:
