@@ -102,14 +102,15 @@ def _efficiency(catalogs: Any, plan) -> pd.DataFrame:
     return rows[shown].reset_index(drop=True)
 
 
-def candidates_sheet(ws: Worksheet, plan) -> None:
-    """Every configuration the optimizer considered per workload bucket; chosen ones marked."""
+def candidates_sheet(ws: Worksheet, plan) -> PageOptions:
+    """Every configuration the optimizer considered per workload bucket; chosen ones marked.
+    A reference table of 25 columns: it prints two pages across, smaller than other sheets."""
     row = title_block(ws, "Candidates", "The capacity table the optimizer chose from: the knee "
                       "operating point of each configuration under each workload's SLOs.")
     table = plan.candidates.reset_index(drop=True)
     if table.empty:
         put(ws, row, 1, "No candidates.", font=NOTE_FONT)
-        return
+        return PageOptions()
     chosen = set(plan.fleet["config"]) if not plan.fleet.empty else set()
     table.insert(0, "chosen", table["config"].isin(chosen))
     widths: dict[int, float] = {}
@@ -119,6 +120,7 @@ def candidates_sheet(ws: Worksheet, plan) -> None:
         operator="equal", formula=["TRUE"], font=Font(bold=True, color="375623")))
     ws.freeze_panes = f"B{row + 1}"
     set_widths(ws, widths)
+    return PageOptions(max_pages_wide=2)
 
 
 def frontier_sheet(ws: Worksheet, plan, catalogs: Any, estimate=None) -> PageOptions:

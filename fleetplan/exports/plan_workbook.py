@@ -140,7 +140,7 @@ def build_plan_book(plan, *, catalogs: Any = None, estimate=None,
         book.pages["Changes"] = changes_sheet(book, wb["Changes"], plan, cells.start)
     rule = price_rule_text(plan.scenario)
     book.pages["Summary"] = summary_sheet(book, wb["Summary"], plan, cells, workloads, rule)
-    candidates_sheet(wb["Candidates"], plan)
+    book.pages["Candidates"] = candidates_sheet(wb["Candidates"], plan)
     book.pages["Frontier"] = frontier_sheet(wb["Frontier"], plan, catalogs, estimate)
     used = plan.assumptions.get("prices_used")
     record = provenance("plan", {"scenario": plan.scenario, "catalog_versions":

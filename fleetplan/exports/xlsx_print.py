@@ -23,6 +23,20 @@ BULK_PRINT_ROWS = 100
 #: A single table longer than this repeats its header row on every printed page [rows].
 REPEAT_AFTER_ROWS = 30
 _CM_PER_WIDTH_UNIT = 0.19  # one Excel column-width character at the default font [cm]
+#: Left and right page margins [inches].
+MARGIN_INCHES = 0.4
+#: One column-width character as LibreOffice prints it at 100% (Carlito for Calibri), measured
+#: from the pages of the example plan printed at 100% and fitted to width [cm].
+_PRINTED_CM_PER_CHAR = 0.25
+#: Characters of column width an A4 page holds between its margins at 100%.
+PAGE_WIDTH_CHARS = {orientation: (paper_cm - 2 * MARGIN_INCHES * 2.54) / _PRINTED_CM_PER_CHAR
+                    for orientation, paper_cm in (("landscape", 29.7), ("portrait", 21.0))}
+#: Smallest share of its size a sheet's type prints at before it goes over more pages.
+MIN_PRINT_SCALE = 0.5
+#: Most pages a sheet prints across; a sheet wider than that prints smaller.
+MAX_PAGES_WIDE = 3
+#: Key columns wider than this share of a page are not repeated on every page.
+MAX_KEY_SHARE = 0.4
 _CM_PER_POINT = 2.54 / 72
 _DEFAULT_WIDTH, _DEFAULT_HEIGHT_PT = 8.43, 15.0
 
@@ -35,6 +49,8 @@ class PageOptions:
     repeat_rows: str | None = None
     area: str | None = None
     portrait: bool = False
+    #: Most pages it prints across (a reference table of many columns: fewer, smaller pages).
+    max_pages_wide: int = 3
 
 
 @dataclass
@@ -47,22 +63,64 @@ class PrintHeader:
 
 def setup_sheet(ws: Worksheet, header: PrintHeader, options: PageOptions | None = None,
                 bulk_rows: int | None = None, bulk_columns: int | None = None) -> None:
-    """Landscape (unless ``portrait``), fit to width (one page for ``one_page``), margins, print
-    area, repeated header rows, header and footer."""
+    """Landscape (unless ``portrait``), fit to width (one page for ``one_page``; a wide sheet
+    over :func:`pages_wide` pages, its key columns on each), margins, print area, repeated
+    header rows, header and footer."""
     options = options or PageOptions()
     setup = ws.page_setup
     setup.orientation = "portrait" if options.portrait else "landscape"
     setup.paperSize = ws.PAPERSIZE_A4
-    setup.fitToWidth = 1
     setup.fitToHeight = 1 if options.one_page else 0
     ws.sheet_properties.pageSetUpPr.fitToPage = True
-    ws.page_margins = PageMargins(left=0.4, right=0.4, top=0.7, bottom=0.6, header=0.3, footer=0.3)
+    ws.page_margins = PageMargins(left=MARGIN_INCHES, right=MARGIN_INCHES, top=0.7, bottom=0.6,
+                                  header=0.3, footer=0.3)
     ws.print_options.gridLines = False
     ws.print_area = options.area or used_area(ws, bulk_rows, bulk_columns)
+    keys = _key_columns(ws)
+    widths = _column_widths(ws, ws.print_area)
+    setup.fitToWidth = 1 if options.one_page else min(options.max_pages_wide, pages_wide(
+        sum(widths), sum(widths[:keys]), portrait=options.portrait))
+    if setup.fitToWidth > 1:  # each page says which row it continues
+        ws.print_title_cols = f"A:{get_column_letter(keys)}"
+        setup.pageOrder = "overThenDown"
     repeat = options.repeat_rows or _long_table_header(ws, bulk_rows)
     if repeat:
         ws.print_title_rows = repeat
     _header_and_footer(ws, header)
+
+
+def pages_wide(width: float, key_width: float, portrait: bool = False) -> int:
+    """Pages a sheet ``width`` characters wide prints across: one while that keeps its type at
+    :data:`MIN_PRINT_SCALE` or more, else the fewest (up to :data:`MAX_PAGES_WIDE`) that do,
+    each repeating the ``key_width`` characters of its key columns (none wider than
+    :data:`MAX_KEY_SHARE` of a page).
+
+    >>> pages_wide(200, 30), pages_wide(263, 51), pages_wide(324, 24), pages_wide(900, 20)
+    (1, 2, 2, 3)
+    """
+    page = PAGE_WIDTH_CHARS["portrait" if portrait else "landscape"]
+    if key_width > MAX_KEY_SHARE * page:
+        key_width = 0.0
+    for pages in range(1, MAX_PAGES_WIDE + 1):
+        if pages * page >= MIN_PRINT_SCALE * (width + (pages - 1) * key_width):
+            return pages
+    return MAX_PAGES_WIDE
+
+
+def _key_columns(ws: Worksheet) -> int:
+    """The columns naming a row: those left of the frozen panes, else column A."""
+    if ws.freeze_panes:
+        letters, _ = coordinate_from_string(ws.freeze_panes)
+        return max(column_index_from_string(letters) - 1, 1)
+    return 1
+
+
+def _column_widths(ws: Worksheet, area: str) -> list[float]:
+    """The widths of the print area's columns [characters]."""
+    last = area.split("!")[-1].split(":")[-1].replace("$", "")
+    columns = column_index_from_string(coordinate_from_string(last)[0])
+    return [ws.column_dimensions[get_column_letter(c)].width or _DEFAULT_WIDTH
+            for c in range(1, columns + 1)]
 
 
 def _header_and_footer(ws: Worksheet, header: PrintHeader) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import statistics
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -86,6 +87,25 @@ def pages_by_sheet(pdf: Path) -> Counter:
             parts = re.split(r"\s{2,}", lines[0].strip())
             sheets[parts[1] if len(parts) >= 3 else parts[0]] += 1
     return sheets
+
+
+def type_height_by_sheet(pdf: Path) -> dict[str, float]:
+    """Per printed sheet, the median height of the words on its pages outside the page header
+    and footer [points]: the same cells printed smaller give proportionally smaller words."""
+    text = subprocess.run(["pdftotext", "-bbox", str(pdf), "-"], capture_output=True, text=True,
+                          check=True, timeout=120).stdout
+    heights: dict[str, list[float]] = {}
+    word = re.compile(r'yMin="([\d.]+)" xMax="[\d.]+" yMax="([\d.]+)">([^<]*)<')
+    for page in text.split("<page ")[1:]:
+        height = float(re.search(r'height="([\d.]+)"', page).group(1))
+        words = [(float(top), float(bottom), w) for top, bottom, w in word.findall(page)]
+        header = [w for top, _, w in words if top < 30]
+        body = [bottom - top for top, bottom, _ in words if top > 30 and bottom < height - 30]
+        if len(header) >= 2 and body:
+            # the header's centre names the sheet ("Read me" is two words), the date ends it
+            sheet = "Read me" if header[-2] == "me" else header[-2]
+            heights.setdefault(sheet, []).extend(body)
+    return {sheet: statistics.median(values) for sheet, values in heights.items()}
 
 
 @pytest.fixture(scope="session")

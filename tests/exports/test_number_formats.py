@@ -57,7 +57,11 @@ def test_every_numeric_cell_has_a_number_format(workbooks, kind):
 def test_every_sheet_prints_landscape_or_portrait_fit_to_width_with_headers(workbooks, kind):
     for ws in _load(workbooks[kind]).worksheets:
         assert ws.page_setup.orientation in ("landscape", "portrait"), ws.title
-        assert ws.sheet_properties.pageSetUpPr.fitToPage and ws.page_setup.fitToWidth == 1, ws.title
+        assert ws.sheet_properties.pageSetUpPr.fitToPage, ws.title
+        assert ws.page_setup.fitToWidth in (1, 2, 3), ws.title
+        if ws.page_setup.fitToWidth > 1:  # a wide sheet repeats its key columns on every page
+            assert ws.print_title_cols.startswith("$A:$"), ws.title
+            assert ws.page_setup.pageOrder == "overThenDown", ws.title
         assert ws.print_area, ws.title
         assert "Page &P of &N" in ws.oddFooter.right.text and ws.oddHeader.center.text == "&A", ws.title
     summary = _load(workbooks[kind]).worksheets[0]
