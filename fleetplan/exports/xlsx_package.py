@@ -29,6 +29,7 @@ import fleetplan
 from fleetplan.exports.atomic import atomic_path
 from fleetplan.exports.sanitize import property_text
 from fleetplan.exports.xlsx_common import Formulas, fit_header_rows
+from fleetplan.exports.xlsx_page_breaks import keep_blocks_together
 from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, setup_sheet
 from fleetplan.exports.xlsx_rows import BulkSheet
 
@@ -60,9 +61,11 @@ class Book:
         header = self.header or PrintHeader(self.wb.properties.title or "fleetplan")
         for ws in self.wb.worksheets:
             bulk = self.bulk.get(ws.title)
-            setup_sheet(ws, header, self.pages.get(ws.title),
-                        bulk_rows=len(bulk.frame) if bulk else None,
+            options = self.pages.get(ws.title)
+            setup_sheet(ws, header, options, bulk_rows=len(bulk.frame) if bulk else None,
                         bulk_columns=len(bulk.columns) if bulk else None)
+            if bulk is None and not (options and options.one_page):
+                keep_blocks_together(ws)
 
     def formula_cell_count(self) -> int:
         """Formula cells in the saved workbook (bulk sheets counted after saving)."""
@@ -70,9 +73,9 @@ class Book:
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the finished workbook to ``path`` atomically."""
-        self.setup_pages()
-        for ws in self.wb.worksheets:
+        for ws in self.wb.worksheets:  # first: the pages depend on the columns' widths
             fit_header_rows(ws)
+        self.setup_pages()
         self.wb.calculation.fullCalcOnLoad = True
         buffer = io.BytesIO()
         self.wb.save(buffer)

@@ -1,9 +1,12 @@
 """Page setup for every sheet of every workbook: how it prints.
 
-Each sheet prints landscape and one page wide, with its header rows repeated on every page, a
-print area around what it holds (charts included), a header naming the workbook's subject, the
-sheet and the date, and a footer with page numbers. A Summary prints on exactly one page; a bulk
-sheet of many thousand rows prints its first ``BULK_PRINT_ROWS`` rows (the file has them all).
+Each sheet prints landscape (or portrait), fit to one page wide or, when that would print its
+type at less than ``MIN_PRINT_SCALE`` of its size, to two or three pages across that repeat its
+key columns; with its header rows repeated on every page, a print area around what it holds
+(charts included), a header naming the workbook's subject, the sheet and the date, and a footer
+with page numbers. A Summary prints on exactly one page; a bulk sheet of many thousand rows
+prints its first ``BULK_PRINT_ROWS`` rows (the file has them all). Where the pages of a sheet
+end is ``fleetplan.exports.xlsx_page_breaks``'s.
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ MAX_PAGES_WIDE = 3
 #: Key columns wider than this share of a page are not repeated on every page.
 MAX_KEY_SHARE = 0.4
 _CM_PER_POINT = 2.54 / 72
-_DEFAULT_WIDTH, _DEFAULT_HEIGHT_PT = 8.43, 15.0
+_DEFAULT_WIDTH = 8.43
+#: A row without a height of its own [points].
+DEFAULT_HEIGHT_PT = 15.0
 
 
 @dataclass
@@ -76,8 +81,8 @@ def setup_sheet(ws: Worksheet, header: PrintHeader, options: PageOptions | None 
                                   header=0.3, footer=0.3)
     ws.print_options.gridLines = False
     ws.print_area = options.area or used_area(ws, bulk_rows, bulk_columns)
-    keys = _key_columns(ws)
-    widths = _column_widths(ws, ws.print_area)
+    keys = key_columns(ws)
+    widths = column_widths(ws, ws.print_area)
     setup.fitToWidth = 1 if options.one_page else min(options.max_pages_wide, pages_wide(
         sum(widths), sum(widths[:keys]), portrait=options.portrait))
     if setup.fitToWidth > 1:  # each page says which row it continues
@@ -107,7 +112,7 @@ def pages_wide(width: float, key_width: float, portrait: bool = False) -> int:
     return MAX_PAGES_WIDE
 
 
-def _key_columns(ws: Worksheet) -> int:
+def key_columns(ws: Worksheet) -> int:
     """The columns naming a row: those left of the frozen panes, else column A."""
     if ws.freeze_panes:
         letters, _ = coordinate_from_string(ws.freeze_panes)
@@ -115,7 +120,7 @@ def _key_columns(ws: Worksheet) -> int:
     return 1
 
 
-def _column_widths(ws: Worksheet, area: str) -> list[float]:
+def column_widths(ws: Worksheet, area: str) -> list[float]:
     """The widths of the print area's columns [characters]."""
     last = area.split("!")[-1].split(":")[-1].replace("$", "")
     columns = column_index_from_string(coordinate_from_string(last)[0])
@@ -143,7 +148,7 @@ def used_area(ws: Worksheet, bulk_rows: int | None = None, bulk_columns: int | N
         last_row = max(last_row, 1 + min(bulk_rows, BULK_PRINT_ROWS))
         last_column = max(last_column, bulk_columns or 1)
     for chart in ws._charts:  # openpyxl keeps the sheet's charts here
-        row, column = _chart_corner(ws, chart)
+        row, column = chart_corner(ws, chart)
         last_row, last_column = max(last_row, row), max(last_column, column)
     return f"A1:{get_column_letter(max(last_column, 1))}{max(last_row, 1)}"
 
@@ -156,7 +161,7 @@ def _written_extent(ws: Worksheet) -> tuple[int, int]:
     return max(r for r, _ in used), max(c for _, c in used)
 
 
-def _chart_corner(ws: Worksheet, chart) -> tuple[int, int]:
+def chart_corner(ws: Worksheet, chart) -> tuple[int, int]:
     """The row and column of a chart's bottom-right corner, from its anchor and size."""
     anchor = chart.anchor if isinstance(chart.anchor, str) else "A1"
     letters, row = coordinate_from_string(anchor)
@@ -167,7 +172,7 @@ def _chart_corner(ws: Worksheet, chart) -> tuple[int, int]:
         width_cm -= width * _CM_PER_WIDTH_UNIT
         column += 1
     while height_cm > 0:
-        height = ws.row_dimensions[row].height or _DEFAULT_HEIGHT_PT
+        height = ws.row_dimensions[row].height or DEFAULT_HEIGHT_PT
         height_cm -= height * _CM_PER_POINT
         row += 1
     return row, column
@@ -178,17 +183,18 @@ def _long_table_header(ws: Worksheet, bulk_rows: int | None) -> str | None:
     tables = list(ws.tables.values())
     if len(tables) != 1:
         return None
-    first, last = _ref_rows(tables[0].ref)
+    first, last = ref_rows(tables[0].ref)
     rows = bulk_rows if bulk_rows is not None else last - first
     return f"{first}:{first}" if rows > REPEAT_AFTER_ROWS else None
 
 
-def _ref_rows(ref: str) -> tuple[int, int]:
+def ref_rows(ref: str) -> tuple[int, int]:
+    """The first and last row of a range such as ``A3:F20`` (or of one cell)."""
     start, _, end = ref.partition(":")
     return coordinate_from_string(start)[1], coordinate_from_string(end or start)[1]
 
 
-def chart_rows(height_cm: float, row_height_pt: float = _DEFAULT_HEIGHT_PT) -> int:
+def chart_rows(height_cm: float, row_height_pt: float = DEFAULT_HEIGHT_PT) -> int:
     """Rows of the default height a chart of ``height_cm`` covers.
 
     >>> chart_rows(7.5)

@@ -76,17 +76,23 @@ class LibreOffice:
         return self.convert(path, "pdf", path.parent / f"printed-{path.stem}")
 
 
-def pages_by_sheet(pdf: Path) -> Counter:
-    """Printed pages per sheet, read from each page's header (its centre names the sheet)."""
+def printed_pages(pdf: Path) -> list[tuple[str, list[str]]]:
+    """Each printed page's sheet, read from its header (its centre names the sheet), and its
+    other lines of text as laid out."""
     text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,
                           check=True, timeout=120).stdout
-    sheets = Counter()
+    pages = []
     for page in text.split("\f"):
         lines = [line for line in page.splitlines() if line.strip()]
         if lines:
             parts = re.split(r"\s{2,}", lines[0].strip())
-            sheets[parts[1] if len(parts) >= 3 else parts[0]] += 1
-    return sheets
+            pages.append((parts[1] if len(parts) >= 3 else parts[0], lines[1:]))
+    return pages
+
+
+def pages_by_sheet(pdf: Path) -> Counter:
+    """Printed pages per sheet."""
+    return Counter(sheet for sheet, _ in printed_pages(pdf))
 
 
 def type_height_by_sheet(pdf: Path) -> dict[str, float]:

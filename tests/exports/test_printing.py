@@ -1,5 +1,6 @@
 """Every workbook printed by LibreOffice as a reader prints it: pages per sheet, one-page
-Summaries, and the page budgets (plan at most 12 pages, compare at most 4)."""
+Summaries, the page budgets (plan at most 20 pages, compare at most 4), the size the type prints
+at, and tables kept whole on a page."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from fleetplan.exports import write_plan, write_sweep
 from fleetplan.exports.compare_workbook import write_compare_xlsx
 from fleetplan.exports.validation_workbook import write_validation
 from fleetplan.exports.whatif_workbook import write_grid_xlsx
-from tests.exports.conftest import pages_by_sheet, type_height_by_sheet
+from tests.exports.conftest import pages_by_sheet, printed_pages, type_height_by_sheet
 from tests.exports.samples import compare_table, validation_rows, whatif_results
 
 pytestmark = pytest.mark.libreoffice
@@ -50,6 +51,31 @@ def test_every_plan_sheet_prints_at_half_its_size_or_more(tmp_path, libreoffice,
     assert set(scales) == set(book.sheetnames)
     smallest = {"Candidates": 0.45}  # 25 reference columns on two pages across
     assert all(scale >= smallest.get(sheet, 0.5) for sheet, scale in scales.items()), scales
+
+
+def test_plan_tables_that_fit_on_a_page_print_whole_on_one(tmp_path, libreoffice, example_plan):
+    """Before page breaks kept them whole, the efficiency factors began at the foot of the
+    Assumptions' first page and went on, headerless, on the next; so did the parameters on
+    Sources."""
+    path = write_plan(example_plan, tmp_path / "plan.xlsx")
+    book = openpyxl.load_workbook(path)
+    efficiency = book["Assumptions"].tables["EfficiencyFactors"].ref
+    first, last = (int("".join(filter(str.isdigit, end))) for end in efficiency.split(":"))
+    engines = [book["Assumptions"].cell(row=r, column=1).value for r in range(first + 1, last + 1)]
+    sources = book["Sources"]
+    parameters = [sources.cell(row=r, column=2).value for r in range(1, sources.max_row + 1)
+                  if str(sources.cell(row=r, column=2).value).startswith("scenario.")]
+    pages = printed_pages(libreoffice.print(path))
+    titled = [lines for sheet, lines in pages if sheet == "Assumptions"
+              and any(line.startswith("Efficiency factors") for line in lines)]
+    assert titled  # on the page it starts on (and the pages across): every row, header first
+    for lines in titled:
+        rows = [line.split()[0] for line in lines if line.split()[0] in ("*", "vllm")]
+        assert rows == engines and any(line.lstrip().startswith("Engine") for line in lines)
+    text = ["\n".join(lines) for sheet, lines in pages if sheet == "Sources"
+            and any(line.startswith("Parameters") for line in lines)]
+    assert len(text) == 1 and len(parameters) > 40
+    assert all(name in text[0] for name in parameters)
 
 
 def test_compare_prints_on_four_pages(tmp_path, libreoffice, shipped):

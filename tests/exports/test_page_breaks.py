@@ -1,0 +1,103 @@
+"""Page breaks keep each table and chart that fits on a page whole (the printed check of the
+example plan is in test_printing.py): a property over random sheets paginated as a spreadsheet
+paginates them, and the rules for which header repeats."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import example, given
+from hypothesis import strategies as st
+from openpyxl import Workbook
+
+from fleetplan.exports.xlsx_common import put
+from fleetplan.exports.xlsx_page_breaks import (
+    PAGE_FILL,
+    Block,
+    keep_blocks_together,
+    page_breaks,
+    page_height_pt,
+    sheet_blocks,
+)
+from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, setup_sheet
+from fleetplan.exports.xlsx_sheets import write_frame
+
+
+def paginate(heights: list[float], breaks: list[int], page_pt: float) -> list[int]:
+    """The page each row prints on, filling pages greedily and breaking after ``breaks``."""
+    pages, used, page = [], 0.0, 0
+    for row, height in enumerate(heights, start=1):
+        if used and used + height > page_pt:
+            page, used = page + 1, 0.0
+        pages.append(page)
+        used += height
+        if row in breaks:
+            page, used = page + 1, 0.0
+    return pages
+
+
+@st.composite
+def sheets(draw):
+    """Row heights and non-overlapping blocks, some of them taller than a page."""
+    heights = draw(st.lists(st.sampled_from([15.0, 30.0, 45.0]), min_size=1, max_size=120))
+    cuts = sorted(set(draw(st.lists(st.integers(1, len(heights)), max_size=20))))
+    blocks = [Block(first, last) for first, last in zip(cuts[::2], cuts[1::2])]
+    return heights, blocks
+
+
+@given(sheets(), st.sampled_from([150.0, 300.0, 600.0]))
+@example(([15.0] * 40, [Block(8, 15), Block(16, 24)]), 150.0)
+def test_every_block_that_fits_a_page_prints_on_one(sheet, page_pt):
+    heights, blocks = sheet
+    breaks = page_breaks(heights, blocks, page_pt)
+    pages = paginate(heights, breaks, page_pt)
+    for block in blocks:
+        if sum(heights[block.first - 1:block.last]) <= page_pt:
+            assert pages[block.first - 1] == pages[block.last - 1], (block, breaks)
+    assert all(1 <= row < len(heights) for row in breaks) and breaks == sorted(set(breaks))
+    unbroken = paginate(heights, [], page_pt)
+    assert max(pages) <= max(unbroken) + len(breaks)  # a break costs at most one page
+
+
+def test_a_block_taller_than_a_page_is_not_moved():
+    assert page_breaks([15.0] * 40, [Block(2, 30)], page_pt=150.0) == []
+
+
+def _sheet(rows_per_table: list[int]):
+    """A sheet of tables, each under a bold title and a note, as the workbooks write them."""
+    ws = Workbook().active
+    row = 1
+    for number, rows in enumerate(rows_per_table):
+        put(ws, row, 1, f"Table {number}")
+        put(ws, row + 1, 1, "What it holds.")
+        frame = {"name": [f"t{number}r{r}" for r in range(rows)], "value": np.arange(rows)}
+        row = write_frame(ws, pd.DataFrame(frame), row + 2, f"T{number}") + 1
+    setup_sheet(ws, PrintHeader("test"), PageOptions())
+    return ws
+
+
+def test_blocks_take_the_title_and_note_above_each_table():
+    ws = _sheet([3, 4])
+    assert sheet_blocks(ws) == [Block(1, 6, 3), Block(8, 14, 10)]
+
+
+def test_the_last_tables_header_repeats_when_it_runs_over_pages():
+    ws = _sheet([5, 200])
+    keep_blocks_together(ws)
+    assert ws.print_title_rows == "$12:$12"  # the long table's header, on the pages after
+
+
+def test_a_long_table_with_another_below_repeats_no_header():
+    """Its header would print atop the next table's pages too."""
+    ws = _sheet([210, 5])
+    room = PAGE_FILL * page_height_pt(ws, scale=1.0)  # two narrow columns print at full size
+    heights = [15.0] * ws.max_row
+    short = sheet_blocks(ws)[-1]
+    unbroken = paginate(heights, [], room)
+    assert unbroken[short.first - 1] != unbroken[short.last - 1]  # it would be cut
+    keep_blocks_together(ws)
+    assert not ws.print_title_rows
+    breaks = [b.id for b in ws.row_breaks.brk]
+    assert breaks == [short.first - 1]
+    pages = paginate(heights, breaks, room)
+    assert pages[short.first - 1] == pages[short.last - 1]
