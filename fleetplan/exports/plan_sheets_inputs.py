@@ -103,8 +103,8 @@ def _efficiency(catalogs: Any, plan) -> pd.DataFrame:
 
 
 def candidates_sheet(ws: Worksheet, plan) -> PageOptions:
-    """Every configuration the optimizer considered per workload bucket; chosen ones marked.
-    A reference table of 25 columns: it prints two pages across, smaller than other sheets."""
+    """Every configuration the optimizer considered per workload bucket; chosen ones marked,
+    the columns up to the configuration's frozen (and printed on each page across)."""
     row = title_block(ws, "Candidates", "The capacity table the optimizer chose from: the knee "
                       "operating point of each configuration under each workload's SLOs.")
     table = plan.candidates.reset_index(drop=True)
@@ -118,9 +118,10 @@ def candidates_sheet(ws: Worksheet, plan) -> PageOptions:
     last = row + len(table)
     ws.conditional_formatting.add(f"A{row + 1}:A{last}", CellIsRule(
         operator="equal", formula=["TRUE"], font=Font(bold=True, color="375623")))
-    ws.freeze_panes = f"B{row + 1}"
+    # the row's names stay in view, and print on each page across
+    ws.freeze_panes = f"{get_column_letter(table.columns.get_loc('config') + 2)}{row + 1}"
     set_widths(ws, widths)
-    return PageOptions(max_pages_wide=2)
+    return PageOptions()
 
 
 def frontier_sheet(ws: Worksheet, plan, catalogs: Any, estimate=None) -> PageOptions:

@@ -28,8 +28,8 @@ from fleetplan.exports.xlsx_print import (
     PAGE_WIDTH_CHARS,
     chart_corner,
     column_widths,
-    key_columns,
     ref_rows,
+    repeated_columns,
 )
 
 #: A4's height [cm] by orientation.
@@ -108,8 +108,9 @@ def keep_blocks_together(ws: Worksheet) -> None:
     header repeated when that table runs over several pages (and no rows repeat yet)."""
     area_rows = ref_rows(ws.print_area.split("!")[-1].replace("$", ""))[1]
     widths = column_widths(ws, ws.print_area)
-    scale = printed_scale(sum(widths), sum(widths[:key_columns(ws)]),
-                          ws.page_setup.fitToWidth or 1, ws.page_setup.orientation == "portrait")
+    portrait = ws.page_setup.orientation == "portrait"
+    scale = printed_scale(sum(widths), sum(widths[:repeated_columns(ws, widths, portrait)]),
+                          ws.page_setup.fitToWidth or 1, portrait)
     room = PAGE_FILL * page_height_pt(ws, scale)
     heights = [ws.row_dimensions[r].height or DEFAULT_HEIGHT_PT for r in range(1, area_rows + 1)]
     blocks = [b for b in sheet_blocks(ws) if b.last <= area_rows]  # not the working tables

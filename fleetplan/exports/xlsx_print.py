@@ -38,7 +38,7 @@ PAGE_WIDTH_CHARS = {orientation: (paper_cm - 2 * MARGIN_INCHES * 2.54) / _PRINTE
 MIN_PRINT_SCALE = 0.5
 #: Most pages a sheet prints across; a sheet wider than that prints smaller.
 MAX_PAGES_WIDE = 3
-#: Key columns wider than this share of a page are not repeated on every page.
+#: Key columns wider than this share of a page printed at MIN_PRINT_SCALE are not repeated.
 MAX_KEY_SHARE = 0.4
 _CM_PER_POINT = 2.54 / 72
 _DEFAULT_WIDTH = 8.43
@@ -81,11 +81,11 @@ def setup_sheet(ws: Worksheet, header: PrintHeader, options: PageOptions | None 
                                   header=0.3, footer=0.3)
     ws.print_options.gridLines = False
     ws.print_area = options.area or used_area(ws, bulk_rows, bulk_columns)
-    keys = key_columns(ws)
     widths = column_widths(ws, ws.print_area)
+    keys = repeated_columns(ws, widths, options.portrait)
     setup.fitToWidth = 1 if options.one_page else min(options.max_pages_wide, pages_wide(
         sum(widths), sum(widths[:keys]), portrait=options.portrait))
-    if setup.fitToWidth > 1:  # each page says which row it continues
+    if setup.fitToWidth > 1 and keys:  # each page says which row it continues
         ws.print_title_cols = f"A:{get_column_letter(keys)}"
         setup.pageOrder = "overThenDown"
     repeat = options.repeat_rows or _long_table_header(ws, bulk_rows)
@@ -97,19 +97,25 @@ def setup_sheet(ws: Worksheet, header: PrintHeader, options: PageOptions | None 
 def pages_wide(width: float, key_width: float, portrait: bool = False) -> int:
     """Pages a sheet ``width`` characters wide prints across: one while that keeps its type at
     :data:`MIN_PRINT_SCALE` or more, else the fewest (up to :data:`MAX_PAGES_WIDE`) that do,
-    each repeating the ``key_width`` characters of its key columns (none wider than
-    :data:`MAX_KEY_SHARE` of a page).
+    each repeating the ``key_width`` characters of its key columns.
 
     >>> pages_wide(200, 30), pages_wide(263, 51), pages_wide(324, 24), pages_wide(900, 20)
     (1, 2, 2, 3)
     """
     page = PAGE_WIDTH_CHARS["portrait" if portrait else "landscape"]
-    if key_width > MAX_KEY_SHARE * page:
-        key_width = 0.0
     for pages in range(1, MAX_PAGES_WIDE + 1):
         if pages * page >= MIN_PRINT_SCALE * (width + (pages - 1) * key_width):
             return pages
     return MAX_PAGES_WIDE
+
+
+def repeated_columns(ws: Worksheet, widths: list[float], portrait: bool = False) -> int:
+    """How many of its first columns a sheet printing over pages across repeats on each: its
+    :func:`key_columns`, or none when they would take more than :data:`MAX_KEY_SHARE` of a page
+    printed at :data:`MIN_PRINT_SCALE`."""
+    keys = key_columns(ws)
+    page = PAGE_WIDTH_CHARS["portrait" if portrait else "landscape"] / MIN_PRINT_SCALE
+    return keys if sum(widths[:keys]) <= MAX_KEY_SHARE * page else 0
 
 
 def key_columns(ws: Worksheet) -> int:

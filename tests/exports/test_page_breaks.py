@@ -9,6 +9,7 @@ import pandas as pd
 from hypothesis import example, given
 from hypothesis import strategies as st
 from openpyxl import Workbook
+from openpyxl.utils.cell import get_column_letter
 
 from fleetplan.exports.xlsx_common import put
 from fleetplan.exports.xlsx_page_breaks import (
@@ -19,7 +20,7 @@ from fleetplan.exports.xlsx_page_breaks import (
     page_height_pt,
     sheet_blocks,
 )
-from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, setup_sheet
+from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, repeated_columns, setup_sheet
 from fleetplan.exports.xlsx_sheets import write_frame
 
 
@@ -101,3 +102,19 @@ def test_a_long_table_with_another_below_repeats_no_header():
     assert breaks == [short.first - 1]
     pages = paginate(heights, breaks, room)
     assert pages[short.first - 1] == pages[short.last - 1]
+
+
+def test_key_columns_too_wide_to_repeat_are_not_repeated():
+    """Key columns over 40% of a page at half size would leave the pages across little room."""
+    ws = Workbook().active
+    for column in range(1, 31):
+        put(ws, 1, column, f"column {column}")
+        ws.column_dimensions[get_column_letter(column)].width = 30.0 if column <= 3 else 12.0
+    ws.freeze_panes = "D2"
+    widths = [30.0] * 3 + [12.0] * 27
+    assert repeated_columns(ws, widths) == 0
+    ws.column_dimensions["A"].width = ws.column_dimensions["B"].width = 10.0
+    ws.column_dimensions["C"].width = 10.0
+    assert repeated_columns(ws, [10.0] * 3 + [12.0] * 27) == 3
+    setup_sheet(ws, PrintHeader("test"), PageOptions())
+    assert ws.page_setup.fitToWidth == 2 and ws.print_title_cols == "$A:$C"
