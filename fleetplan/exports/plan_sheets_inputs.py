@@ -34,6 +34,9 @@ _BATCHES = np.unique(np.round(np.geomspace(1, 4096, 40)).astype(np.int64))
 PRICE_DETAILS = ("provider", "region", "as_of", "origin", "warning", "same_provider_on_demand_usd_per_gpu_hour",
                  "instance", "source")
 _CHART_CM = (11.0, 16.0)  # height, width of each frontier chart
+#: What names a row of the Assumptions' tables on its pages across: a price's GPU, pricing
+#: type, price and name in formulas; an efficiency row's engine, GPU, operator and precision.
+ASSUMPTIONS_KEY_COLUMNS = 4
 
 
 def assumptions_sheet(ws: Worksheet, plan, catalogs: Any, start: dt.date) -> dict[tuple, str]:

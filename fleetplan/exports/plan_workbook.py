@@ -24,6 +24,7 @@ from fleetplan.exports.plan_sheet_fleet import fleet_sheet
 from fleetplan.exports.plan_sheet_supply import has_supply, supply_sheet
 from fleetplan.exports.plan_sheets_costs import CostCells, costs_sheet
 from fleetplan.exports.plan_sheets_inputs import (
+    ASSUMPTIONS_KEY_COLUMNS,
     assumptions_sheet,
     candidates_sheet,
     frontier_sheet,
@@ -31,7 +32,7 @@ from fleetplan.exports.plan_sheets_inputs import (
 from fleetplan.exports.plan_sheets_summary import summary_sheet, workloads_sheet
 from fleetplan.exports.provenance import provenance
 from fleetplan.exports.xlsx_package import Book, set_properties
-from fleetplan.exports.xlsx_print import PrintHeader
+from fleetplan.exports.xlsx_print import PageOptions, PrintHeader
 from fleetplan.exports.xlsx_sources import catalog_rows, readme_sheet, sources_sheet
 
 log = logging.getLogger(__name__)
@@ -127,6 +128,7 @@ def build_plan_book(plan, *, catalogs: Any = None, estimate=None,
         wb.create_sheet(title)
     cells = CostCells(start=start_date or plan_quantities.first_of_next_month())
     names = assumptions_sheet(wb["Assumptions"], plan, catalogs, cells.start)
+    book.pages["Assumptions"] = PageOptions(key_columns=ASSUMPTIONS_KEY_COLUMNS)
     cells.fleet = fleet_sheet(book, wb["Fleet"], plan, names)
     book.pages["Costs"] = costs_sheet(book, wb["Costs"], plan, cells, names)
     workloads = workloads_sheet(book, wb["Workloads"], plan, cells)

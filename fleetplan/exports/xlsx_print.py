@@ -15,11 +15,13 @@ import datetime as dt
 import math
 from dataclasses import dataclass, field
 
+from openpyxl.styles import Alignment
 from openpyxl.utils.cell import column_index_from_string, coordinate_from_string, get_column_letter
 from openpyxl.worksheet.page import PageMargins
 from openpyxl.worksheet.worksheet import Worksheet
 
 import fleetplan
+from fleetplan.exports.xlsx_common import wrap, wrapped_lines
 
 #: Data rows a bulk sheet (a sweep grid) prints; the rest stay in the file.
 BULK_PRINT_ROWS = 100
@@ -39,7 +41,7 @@ MIN_PRINT_SCALE = 0.5
 #: Most pages a sheet prints across; a sheet wider than that prints smaller.
 MAX_PAGES_WIDE = 3
 #: Key columns wider than this share of a page printed at MIN_PRINT_SCALE are not repeated.
-MAX_KEY_SHARE = 0.4
+MAX_KEY_SHARE = 0.45
 _CM_PER_POINT = 2.54 / 72
 _DEFAULT_WIDTH = 8.43
 #: A row without a height of its own [points].
@@ -56,6 +58,8 @@ class PageOptions:
     portrait: bool = False
     #: Most pages it prints across (a reference table of many columns: fewer, smaller pages).
     max_pages_wide: int = 3
+    #: The columns that name a row, repeated on each page across (default: :func:`key_columns`).
+    key_columns: int | None = None
 
 
 @dataclass
@@ -82,12 +86,13 @@ def setup_sheet(ws: Worksheet, header: PrintHeader, options: PageOptions | None 
     ws.print_options.gridLines = False
     ws.print_area = options.area or used_area(ws, bulk_rows, bulk_columns)
     widths = column_widths(ws, ws.print_area)
-    keys = repeated_columns(ws, widths, options.portrait)
+    keys = repeated_columns(ws, widths, options.portrait, options.key_columns)
     setup.fitToWidth = 1 if options.one_page else min(options.max_pages_wide, pages_wide(
         sum(widths), sum(widths[:keys]), portrait=options.portrait))
     if setup.fitToWidth > 1 and keys:  # each page says which row it continues
         ws.print_title_cols = f"A:{get_column_letter(keys)}"
         setup.pageOrder = "overThenDown"
+        wrap_notes_in_key_columns(ws, keys, widths)
     repeat = options.repeat_rows or _long_table_header(ws, bulk_rows)
     if repeat:
         ws.print_title_rows = repeat
@@ -109,11 +114,12 @@ def pages_wide(width: float, key_width: float, portrait: bool = False) -> int:
     return MAX_PAGES_WIDE
 
 
-def repeated_columns(ws: Worksheet, widths: list[float], portrait: bool = False) -> int:
+def repeated_columns(ws: Worksheet, widths: list[float], portrait: bool = False,
+                     keys: int | None = None) -> int:
     """How many of its first columns a sheet printing over pages across repeats on each: its
-    :func:`key_columns`, or none when they would take more than :data:`MAX_KEY_SHARE` of a page
-    printed at :data:`MIN_PRINT_SCALE`."""
-    keys = key_columns(ws)
+    ``keys`` (by default :func:`key_columns`), or none when they would take more than
+    :data:`MAX_KEY_SHARE` of a page printed at :data:`MIN_PRINT_SCALE`."""
+    keys = keys or key_columns(ws)
     page = PAGE_WIDTH_CHARS["portrait" if portrait else "landscape"] / MIN_PRINT_SCALE
     return keys if sum(widths[:keys]) <= MAX_KEY_SHARE * page else 0
 
@@ -124,6 +130,33 @@ def key_columns(ws: Worksheet) -> int:
         letters, _ = coordinate_from_string(ws.freeze_panes)
         return max(column_index_from_string(letters) - 1, 1)
     return 1
+
+
+def wrap_notes_in_key_columns(ws: Worksheet, keys: int, widths: list[float]) -> None:
+    """Wrap, within the key columns, each text outside the tables that would run on past them
+    (a title, a note, a setting's description): the pages across repeat those columns and
+    would print it cut off at their edge."""
+    in_tables = {row for table in ws.tables.values()
+                 for row in range(ref_rows(table.ref)[0], ref_rows(table.ref)[1] + 1)}
+    by_row: dict[int, list[int]] = {}
+    for (row, column), cell in ws._cells.items():
+        if cell.value is not None and row not in in_tables:
+            by_row.setdefault(row, []).append(column)
+    for row, columns in by_row.items():
+        last = max(columns)
+        cell = ws.cell(row=row, column=last)
+        width = sum(widths[last - 1:keys])
+        if last > keys or not isinstance(cell.value, str) \
+                or wrapped_lines(cell.value, width, bold=bool(cell.font.b)) == 1:
+            continue  # only a row's last text runs on into the empty cells past it
+        for other in columns:  # the row's label and value level with its first line
+            align = ws.cell(row=row, column=other).alignment
+            ws.cell(row=row, column=other).alignment = Alignment(
+                horizontal=align.horizontal, vertical="top", wrap_text=align.wrap_text,
+                indent=align.indent)
+        if keys > last:
+            ws.merge_cells(start_row=row, start_column=last, end_row=row, end_column=keys)
+        wrap(ws, cell, width)
 
 
 def column_widths(ws: Worksheet, area: str) -> list[float]:

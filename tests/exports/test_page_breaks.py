@@ -1,17 +1,21 @@
-"""Page breaks keep each table and chart that fits on a page whole (the printed check of the
-example plan is in test_printing.py): a property over random sheets paginated as a spreadsheet
-paginates them, and the rules for which header repeats."""
+"""How a sheet's pages divide it: page breaks keep each table and chart that fits on a page
+whole (a property over random sheets paginated as a spreadsheet paginates them; the printed
+check of the example plan is in test_printing.py), the rules for which header repeats, and the
+key columns repeated on the pages across, with the texts in them wrapped to fit."""
 
 from __future__ import annotations
 
 import numpy as np
+import openpyxl
 import pandas as pd
 from hypothesis import example, given
 from hypothesis import strategies as st
 from openpyxl import Workbook
-from openpyxl.utils.cell import get_column_letter
+from openpyxl.cell.cell import MergedCell
+from openpyxl.utils.cell import column_index_from_string, get_column_letter
 
-from fleetplan.exports.xlsx_common import put
+from fleetplan.exports import write_plan
+from fleetplan.exports.xlsx_common import put, wrapped_lines
 from fleetplan.exports.xlsx_page_breaks import (
     PAGE_FILL,
     Block,
@@ -20,7 +24,13 @@ from fleetplan.exports.xlsx_page_breaks import (
     page_height_pt,
     sheet_blocks,
 )
-from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, repeated_columns, setup_sheet
+from fleetplan.exports.xlsx_print import (
+    PageOptions,
+    PrintHeader,
+    ref_rows,
+    repeated_columns,
+    setup_sheet,
+)
 from fleetplan.exports.xlsx_sheets import write_frame
 
 
@@ -105,16 +115,44 @@ def test_a_long_table_with_another_below_repeats_no_header():
 
 
 def test_key_columns_too_wide_to_repeat_are_not_repeated():
-    """Key columns over 40% of a page at half size would leave the pages across little room."""
+    """Key columns over 45% of a page at half size would leave the pages across little room."""
     ws = Workbook().active
     for column in range(1, 31):
         put(ws, 1, column, f"column {column}")
-        ws.column_dimensions[get_column_letter(column)].width = 30.0 if column <= 3 else 12.0
+        ws.column_dimensions[get_column_letter(column)].width = 35.0 if column <= 3 else 12.0
     ws.freeze_panes = "D2"
-    widths = [30.0] * 3 + [12.0] * 27
+    widths = [35.0] * 3 + [12.0] * 27
     assert repeated_columns(ws, widths) == 0
     ws.column_dimensions["A"].width = ws.column_dimensions["B"].width = 10.0
     ws.column_dimensions["C"].width = 10.0
     assert repeated_columns(ws, [10.0] * 3 + [12.0] * 27) == 3
     setup_sheet(ws, PrintHeader("test"), PageOptions())
     assert ws.page_setup.fitToWidth == 2 and ws.print_title_cols == "$A:$C"
+
+
+def test_texts_in_repeated_columns_wrap_within_them(tmp_path, example_plan):
+    """On the pages across, a note or description running on past the repeated columns would
+    print cut off at their edge: in the example plan each one wraps within them instead."""
+    book = openpyxl.load_workbook(write_plan(example_plan, tmp_path / "plan.xlsx"))
+    checked = 0
+    for ws in book.worksheets:
+        if not ws.print_title_cols:
+            continue
+        keys = column_index_from_string(ws.print_title_cols.split(":")[-1].strip("$"))
+        widths = [ws.column_dimensions[get_column_letter(c)].width for c in range(1, keys + 1)]
+        tables = set()
+        for table in ws.tables.values():
+            first, last = ref_rows(table.ref)
+            tables.update(range(first, last + 1))
+        for row in ws.iter_rows(max_col=ws.max_column):
+            texts = [c for c in row if c.value is not None and not isinstance(c, MergedCell)]
+            if not texts or texts[-1].row in tables or texts[-1].column > keys:
+                continue
+            cell = texts[-1]
+            width = sum(widths[cell.column - 1:keys])
+            lines = wrapped_lines(str(cell.value), width, bold=bool(cell.font.b))
+            checked += 1
+            if lines > 1:
+                assert cell.alignment.wrap_text, (ws.title, cell.coordinate)
+                assert ws.row_dimensions[cell.row].height >= 15 * lines, (ws.title, cell.coordinate)
+    assert checked >= 10  # the titles, notes and settings of Fleet, Assumptions and Candidates
