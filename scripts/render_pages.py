@@ -10,6 +10,7 @@ own page setup) and saves the pages the README shows. Needs ``soffice`` and ``pd
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import subprocess
 import tempfile
@@ -35,12 +36,13 @@ xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">
 <value>0</value></prop></item>
 </oor:items>
 """
-#: (workbook, pages to keep as (page number, PNG name)).
-PAGES = {"plan.xlsx": [(1, "plan-summary"), (3, "plan-costs"), (5, "plan-assumptions"), (7, "plan-frontier")],
-         "compare.xlsx": [(1, "compare-summary"), (2, "compare-options")],
-         "grid.xlsx": [(1, "whatif-summary")], "sweep.xlsx": [(1, "sweep-summary")],
-         "validation.xlsx": [(1, "validation-summary")],
-         "replan.xlsx": [(5, "replan-supply"), (6, "replan-changes")]}
+#: (workbook, pages to keep as (sheet, PNG name)): the first page each sheet prints on.
+PAGES = {"plan.xlsx": [("Summary", "plan-summary"), ("Costs", "plan-costs"),
+                       ("Assumptions", "plan-assumptions"), ("Frontier", "plan-frontier")],
+         "compare.xlsx": [("Summary", "compare-summary"), ("Options", "compare-options")],
+         "grid.xlsx": [("Summary", "whatif-summary")], "sweep.xlsx": [("Summary", "sweep-summary")],
+         "validation.xlsx": [("Summary", "validation-summary")],
+         "replan.xlsx": [("Supply", "replan-supply"), ("Changes", "replan-changes")]}
 
 
 def _run(*args: str) -> None:
@@ -77,10 +79,26 @@ def print_pages(folder: Path, out: Path) -> None:
                         f"-env:UserInstallation={profile.as_uri()}", "--convert-to", "pdf", "--outdir",
                         str(folder), str(folder / workbook)], check=True, capture_output=True, timeout=600)
         pdf = folder / workbook.replace(".xlsx", ".pdf")
-        for number, name in pages:
+        first_pages = first_page_of_each_sheet(pdf)
+        for sheet, name in pages:
+            number = first_pages[sheet]
             subprocess.run(["pdftoppm", "-png", "-r", "80", "-singlefile", "-f", str(number), "-l", str(number),
                             str(pdf), str(out / name)], check=True, timeout=120)
             print(f"wrote {out / name}.png")
+
+
+def first_page_of_each_sheet(pdf: Path) -> dict[str, int]:
+    """The page number each sheet starts on, read from the pages' headers (their centre names
+    the sheet)."""
+    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True,
+                          check=True, timeout=120).stdout
+    first: dict[str, int] = {}
+    for number, page in enumerate(text.split("\f"), start=1):
+        lines = [line for line in page.splitlines() if line.strip()]
+        if lines:
+            parts = re.split(r"\s{2,}", lines[0].strip())
+            first.setdefault(parts[1] if len(parts) >= 3 else parts[0], number)
+    return first
 
 
 def main_script() -> None:

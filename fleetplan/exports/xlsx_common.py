@@ -207,9 +207,13 @@ def wrapped_lines(text: str, width_chars: float, bold: bool = True) -> int:
 def fit_header_rows(ws: Worksheet) -> None:
     """Widen each column of a styled header row of ``ws`` to its header's longest word (up to
     30 characters: ``(tokens/s/GPU)`` is not broken inside), then give the row the height its
-    widest wrapped header needs."""
+    widest wrapped header needs; a header over numbers is set right, above them."""
     for row, first, last in _HEADER_ROWS.get(ws, ()):
         for column in range(first, last + 1):
+            below = ws._cells.get((row + 1, column))  # not ws.cell: a bulk sheet's rows come later
+            if below is not None and _holds_numbers(below):
+                ws.cell(row=row, column=column).alignment = Alignment(
+                    horizontal="right", wrap_text=True, vertical="center")
             words = str(ws.cell(row=row, column=column).value or "").split()
             needed = min(max((len(w) for w in words), default=0) * 1.15 + 2, 30.0)
             dimension = ws.column_dimensions[get_column_letter(column)]
@@ -221,6 +225,19 @@ def fit_header_rows(ws: Worksheet) -> None:
                     for column in range(first, last + 1))
         ws.row_dimensions[row].height = min(409.0, max(ws.row_dimensions[row].height or 15.0,
                                                        15.0 * lines + 3.0))
+
+
+def _holds_numbers(cell: Cell) -> bool:
+    """Whether a column's first cell prints a number right-aligned: a number, or a formula
+    with a number format."""
+    if cell.alignment.horizontal in ("left", "center"):
+        return False
+    if isinstance(cell.value, bool):
+        return False
+    if isinstance(cell.value, (int, float)):
+        return True
+    return isinstance(cell.value, str) and cell.value.startswith("=") \
+        and cell.number_format not in ("General", "@")
 
 
 def table_name(text: str) -> str:

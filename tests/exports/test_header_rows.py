@@ -55,3 +55,16 @@ def test_text_beside_a_number_is_indented(tmp_path):
                                   "calibration": ["measured"]}), 1, "T")
     assert ws["A2"].alignment.indent == 0  # the first column starts at the table's edge
     assert ws["C2"].alignment.indent == 1 and ws["B2"].alignment.indent == 0
+
+
+def test_headers_over_numbers_sit_right_above_them(tmp_path, example_plan):
+    """A left-set header over right-set numbers sat over the neighbouring column's figures."""
+    book = openpyxl.load_workbook(write_plan(example_plan, tmp_path / "plan.xlsx"))
+    ws = book["Workloads"]
+    header = next(row for row in ws.iter_rows() if row[0].value == "Workload")
+    below = ws[header[0].row + 1]
+    sides = {cell.value: cell.alignment.horizontal for cell in header if cell.value}
+    assert sides["Workload"] != "right" and sides["Model"] != "right"
+    numbers = [h.value for h, b in zip(header, below) if isinstance(b.value, (int, float))
+               or str(b.value).startswith("=")]
+    assert len(numbers) >= 8 and all(sides[name] == "right" for name in numbers), sides
