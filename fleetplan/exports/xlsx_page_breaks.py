@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from openpyxl.utils.cell import column_index_from_string
 from openpyxl.worksheet.pagebreak import Break
 from openpyxl.worksheet.worksheet import Worksheet
 
@@ -29,7 +30,6 @@ from fleetplan.exports.xlsx_print import (
     chart_corner,
     column_widths,
     ref_rows,
-    repeated_columns,
 )
 
 #: A4's height [cm] by orientation.
@@ -108,9 +108,10 @@ def keep_blocks_together(ws: Worksheet) -> None:
     header repeated when that table runs over several pages (and no rows repeat yet)."""
     area_rows = ref_rows(ws.print_area.split("!")[-1].replace("$", ""))[1]
     widths = column_widths(ws, ws.print_area)
-    portrait = ws.page_setup.orientation == "portrait"
-    scale = printed_scale(sum(widths), sum(widths[:repeated_columns(ws, widths, portrait)]),
-                          ws.page_setup.fitToWidth or 1, portrait)
+    repeated = ws.print_title_cols  # as "$A:$D", once setup_sheet has chosen the pages across
+    keys = column_index_from_string(repeated.split(":")[-1].strip("$")) if repeated else 0
+    scale = printed_scale(sum(widths), sum(widths[:keys]), ws.page_setup.fitToWidth or 1,
+                          ws.page_setup.orientation == "portrait")
     room = PAGE_FILL * page_height_pt(ws, scale)
     heights = [ws.row_dimensions[r].height or DEFAULT_HEIGHT_PT for r in range(1, area_rows + 1)]
     blocks = [b for b in sheet_blocks(ws) if b.last <= area_rows]  # not the working tables

@@ -22,6 +22,7 @@ from fleetplan.exports.xlsx_page_breaks import (
     keep_blocks_together,
     page_breaks,
     page_height_pt,
+    printed_scale,
     sheet_blocks,
 )
 from fleetplan.exports.xlsx_print import (
@@ -156,3 +157,25 @@ def test_texts_in_repeated_columns_wrap_within_them(tmp_path, example_plan):
                 assert cell.alignment.wrap_text, (ws.title, cell.coordinate)
                 assert ws.row_dimensions[cell.row].height >= 15 * lines, (ws.title, cell.coordinate)
     assert checked >= 10  # the titles, notes and settings of Fleet, Assumptions and Candidates
+
+
+def test_the_pages_are_estimated_at_the_scale_the_repeated_columns_leave():
+    """The key columns repeated on each page across shrink the print: a sheet whose repeated
+    columns were ignored was estimated at a larger scale, its pages shorter, and a table that
+    fitted under the first was moved to a page of its own."""
+    ws = _sheet([20, 30])
+    for column in range(3, 25):
+        put(ws, 4, column, "wide")
+        ws.column_dimensions[get_column_letter(column)].width = 12.0
+    ws.column_dimensions["A"].width = ws.column_dimensions["B"].width = 40.0
+    setup_sheet(ws, PrintHeader("test"), PageOptions(key_columns=2))
+    assert ws.page_setup.fitToWidth == 2 and ws.print_title_cols == "$A:$B"
+    widths = [40.0, 40.0] + [12.0] * 22
+    heights = [15.0] * ws.max_row
+    shown = PAGE_FILL * page_height_pt(ws, printed_scale(sum(widths), 80.0, 2))
+    one_key = PAGE_FILL * page_height_pt(ws, printed_scale(sum(widths), 40.0, 2))
+    second = sheet_blocks(ws)[-1]
+    assert paginate(heights, [], shown)[second.last - 1] == 0  # both tables fit page 1
+    assert paginate(heights, [], one_key)[second.last - 1] == 1  # not on the shorter page
+    keep_blocks_together(ws)
+    assert list(ws.row_breaks.brk) == []
