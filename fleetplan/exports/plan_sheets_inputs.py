@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from openpyxl.formatting.rule import CellIsRule
 from openpyxl.styles import Font
 from openpyxl.utils.cell import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
@@ -37,6 +36,7 @@ _CHART_CM = (11.0, 16.0)  # height, width of each frontier chart
 #: What names a row of the Assumptions' tables on its pages across: a price's GPU, pricing
 #: type, price and name in formulas; an efficiency row's engine, GPU, operator and precision.
 ASSUMPTIONS_KEY_COLUMNS = 4
+CHOSEN_FONT = Font(bold=True, color="375623")
 
 
 def assumptions_sheet(ws: Worksheet, plan, catalogs: Any, start: dt.date) -> dict[tuple, str]:
@@ -118,9 +118,10 @@ def candidates_sheet(ws: Worksheet, plan) -> PageOptions:
     table.insert(0, "chosen", table["config"].isin(chosen))
     widths: dict[int, float] = {}
     write_frame(ws, table, row, "Candidates", widths)
-    last = row + len(table)
-    ws.conditional_formatting.add(f"A{row + 1}:A{last}", CellIsRule(
-        operator="equal", formula=["TRUE"], font=Font(bold=True, color="375623")))
+    # in the cells, not a conditional format: LibreOffice 7.4 crashes printing a sheet whose
+    # boolean cells carry one, unless it recalculates the workbook on load
+    for line in np.flatnonzero(table["chosen"].to_numpy()) + row + 1:
+        ws.cell(row=int(line), column=1).font = CHOSEN_FONT
     # the row's names stay in view, and print on each page across
     ws.freeze_panes = f"{get_column_letter(table.columns.get_loc('config') + 2)}{row + 1}"
     set_widths(ws, widths)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from openpyxl.cell.cell import Cell
-from openpyxl.formatting.rule import CellIsRule, ColorScaleRule
+from openpyxl.formatting.rule import ColorScaleRule
 from openpyxl.styles import Font
 from openpyxl.utils.cell import get_column_letter
 
@@ -57,6 +57,9 @@ CHEAPEST_COLUMNS = ("gpu", "model", "quant", "tp", "context_len", "input_len", "
                     "error_p10_pct", "error_p90_pct")
 FRONTIER_PRINT_ROWS = 40
 RANK_COLUMN = "usd_per_m_output_tokens"
+#: Columns whose FALSE says a row cannot run, and how that FALSE prints.
+CANNOT_RUN_COLUMNS = ("valid", "fits")
+CANNOT_RUN_FONT = Font(color="C00000", bold=True)
 _CURVE_KEYS = ("gpu", "model", "quant", "kv_quant", "tp", "context_len", "input_len", "output_len")
 
 
@@ -207,7 +210,13 @@ def _grid_sheet(book: Book, grid: pd.DataFrame, costs: CostFormulas) -> None:
         template = Cell(ws, row=2, column=position)  # registers the style; never placed
         if number_format:
             template.number_format = number_format
-        columns.append(BulkColumn(str(name), kind, template.style_id, costs.builders.get(name)))
+        false_style = None
+        if name in CANNOT_RUN_COLUMNS:  # rows that cannot run show FALSE in red
+            false_template = Cell(ws, row=2, column=position)
+            false_template.font = CANNOT_RUN_FONT
+            false_style = false_template.style_id
+        columns.append(BulkColumn(str(name), kind, template.style_id, costs.builders.get(name),
+                                  false_style))
         sample = series.head(50).tolist() if kind == "text" else []
         widths[position] = text_width(sample, headers[position - 1], number_format)
     book.bulk["Sweep"] = BulkSheet(grid, columns)
@@ -238,20 +247,15 @@ def _kind_and_format(series: pd.Series) -> tuple[str, str | None]:
 
 
 def _grid_highlights(ws, grid: pd.DataFrame) -> None:
-    """Green-to-red on $/1M output tokens; rows that cannot run show FALSE in red."""
+    """Green-to-red on $/1M output tokens (the FALSE of rows that cannot run is red in the
+    cells themselves: see ``BulkColumn.false_style_id``)."""
     last = len(grid) + 1
-    if last < 2:
+    if last < 2 or RANK_COLUMN not in grid:
         return
-    for position, name in enumerate(grid.columns, start=1):
-        letter = get_column_letter(position)
-        cells = f"{letter}2:{letter}{last}"
-        if name == RANK_COLUMN:
-            ws.conditional_formatting.add(cells, ColorScaleRule(
-                start_type="min", start_color="63BE7B", mid_type="percentile", mid_value=50,
-                mid_color="FFEB84", end_type="max", end_color="F8696B"))
-        elif name in ("valid", "fits"):
-            ws.conditional_formatting.add(cells, CellIsRule(
-                operator="equal", formula=["FALSE"], font=Font(color="C00000", bold=True)))
+    letter = get_column_letter(list(grid.columns).index(RANK_COLUMN) + 1)
+    ws.conditional_formatting.add(f"{letter}2:{letter}{last}", ColorScaleRule(
+        start_type="min", start_color="63BE7B", mid_type="percentile", mid_value=50,
+        mid_color="FFEB84", end_type="max", end_color="F8696B"))
 
 
 def _summary_sheet(ws, summary: pd.DataFrame, grid: pd.DataFrame, top_n: int | None, total_rows: int,

@@ -35,6 +35,10 @@ class BulkColumn:
     kind: str
     style_id: int
     formula: FormulaBuilder | None = None
+    #: A boolean column's style for its FALSE cells (e.g. red), set in the cell rather than by
+    #: conditional formatting: LibreOffice 7.4 crashes printing a sheet whose boolean cells
+    #: carry a conditional format unless it recalculates the workbook on load.
+    false_style_id: int | None = None
 
 
 @dataclass
@@ -77,7 +81,7 @@ class BulkSheet:
                                       for f, ok in zip(formulas, np.isfinite(values).tolist()))
             return formula_cells(letter, column.style_id, formulas, values, rows)
         if column.kind == "bool":
-            return bool_cells(letter, column.style_id, series, rows)
+            return bool_cells(letter, column.style_id, series, rows, column.false_style_id)
         if column.kind == "text":
             return text_cells(letter, column.style_id, series, rows)
         return number_cells(letter, column.style_id, series, rows)
@@ -100,11 +104,14 @@ def number_cells(letter: str, style_id: int, series: pd.Series, rows: list[str])
             for r, t, ok in zip(rows, texts, finite.tolist())]
 
 
-def bool_cells(letter: str, style_id: int, series: pd.Series, rows: list[str]) -> list[str]:
-    """Boolean cells (TRUE/FALSE); missing values left empty."""
-    s = _style(style_id)
+def bool_cells(letter: str, style_id: int, series: pd.Series, rows: list[str],
+               false_style_id: int | None = None) -> list[str]:
+    """Boolean cells (TRUE/FALSE), FALSE ones in ``false_style_id`` if given; missing values
+    left empty."""
+    styles = {True: _style(style_id), False: _style(style_id if false_style_id is None
+                                                      else false_style_id)}
     values = series.astype("boolean").to_numpy(dtype=object, na_value=None).tolist()
-    return [f'<c r="{letter}{r}"{s} t="b"><v>{int(v)}</v></c>' if v is not None else ""
+    return [f'<c r="{letter}{r}"{styles[v]} t="b"><v>{int(v)}</v></c>' if v is not None else ""
             for r, v in zip(rows, values)]
 
 

@@ -44,11 +44,12 @@ _PDF_FILTER = 'pdf:calc_pdf_Export:{"SinglePageSheets":{"type":"boolean","value"
 class LibreOffice:
     """``soffice --headless`` with a private profile that recalculates workbooks on load."""
 
-    def __init__(self, binary: str, profile: Path) -> None:
+    def __init__(self, binary: str, profile: Path, recalculate: bool = True) -> None:
         self.binary = binary
         self.profile = profile
         (profile / "user").mkdir(parents=True, exist_ok=True)
-        (profile / "user" / "registrymodifications.xcu").write_text(_RECALC_PROFILE)
+        if recalculate:  # else LibreOffice's defaults: a workbook keeps its cached values
+            (profile / "user" / "registrymodifications.xcu").write_text(_RECALC_PROFILE)
 
     def convert(self, path: Path, target: str, outdir: Path) -> Path:
         outdir.mkdir(parents=True, exist_ok=True)
@@ -125,6 +126,15 @@ def libreoffice(tmp_path_factory) -> LibreOffice:
         pytest.skip(message)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     return LibreOffice(binary, tmp_path_factory.mktemp(f"libreoffice-profile-{worker}"))
+
+
+@pytest.fixture(scope="session")
+def libreoffice_as_installed(libreoffice, tmp_path_factory) -> LibreOffice:
+    """LibreOffice with its default settings, as a reader has it: no recalculation on load."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    return LibreOffice(libreoffice.binary,
+                       tmp_path_factory.mktemp(f"libreoffice-default-profile-{worker}"),
+                       recalculate=False)
 
 
 @pytest.fixture

@@ -4,6 +4,8 @@ at, and tables kept whole on a page."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import openpyxl
 import pytest
 
@@ -76,6 +78,18 @@ def test_plan_tables_that_fit_on_a_page_print_whole_on_one(tmp_path, libreoffice
             and any(line.startswith("Parameters") for line in lines)]
     assert len(text) == 1 and len(parameters) > 40
     assert all(name in text[0] for name in parameters)
+
+
+def test_small_workbooks_print_with_libreoffices_default_settings(
+        tmp_path, libreoffice_as_installed, small_sweep, example_plan):
+    """Without recalculation on load, LibreOffice 7.4 crashed printing a sheet whose boolean
+    cells carried a conditional format (the Sweep's 'Fits memory', the plan's 'Chosen' on
+    a small plan): a 10-row sweep did not print at all."""
+    sweep = write_sweep(small_sweep.head(10), tmp_path / "sweep.xlsx", tpot_slo_ms=20.0)
+    assert set(pages_by_sheet(libreoffice_as_installed.print(sweep))) >= {"Summary", "Sweep"}
+    small = dataclasses.replace(example_plan, candidates=example_plan.candidates.head(10))
+    plan = write_plan(small, tmp_path / "plan.xlsx")
+    assert "Candidates" in pages_by_sheet(libreoffice_as_installed.print(plan))
 
 
 def test_compare_prints_on_four_pages(tmp_path, libreoffice, shipped):

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from openpyxl.utils.cell import get_column_letter
 
 import fleetplan
 from fleetplan.errors import InvalidValueError
@@ -230,3 +231,20 @@ def test_any_text_round_trips_as_text(tmp_path_factory, names):
         assert model.data_type == "s" and case.data_type == "s"
         assert (model.value or "") == clean_text(name)
         assert (case.value or "") == clean_text(names[::-1][position])
+
+
+def test_rows_that_cannot_run_show_false_in_red_in_the_cells(tmp_path, small_sweep):
+    """Set in each FALSE cell, not by a conditional format (see test_printing's test of
+    LibreOffice's default settings); TRUE cells keep the column's plain style."""
+    grid = small_sweep.copy()
+    grid.loc[grid.index[:3], "fits"] = False
+    ws = openpyxl.load_workbook(write_sweep(grid, tmp_path / "s.xlsx"))["Sweep"]
+    column = [c.value for c in ws[1]].index(header_of("fits")) + 1
+    cells = [ws.cell(row=r, column=column) for r in range(2, ws.max_row + 1)]
+    red = [c.value for c in cells if c.font.color is not None and c.font.color.rgb == "00C00000"]
+    assert red == [False] * int((~grid["fits"]).sum())
+    assert all(c.font.b for c in cells if not c.value)
+    assert not any(c.font.b for c in cells if c.value)
+    letter = get_column_letter(column)
+    assert [str(f.sqref) for f in ws.conditional_formatting
+            if str(f.sqref).startswith(f"{letter}2:")] == []
