@@ -16,7 +16,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 from fleetplan.errors import FleetplanError
 from fleetplan.exports import plan_quantities
 from fleetplan.exports.plan_costs_beyond_gpus import beyond_gpu_inputs
-from fleetplan.exports.xlsx_common import NOTE_FONT, put, set_widths, title_block
+from fleetplan.exports.xlsx_common import NOTE_FONT, put, set_widths, title_block, wrap
 from fleetplan.exports.xlsx_frontier import X_COLUMN, Y_COLUMN, frontier_block
 from fleetplan.exports.xlsx_print import PageOptions, chart_rows
 from fleetplan.exports.xlsx_sheets import Assumptions, write_frame
@@ -37,6 +37,8 @@ _CHART_CM = (11.0, 16.0)  # height, width of each frontier chart
 #: type, price and name in formulas; an efficiency row's engine, GPU, operator and precision.
 ASSUMPTIONS_KEY_COLUMNS = 4
 CHOSEN_FONT = Font(bold=True, color="375623")
+#: The widest the Candidates' reason column gets; longer reasons wrap [characters].
+REASON_WIDTH = 60.0
 
 
 def assumptions_sheet(ws: Worksheet, plan, catalogs: Any, start: dt.date) -> dict[tuple, str]:
@@ -122,6 +124,11 @@ def candidates_sheet(ws: Worksheet, plan) -> PageOptions:
     # boolean cells carry one, unless it recalculates the workbook on load
     for line in np.flatnonzero(table["chosen"].to_numpy()) + row + 1:
         ws.cell(row=int(line), column=1).font = CHOSEN_FONT
+    if "reason" in table:  # why a configuration cannot serve: a sentence, wrapped
+        column = table.columns.get_loc("reason") + 1
+        for line in np.flatnonzero(table["reason"].astype(str).str.len() > REASON_WIDTH):
+            wrap(ws, ws.cell(row=row + 1 + int(line), column=column), REASON_WIDTH)
+        widths[column] = min(widths.get(column, REASON_WIDTH), REASON_WIDTH)
     # the row's names stay in view, and print on each page across
     ws.freeze_panes = f"{get_column_letter(table.columns.get_loc('config') + 2)}{row + 1}"
     set_widths(ws, widths)

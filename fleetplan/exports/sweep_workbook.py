@@ -60,6 +60,8 @@ RANK_COLUMN = "usd_per_m_output_tokens"
 #: Columns whose FALSE says a row cannot run, and how that FALSE prints.
 CANNOT_RUN_COLUMNS = ("valid", "fits")
 CANNOT_RUN_FONT = Font(color="C00000", bold=True)
+#: The widest a text column of the Sweep sheet gets (why a row cannot run: up to 80) [chars].
+BULK_TEXT_WIDTH = 90.0
 _CURVE_KEYS = ("gpu", "model", "quant", "kv_quant", "tp", "context_len", "input_len", "output_len")
 
 
@@ -217,8 +219,12 @@ def _grid_sheet(book: Book, grid: pd.DataFrame, costs: CostFormulas) -> None:
             false_style = false_template.style_id
         columns.append(BulkColumn(str(name), kind, template.style_id, costs.builders.get(name),
                                   false_style))
-        sample = series.head(50).tolist() if kind == "text" else []
+        # every distinct text, not the first rows': "a100-80gb-sxm" may come after "h100-sxm"
+        sample = pd.unique(series.dropna().astype(str)).tolist() if kind == "text" else []
         widths[position] = text_width(sample, headers[position - 1], number_format)
+        if sample:  # a bulk row is one line: a text column is as wide as its longest text
+            widths[position] = max(widths[position],
+                                   min(max(len(t) for t in sample) + 2, BULK_TEXT_WIDTH))
     book.bulk["Sweep"] = BulkSheet(grid, columns)
     add_table(ws, "Sweep", 1, 1, headers, len(grid), style="TableStyleMedium2")
     ws.freeze_panes = f"{get_column_letter(_leading_labels(columns) + 1)}2"
@@ -277,7 +283,9 @@ def _summary_sheet(ws, summary: pd.DataFrame, grid: pd.DataFrame, top_n: int | N
         put(ws, row, 1, f"The {len(cheapest)} cheapest configurations by cost per 1M output tokens",
             font=LABEL_FONT)
         write_frame(ws, cheapest[shown].reset_index(drop=True), row + 1, "Cheapest", widths)
-    set_widths(ws, {1: 12, 2: 16, **{column: 12 for column in range(3, max(widths, default=2) + 1)}})
+    base = {1: 12, 2: 16, **{column: 12 for column in range(3, max(widths, default=2) + 1)}}
+    set_widths(ws, {column: max(width, widths.get(column, 0.0)) if column <= 2 else width
+                    for column, width in base.items()})  # GPU and model ids print whole
     return PageOptions(one_page=True)
 
 

@@ -81,8 +81,10 @@ def _summary(ws, by_metric: pd.DataFrame, rows: pd.DataFrame) -> PageOptions:
                       "measured); each chart puts one metric's predicted values against the "
                       "measured ones.")
     shown = by_metric.assign(metric=by_metric["metric"].map(header_of))
-    after = write_frame(ws, shown, row, "ByMetric", formats=FORMATS)
-    set_widths(ws, {1: 14, 2: 30, 3: 10, 4: 12, 5: 12, 6: 12})
+    needed: dict[int, float] = {}  # "leave-one-model-out" prints whole
+    after = write_frame(ws, shown, row, "ByMetric", needed, formats=FORMATS)
+    set_widths(ws, {column: max(width, needed.get(column, 0.0)) for column, width in
+                    {1: 14, 2: 30, 3: 10, 4: 12, 5: 12, 6: 12}.items()})
     anchor_row = after + 1
     value_column, predicted_column = COLUMNS.index("value") + 1, COLUMNS.index("predicted") + 1
     positions = rows.groupby("metric", sort=False).indices

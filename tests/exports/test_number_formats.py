@@ -86,3 +86,25 @@ def test_plan_months_are_calendar_months(tmp_path, example_plan):
     assert months[0] == dt.datetime(2027, 3, 1) and dt.datetime(2028, 2, 1) in months
     assert all(m.day == 1 for m in months)
     assert path.exists()
+
+
+@pytest.mark.parametrize("kind", ["plan", "compare", "what-if", "sweep", "validation"])
+def test_no_table_text_is_cut_off_by_the_cell_beside_it(workbooks, kind):
+    """A text in a table that does not wrap prints only as far as its column when the next
+    cell holds something: it must fit (the validation Summary cut 'leave-one-model-out')."""
+    # the validation Rows' source, a row's key of up to 130 characters, is capped at 40 so its
+    # hundreds of rows stay one line each (the whole text is in the cell and on Sources)
+    capped = {("validation", "Rows", "A")}
+    cut = []
+    for ws in _load(workbooks[kind]).worksheets:
+        for table in ws.tables.values():
+            for row in ws[table.ref][1:]:
+                for cell, beside in zip(row, row[1:]):
+                    if (kind, ws.title, cell.column_letter) in capped:
+                        continue
+                    if isinstance(cell.value, str) and beside.value is not None \
+                            and not cell.alignment.wrap_text and not cell.value.startswith("="):
+                        width = ws.column_dimensions[cell.column_letter].width or 8.43
+                        if len(cell.value) > width:
+                            cut.append((ws.title, cell.column_letter, len(cell.value), width))
+    assert not cut, sorted(set(cut))
