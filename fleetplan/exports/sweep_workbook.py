@@ -219,12 +219,11 @@ def _grid_sheet(book: Book, grid: pd.DataFrame, costs: CostFormulas) -> None:
             false_style = false_template.style_id
         columns.append(BulkColumn(str(name), kind, template.style_id, costs.builders.get(name),
                                   false_style))
-        # every distinct text, not the first rows': "a100-80gb-sxm" may come after "h100-sxm"
-        sample = pd.unique(series.dropna().astype(str)).tolist() if kind == "text" else []
-        widths[position] = text_width(sample, headers[position - 1], number_format)
-        if sample:  # a bulk row is one line: a text column is as wide as its longest text
-            widths[position] = max(widths[position],
-                                   min(max(len(t) for t in sample) + 2, BULK_TEXT_WIDTH))
+        # every distinct text, not the first rows': "a100-80gb-sxm" may come after "h100-sxm";
+        # a bulk row is one line, so a text column is as wide as its longest text
+        sample = [str(v) for v in pd.unique(series.dropna())] if kind == "text" else []
+        widths[position] = text_width(sample, headers[position - 1], number_format,
+                                      widest=BULK_TEXT_WIDTH)
     book.bulk["Sweep"] = BulkSheet(grid, columns)
     add_table(ws, "Sweep", 1, 1, headers, len(grid), style="TableStyleMedium2")
     ws.freeze_panes = f"{get_column_letter(_leading_labels(columns) + 1)}2"

@@ -292,13 +292,14 @@ def set_widths(ws: Worksheet, widths: dict[int, float]) -> None:
         ws.column_dimensions[get_column_letter(column)].width = max(6.0, min(width, 110.0))
 
 
-def text_width(values, header: str, number_format: str | None = None) -> float:
-    """Width that fits a header and sample values, in characters."""
+def text_width(values, header: str, number_format: str | None = None,
+               widest: float = 60.0) -> float:
+    """Width that fits a header and sample values, in characters, at most ``widest``."""
     longest = max((_shown_length(v) for v in values), default=0)
     if number_format and number_format != "General":
         longest = max(longest, 10)
     words = max((len(word) for word in str(header).split()), default=0)
-    return min(max(len(header) / 2.2, words, longest) + 2, 60.0)  # headers wrap over up to 3 lines
+    return min(max(len(header) / 2.2, words, longest) + 2, widest)  # headers wrap over 3 lines
 
 
 def _shown_length(value: Any) -> int:

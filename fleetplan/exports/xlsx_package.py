@@ -62,10 +62,10 @@ class Book:
         for ws in self.wb.worksheets:
             bulk = self.bulk.get(ws.title)
             options = self.pages.get(ws.title)
-            setup_sheet(ws, header, options, bulk_rows=len(bulk.frame) if bulk else None,
-                        bulk_columns=len(bulk.columns) if bulk else None)
+            scale = setup_sheet(ws, header, options, bulk_rows=len(bulk.frame) if bulk else None,
+                                bulk_columns=len(bulk.columns) if bulk else None)
             if bulk is None and not (options and options.one_page):
-                keep_blocks_together(ws)
+                keep_blocks_together(ws, scale)
 
     def formula_cell_count(self) -> int:
         """Formula cells in the saved workbook (bulk sheets counted after saving)."""

@@ -8,9 +8,9 @@ page, gets its header row repeated on the pages after it. Only the last: spreads
 set of rows per sheet, on every page after the one they first print on, so the header of a table
 above another would print atop the other's pages.
 
-The page is estimated as LibreOffice prints it: the sheet's scale from its fit-to-width pages and
-the printed width of a column character (:data:`fleetplan.exports.xlsx_print.PAGE_WIDTH_CHARS`),
-row heights in points, and a little room kept for rounding (:data:`PAGE_FILL`).
+The page is estimated as LibreOffice prints it: the scale the sheet's page setup gives it
+(:func:`fleetplan.exports.xlsx_print.printed_scale`), row heights in points, and a little room
+kept for rounding (:data:`PAGE_FILL`).
 """
 
 from __future__ import annotations
@@ -20,17 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from openpyxl.utils.cell import column_index_from_string
 from openpyxl.worksheet.pagebreak import Break
 from openpyxl.worksheet.worksheet import Worksheet
 
-from fleetplan.exports.xlsx_print import (
-    DEFAULT_HEIGHT_PT,
-    PAGE_WIDTH_CHARS,
-    chart_corner,
-    column_widths,
-    ref_rows,
-)
+from fleetplan.exports.xlsx_print import DEFAULT_HEIGHT_PT, chart_corner, ref_rows
 
 #: A4's height [cm] by orientation.
 PAPER_HEIGHT_CM = {"landscape": 21.0, "portrait": 29.7}
@@ -50,21 +43,6 @@ class Block:
     header: int | None = None
 
 
-def printed_scale(width_chars: float, key_chars: float, pages_wide: int,
-                  portrait: bool = False) -> float:
-    """The share of full size a sheet ``width_chars`` wide prints at, fit to ``pages_wide``
-    pages that each repeat its ``key_chars`` of key columns.
-
-    scale = min(1, pages · page width / (width + (pages − 1) · key width))
-
-    >>> round(printed_scale(200, 30, 1), 3), round(printed_scale(300, 30, 2), 3)
-    (0.553, 0.671)
-    """
-    page = PAGE_WIDTH_CHARS["portrait" if portrait else "landscape"]
-    keys = key_chars if pages_wide > 1 else 0.0
-    return min(1.0, pages_wide * page / max(width_chars + (pages_wide - 1) * keys, 1e-9))
-
-
 def page_height_pt(ws: Worksheet, scale: float) -> float:
     """The sheet rows' height one printed page holds at ``scale`` [points]: the paper's height
     less the top and bottom margins (the header and footer print inside them)."""
@@ -74,12 +52,12 @@ def page_height_pt(ws: Worksheet, scale: float) -> float:
 
 
 def page_breaks(heights_pt: Sequence[float], blocks: Sequence[Block], page_pt: float,
-                repeat: Block | None = None) -> list[int]:
+                repeated_row: int | None = None) -> list[int]:
     """The rows after which a manual break keeps each block that fits on a page whole.
 
     ``heights_pt`` are rows 1..n; pages fill greedily, as a spreadsheet fills them, except that
     a block starting on a page, running past its end and no taller than a page moves to the
-    next page. ``repeat`` is the block whose header row prints atop the pages after its own.
+    next page. ``repeated_row`` is a header row printed atop every page after its own.
 
     >>> page_breaks([15.0] * 40, [Block(8, 15)], page_pt=150.0)  # rows 8-15 on page 2
     [7]
@@ -88,11 +66,11 @@ def page_breaks(heights_pt: Sequence[float], blocks: Sequence[Block], page_pt: f
     """
     cumulative = np.concatenate([[0.0], np.cumsum(np.asarray(heights_pt, dtype=float))])
     rows = len(cumulative) - 1
-    repeated = float(heights_pt[repeat.header - 1]) if repeat and repeat.header else 0.0
     breaks: list[int] = []
     top = 1
     while True:
-        room = page_pt - (repeated if repeat and repeat.header and repeat.header < top else 0.0)
+        above = repeated_row is not None and repeated_row < top
+        room = page_pt - (float(heights_pt[repeated_row - 1]) if above else 0.0)
         last = int(np.searchsorted(cumulative, cumulative[top - 1] + room, side="right")) - 1
         if last >= rows or last < top:
             return breaks
@@ -103,24 +81,21 @@ def page_breaks(heights_pt: Sequence[float], blocks: Sequence[Block], page_pt: f
             breaks.append(top - 1)
 
 
-def keep_blocks_together(ws: Worksheet) -> None:
+def keep_blocks_together(ws: Worksheet, scale: float) -> None:
     """Manual page breaks before the blocks of ``ws`` that would be cut, and its last table's
-    header repeated when that table runs over several pages (and no rows repeat yet)."""
+    header repeated when that table runs over several pages (and no rows repeat yet); ``scale``
+    is the one its page setup prints at (what :func:`~fleetplan.exports.xlsx_print.setup_sheet`
+    returns)."""
     area_rows = ref_rows(ws.print_area.split("!")[-1].replace("$", ""))[1]
-    widths = column_widths(ws, ws.print_area)
-    repeated = ws.print_title_cols  # as "$A:$D", once setup_sheet has chosen the pages across
-    keys = column_index_from_string(repeated.split(":")[-1].strip("$")) if repeated else 0
-    scale = printed_scale(sum(widths), sum(widths[:keys]), ws.page_setup.fitToWidth or 1,
-                          ws.page_setup.orientation == "portrait")
     room = PAGE_FILL * page_height_pt(ws, scale)
     heights = [ws.row_dimensions[r].height or DEFAULT_HEIGHT_PT for r in range(1, area_rows + 1)]
     blocks = [b for b in sheet_blocks(ws) if b.last <= area_rows]  # not the working tables
-    repeat = None
+    repeated = None
     if blocks and blocks[-1].header and not ws.print_title_rows \
             and sum(heights[blocks[-1].first - 1:blocks[-1].last]) > room:
-        repeat = blocks[-1]
-        ws.print_title_rows = f"{repeat.header}:{repeat.header}"
-    for row in page_breaks(heights, blocks, room, repeat):
+        repeated = blocks[-1].header
+        ws.print_title_rows = f"{repeated}:{repeated}"
+    for row in page_breaks(heights, blocks, room, repeated):
         ws.row_breaks.append(Break(id=row))
 
 

@@ -71,10 +71,10 @@ class PrintHeader:
 
 
 def setup_sheet(ws: Worksheet, header: PrintHeader, options: PageOptions | None = None,
-                bulk_rows: int | None = None, bulk_columns: int | None = None) -> None:
+                bulk_rows: int | None = None, bulk_columns: int | None = None) -> float:
     """Landscape (unless ``portrait``), fit to width (one page for ``one_page``; a wide sheet
     over :func:`pages_wide` pages, its key columns on each), margins, print area, repeated
-    header rows, header and footer."""
+    header rows, header and footer. Returns the :func:`printed_scale` of that setup."""
     options = options or PageOptions()
     setup = ws.page_setup
     setup.orientation = "portrait" if options.portrait else "landscape"
@@ -93,10 +93,28 @@ def setup_sheet(ws: Worksheet, header: PrintHeader, options: PageOptions | None 
         ws.print_title_cols = f"A:{get_column_letter(keys)}"
         setup.pageOrder = "overThenDown"
         wrap_notes_in_key_columns(ws, keys, widths)
+    else:
+        keys = 0
     repeat = options.repeat_rows or _long_table_header(ws, bulk_rows)
     if repeat:
         ws.print_title_rows = repeat
     _header_and_footer(ws, header)
+    return printed_scale(sum(widths), sum(widths[:keys]), setup.fitToWidth, options.portrait)
+
+
+def printed_scale(width_chars: float, key_chars: float, pages_wide: int,
+                  portrait: bool = False) -> float:
+    """The share of full size a sheet ``width_chars`` wide prints at, fit to ``pages_wide``
+    pages that each repeat its ``key_chars`` of key columns.
+
+    scale = min(1, pages · page width / (width + (pages − 1) · key width))
+
+    >>> round(printed_scale(200, 30, 1), 3), round(printed_scale(300, 30, 2), 3)
+    (0.553, 0.671)
+    """
+    page = PAGE_WIDTH_CHARS["portrait" if portrait else "landscape"]
+    keys = key_chars if pages_wide > 1 else 0.0
+    return min(1.0, pages_wide * page / max(width_chars + (pages_wide - 1) * keys, 1e-9))
 
 
 def pages_wide(width: float, key_width: float, portrait: bool = False) -> int:
@@ -107,9 +125,8 @@ def pages_wide(width: float, key_width: float, portrait: bool = False) -> int:
     >>> pages_wide(200, 30), pages_wide(263, 51), pages_wide(324, 24), pages_wide(900, 20)
     (1, 2, 2, 3)
     """
-    page = PAGE_WIDTH_CHARS["portrait" if portrait else "landscape"]
     for pages in range(1, MAX_PAGES_WIDE + 1):
-        if pages * page >= MIN_PRINT_SCALE * (width + (pages - 1) * key_width):
+        if printed_scale(width, key_width, pages, portrait) >= MIN_PRINT_SCALE:
             return pages
     return MAX_PAGES_WIDE
 
@@ -136,8 +153,8 @@ def wrap_notes_in_key_columns(ws: Worksheet, keys: int, widths: list[float]) -> 
     """Wrap, within the key columns, each text outside the tables that would run on past them
     (a title, a note, a setting's description): the pages across repeat those columns and
     would print it cut off at their edge."""
-    in_tables = {row for table in ws.tables.values()
-                 for row in range(ref_rows(table.ref)[0], ref_rows(table.ref)[1] + 1)}
+    in_tables = {row for first, last in (ref_rows(t.ref) for t in ws.tables.values())
+                 for row in range(first, last + 1)}
     by_row: dict[int, list[int]] = {}
     for (row, column), cell in ws._cells.items():
         if cell.value is not None and row not in in_tables:

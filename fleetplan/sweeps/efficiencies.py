@@ -42,7 +42,7 @@ def operator_efficiencies(efficiency: pd.DataFrame, engine, gpu, operator: str, 
     resolved = np.full((len(keys), len(columns)), np.nan)
     matched = np.full((len(keys), 3), None, dtype=object)
     for index, (engine_key, gpu_key, precision_key) in enumerate(keys):
-        for engine_id in dict.fromkeys((engine_key, engine_base(engine_key), WILDCARD)):
+        for engine_id in engine_lookup_order(engine_key):
             for g, p in ((gpu_key, precision_key), (gpu_key, WILDCARD), (WILDCARD, precision_key), (WILDCARD, WILDCARD)):
                 found = table.get((engine_id, g, p))
                 if found is None:
@@ -105,8 +105,13 @@ def engine_ids(catalogs: Catalogs, engine) -> np.ndarray:
 def engine_chain(catalogs: Catalogs, engine) -> set[str]:
     """The engine ids whose efficiency rows a case of ``engine`` (``None`` or ``*``:
     ``DEFAULT_ENGINE``) looks up: its release, its engine and ``*``."""
-    name = str(engine_ids(catalogs, engine)[0])
-    return {name, engine_base(name), WILDCARD}
+    return set(engine_lookup_order(str(engine_ids(catalogs, engine)[0])))
+
+
+def engine_lookup_order(engine_id: str) -> tuple[str, ...]:
+    """The engine ids an efficiency lookup tries for ``engine_id``, first match first: the
+    release (``vllm@0.6``), its engine (``vllm``), then the ``*`` priors."""
+    return tuple(dict.fromkeys((engine_id, engine_base(engine_id), WILDCARD)))
 
 
 def base_engine_ids(engines) -> np.ndarray:

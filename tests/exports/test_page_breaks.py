@@ -22,12 +22,12 @@ from fleetplan.exports.xlsx_page_breaks import (
     keep_blocks_together,
     page_breaks,
     page_height_pt,
-    printed_scale,
     sheet_blocks,
 )
 from fleetplan.exports.xlsx_print import (
     PageOptions,
     PrintHeader,
+    printed_scale,
     ref_rows,
     repeated_columns,
     setup_sheet,
@@ -76,7 +76,8 @@ def test_a_block_taller_than_a_page_is_not_moved():
 
 
 def _sheet(rows_per_table: list[int]):
-    """A sheet of tables, each under a bold title and a note, as the workbooks write them."""
+    """A sheet of tables, each under a bold title and a note, as the workbooks write them, and
+    the scale its page setup prints it at."""
     ws = Workbook().active
     row = 1
     for number, rows in enumerate(rows_per_table):
@@ -84,30 +85,29 @@ def _sheet(rows_per_table: list[int]):
         put(ws, row + 1, 1, "What it holds.")
         frame = {"name": [f"t{number}r{r}" for r in range(rows)], "value": np.arange(rows)}
         row = write_frame(ws, pd.DataFrame(frame), row + 2, f"T{number}") + 1
-    setup_sheet(ws, PrintHeader("test"), PageOptions())
-    return ws
+    return ws, setup_sheet(ws, PrintHeader("test"), PageOptions())
 
 
 def test_blocks_take_the_title_and_note_above_each_table():
-    ws = _sheet([3, 4])
+    ws, _ = _sheet([3, 4])
     assert sheet_blocks(ws) == [Block(1, 6, 3), Block(8, 14, 10)]
 
 
 def test_the_last_tables_header_repeats_when_it_runs_over_pages():
-    ws = _sheet([5, 200])
-    keep_blocks_together(ws)
+    ws, scale = _sheet([5, 200])
+    keep_blocks_together(ws, scale)
     assert ws.print_title_rows == "$12:$12"  # the long table's header, on the pages after
 
 
 def test_a_long_table_with_another_below_repeats_no_header():
     """Its header would print atop the next table's pages too."""
-    ws = _sheet([210, 5])
+    ws, scale = _sheet([210, 5])
     room = PAGE_FILL * page_height_pt(ws, scale=1.0)  # two narrow columns print at full size
     heights = [15.0] * ws.max_row
     short = sheet_blocks(ws)[-1]
     unbroken = paginate(heights, [], room)
     assert unbroken[short.first - 1] != unbroken[short.last - 1]  # it would be cut
-    keep_blocks_together(ws)
+    keep_blocks_together(ws, scale)
     assert not ws.print_title_rows
     breaks = [b.id for b in ws.row_breaks.brk]
     assert breaks == [short.first - 1]
@@ -163,12 +163,12 @@ def test_the_pages_are_estimated_at_the_scale_the_repeated_columns_leave():
     """The key columns repeated on each page across shrink the print: a sheet whose repeated
     columns were ignored was estimated at a larger scale, its pages shorter, and a table that
     fitted under the first was moved to a page of its own."""
-    ws = _sheet([20, 30])
+    ws, _ = _sheet([20, 30])
     for column in range(3, 25):
         put(ws, 4, column, "wide")
         ws.column_dimensions[get_column_letter(column)].width = 12.0
     ws.column_dimensions["A"].width = ws.column_dimensions["B"].width = 40.0
-    setup_sheet(ws, PrintHeader("test"), PageOptions(key_columns=2))
+    scale = setup_sheet(ws, PrintHeader("test"), PageOptions(key_columns=2))
     assert ws.page_setup.fitToWidth == 2 and ws.print_title_cols == "$A:$B"
     widths = [40.0, 40.0] + [12.0] * 22
     heights = [15.0] * ws.max_row
@@ -177,5 +177,5 @@ def test_the_pages_are_estimated_at_the_scale_the_repeated_columns_leave():
     second = sheet_blocks(ws)[-1]
     assert paginate(heights, [], shown)[second.last - 1] == 0  # both tables fit page 1
     assert paginate(heights, [], one_key)[second.last - 1] == 1  # not on the shorter page
-    keep_blocks_together(ws)
+    keep_blocks_together(ws, scale)
     assert list(ws.row_breaks.brk) == []
