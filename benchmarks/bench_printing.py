@@ -1,0 +1,94 @@
+"""How the built-in example plan's workbook prints: pages and printed size of each sheet.
+
+Writes the workbook ``fleetplan plan`` writes, and a copy of it with every sheet set to print at
+100% (no fitting to pages), prints both to PDF with LibreOffice (``soffice --headless``, a private
+profile that recalculates on load), and reports per sheet the pages it prints on and the size its
+type prints at: the median height of its words (``pdftotext -bbox``, outside the page header and
+footer) against the same sheet's at 100%. ``tests/exports/test_printing.py`` holds the budgets
+(every sheet at 50% or more); this script prints the figures. Needs ``soffice`` and ``pdftotext``.
+
+Usage: python benchmarks/bench_printing.py
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import openpyxl
+
+from fleetplan.cli import main
+
+_PROFILE = ('<?xml version="1.0" encoding="UTF-8"?>\n<oor:items '
+            'xmlns:oor="http://openoffice.org/2001/registry" '
+            'xmlns:xs="http://www.w3.org/2001/XMLSchema" '
+            'xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">\n'
+            '<item oor:path="/org.openoffice.Office.Calc/Formula/Load">'
+            '<prop oor:name="OOXMLRecalcMode" oor:op="fuse"><value>0</value></prop></item>\n'
+            '</oor:items>\n')
+_WORD = re.compile(r'yMin="([\d.]+)" xMax="[\d.]+" yMax="([\d.]+)">([^<]*)<')
+
+
+def print_pdf(workbook: Path, profile: Path) -> Path:
+    """``workbook`` printed to PDF as a reader prints it (each sheet's own page setup)."""
+    outdir = workbook.parent / "pdf"
+    subprocess.run([shutil.which("soffice"), "--headless", "--norestore",
+                    f"-env:UserInstallation={profile.as_uri()}", "--convert-to", "pdf",
+                    "--outdir", str(outdir), str(workbook)],
+                   check=True, capture_output=True, timeout=600)
+    return outdir / (workbook.stem + ".pdf")
+
+
+def sheet_pages_and_type(pdf: Path) -> tuple[Counter, dict[str, float]]:
+    """Pages per sheet (read from each page's header, whose centre names the sheet; all of
+    them under ``(all pages)``) and the median height of each sheet's words [points]."""
+    text = subprocess.run(["pdftotext", "-bbox", str(pdf), "-"], capture_output=True,
+                          text=True, check=True, timeout=120).stdout
+    pages, heights = Counter(), {}
+    pages["(all pages)"] = text.count("<page ")
+    for page in text.split("<page ")[1:]:
+        height = float(re.search(r'height="([\d.]+)"', page).group(1))
+        words = [(float(top), float(bottom), w) for top, bottom, w in _WORD.findall(page)]
+        header = [w for top, _, w in words if top < 30]
+        if len(header) < 2:
+            continue
+        sheet = "Read me" if header[-2] == "me" else header[-2]  # the date ends the header
+        pages[sheet] += 1
+        heights.setdefault(sheet, []).extend(
+            bottom - top for top, bottom, _ in words if top > 30 and bottom < height - 30)
+    return pages, {sheet: statistics.median(h) for sheet, h in heights.items() if h}
+
+
+def main_script() -> None:
+    with tempfile.TemporaryDirectory() as temporary:
+        folder = Path(temporary)
+        profile = folder / "profile"
+        (profile / "user").mkdir(parents=True)
+        (profile / "user" / "registrymodifications.xcu").write_text(_PROFILE)
+        path = folder / "plan.xlsx"
+        if main(["plan", "-o", str(path), "-q", "--start-date", "2027-01-01"]) != 0:
+            raise SystemExit("fleetplan plan failed")
+        book = openpyxl.load_workbook(path)
+        for ws in book.worksheets:
+            ws.sheet_properties.pageSetUpPr.fitToPage = False
+            ws.page_setup.scale = 100
+        (folder / "full").mkdir()
+        book.save(folder / "full" / "plan.xlsx")
+        pages, printed = sheet_pages_and_type(print_pdf(path, profile))
+        _, full = sheet_pages_and_type(print_pdf(folder / "full" / "plan.xlsx", profile))
+        print(f"{'sheet':<14}{'pages':>6}{'printed size':>14}")
+        for sheet in book.sheetnames:
+            share = printed[sheet] / full[sheet] if sheet in printed and sheet in full else None
+            shown = f"{share:.0%}" if share is not None else "n/a"
+            print(f"{sheet:<14}{pages[sheet]:>6}{shown:>14}")
+        print(f"{'total':<14}{pages['(all pages)']:>6}  (a sheet's pages are those whose header "
+              "names it; n/a: none could be read)")
+
+
+if __name__ == "__main__":
+    main_script()
