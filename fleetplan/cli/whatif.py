@@ -29,12 +29,14 @@ from fleetplan.optimizer.scenario_files import SCENARIO_FIELD, validate_scenario
 from fleetplan.optimizer.scenario_planning import plan_scenario
 from fleetplan.optimizer.whatif_grid import (
     GRID_FIELD,
+    base_axis_values,
     check_capped_gpus,
     check_gpu_ids,
     expand,
     load_grid,
 )
 from fleetplan.sweeps.distributed import dask_client
+from fleetplan.sweeps.efficiencies import WILDCARD
 
 
 def whatif_command(
@@ -63,8 +65,9 @@ def whatif_command(
     # checks made after the files were read name the file whose field they are about
     base_file = "example scenario" if grid.base == "example" else str(grid_file.parent / grid.base)
     with within(base_file, SCENARIO_FIELD), within(str(grid_file), GRID_FIELD):
+        scenario = validate_scenario(base, source=base_file)
         if catalogs is not None:  # a base the catalogs refuse would fail every case the same way
-            canonical_names(validate_scenario(base, source=base_file), catalogs)
+            canonical_names(scenario, catalogs)
         results, cases, plan = _solved(grid, base, catalogs, output, workers, scheduler, resume,
                                        base_plan)
     axes = list(dict.fromkeys(column for case in cases for column in case if column != "name"))
@@ -73,7 +76,9 @@ def whatif_command(
                          "price_rule": (base.get("fleet") or {}).get("price_rule", "cheapest")},
                base_usd_per_month=None if plan is None else plan.usd_per_month,
                catalogs=catalogs,
-               prices_used=None if plan is None else plan.assumptions.get("prices_used"))
+               prices_used=None if plan is None else plan.assumptions.get("prices_used"),
+               base_values=base_axis_values(scenario, axes),
+               engine=None if "engine" in axes else scenario.fleet.engine or WILDCARD)
     failed = int((~results["status"].isin(["optimal", "time_limit"])).sum())
     typer.echo(f"wrote {output}: {len(results)} scenarios, {failed} infeasible or failed", err=True)
 

@@ -48,6 +48,7 @@ from fleetplan.exports.xlsx_package import Book, set_properties
 from fleetplan.exports.xlsx_print import PageOptions, PrintHeader
 from fleetplan.exports.xlsx_sheets import Assumptions
 from fleetplan.exports.xlsx_sources import catalog_rows, sources_sheet
+from fleetplan.sweeps.efficiencies import WILDCARD
 
 SERVER_INPUTS = (("usd_per_node", "Server price (USD/node)", "server", MONEY),
                  ("node_power_kw", "Power (kW/node)", "kw", KW),
@@ -121,8 +122,10 @@ def write_compare_xlsx(table: pd.DataFrame, path: str | Path, *, params: dict,
     record = provenance("compare", {**params, **workload, "price_rule": price_rule,
                                     "prices_used": _price_records(table)}, catalogs=catalogs)
     ids = {"gpu": list(table["gpu"]), "model": [workload.get("model", "")], "quant": [workload.get("quant", "")]}
+    # the options' capacities are estimated with the workload's engine, else the default one
     sources_sheet(wb["Sources"], record, catalog_rows(catalogs, ids, prices=_price_records(table),
-                                                     extra=("ownership",)))
+                                                     extra=("ownership",),
+                                                     engine=workload.get("engine") or WILDCARD))
     for title in wb.sheetnames:
         book.pages[title] = PageOptions(one_page=True)
     set_properties(wb, "fleetplan rent-or-buy comparison", subject, "fleetplan, rent or buy, GPU, TCO")

@@ -81,7 +81,7 @@ LABELS: dict[str, str] = {
     # what-if axes and results
     "demand_multiplier": "Demand multiplier", "monthly_growth": "Monthly growth", "scenarios": "Scenarios",
     "input": "Input", "low_usd_per_month": "Lowest change", "high_usd_per_month": "Highest change",
-    "swing_usd_per_month": "Swing",
+    "swing_usd_per_month": "Swing", "includes_base": "Holds the base scenario",
     # supply: sites with a power envelope, hosted APIs
     "site": "Site", "kw_peak": "Power at peak", "kw_mean": "Power, mean", "kw_limit": "Power limit",
     "mwh": "Energy", "api": "API", "requests": "Requests", "tokens": "Tokens",

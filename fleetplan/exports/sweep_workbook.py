@@ -168,7 +168,8 @@ def build_sweep_book(df: pd.DataFrame, *, metadata: Mapping[str, Any] | None = N
                    "configurations by $/1M output tokens.")
     book.pages["Frontier"] = PageOptions(one_page=True, area=_chart_area(wb["Frontier"]))
     book.pages["Sources"] = sources_sheet(wb["Sources"], record,
-                                          catalog_rows(catalogs, ids, prices=record["prices_used"]))
+                                          catalog_rows(catalogs, ids, prices=record["prices_used"],
+                                                       engine=metadata.get("engine") or None))
     book.pages["Read me"] = _readme(wb["Read me"], record, top_n, total_rows, costs.live)
     set_properties(wb, "fleetplan sweep", f"Sweep of {total_rows:,} configurations",
                    "fleetplan, sweep, GPU, LLM serving")

@@ -45,6 +45,8 @@ _NAME_UNITS: tuple[tuple[str, str], ...] = (
     ("gpus", "GPUs"),
     ("hours", "hours"),
     ("_len", "tokens"),
+    ("input_tokens", "tokens"),
+    ("output_tokens", "tokens"),
     ("_per_decode_replica", "replicas/replica"),
     ("replicas_mean", "replicas"),
     ("replicas_peak", "replicas"),

@@ -41,17 +41,31 @@ FORMATS = {"usd_per_month": '"$"#,##0', "usd_per_year": '"$"#,##0', "usd_per_m_t
 _CHART_CM = 8.0
 
 
-def pivots(results: pd.DataFrame, axes: Sequence[str]) -> dict[str, pd.DataFrame]:
-    """Per axis: scenarios solved, and mean, min and max of the outputs at each axis value."""
+def pivots(results: pd.DataFrame, axes: Sequence[str],
+           base_values: Mapping[str, float] | None = None) -> dict[str, pd.DataFrame]:
+    """Per axis: scenarios solved, and mean, min and max of the outputs at each axis value
+    (numeric values in ascending order, named ones as they first appear).
+
+    ``base_values`` (the base scenario's value on an axis, ``whatif_grid.base_axis_values``)
+    count the grid's base cases, the solved rows that change no input, at that value;
+    ``includes_base`` says which value holds them."""
     solved = results[results["status"].isin(SOLVED)]
+    solved = solved.reindex(columns=list(dict.fromkeys([*solved.columns, *axes])))
+    unchanged = solved[solved[list(axes)].isna().all(axis=1)] if len(axes) else solved.iloc[0:0]
     tables = {}
     for axis in axes:
-        rows = solved[solved[axis].notna()] if axis in solved else solved.iloc[0:0]
-        grouped = rows.groupby(rows[axis].astype(str) if axis in rows else [], sort=False)[list(OUTPUTS)]
-        table = grouped.agg(["mean", "min", "max"])
+        rows = solved[solved[axis].notna()].assign(includes_base=False)
+        if axis in (base_values or {}) and len(unchanged):
+            at_base = unchanged.assign(**{axis: base_values[axis], "includes_base": True})
+            rows = pd.concat([rows, at_base])
+        keys = pd.to_numeric(rows[axis], errors="coerce")
+        numeric = len(rows) > 0 and bool(keys.notna().all())
+        grouped = rows.groupby(keys if numeric else rows[axis].astype(str), sort=numeric)
+        table = grouped[list(OUTPUTS)].agg(["mean", "min", "max"])
         table.columns = [f"{column}_{stat}" for column, stat in table.columns]
         table.insert(0, "scenarios", grouped.size())
-        tables[axis] = table.reset_index()
+        table["includes_base"] = grouped["includes_base"].any()
+        tables[axis] = table.rename_axis(axis).reset_index()
     return tables
 
 
@@ -85,8 +99,13 @@ def tornado_table(results: pd.DataFrame, axes: Sequence[str], base_usd_per_month
 def write_grid_xlsx(results: pd.DataFrame, path: str | Path, *, axes: Sequence[str],
                     base_fleet: pd.DataFrame | None, metadata: Mapping[str, Any],
                     base_usd_per_month: float | None = None, catalogs: Any = None,
-                    prices_used: list | None = None) -> Path:
-    """Write the what-if workbook (see module doc); returns ``path``."""
+                    prices_used: list | None = None, base_values: Mapping[str, float] | None = None,
+                    engine: str | None = None) -> Path:
+    """Write the what-if workbook (see module doc); returns ``path``.
+
+    ``base_values`` place the base case on the By sheets (:func:`pivots`); ``engine`` (the
+    engine every case ran, None when the grid varies it) limits Sources to its efficiency rows.
+    """
     name = str(metadata.get("base", "grid"))
     book = Book(header=PrintHeader(f"What-if grid: {name}"))
     wb = book.wb
@@ -97,7 +116,7 @@ def write_grid_xlsx(results: pd.DataFrame, path: str | Path, *, axes: Sequence[s
     set_widths(scenarios, widths)
     scenarios.freeze_panes = "B2"
     taken = {"Summary", "Scenarios"}
-    for axis, table in pivots(results, axes).items():
+    for axis, table in pivots(results, axes, base_values).items():
         sheet = wb.create_sheet(_sheet_name(f"By {axis}", taken))
         book.pages[sheet.title] = _axis_sheet(sheet, axis, table)
     if base_fleet is not None:
@@ -109,8 +128,8 @@ def write_grid_xlsx(results: pd.DataFrame, path: str | Path, *, axes: Sequence[s
     record = provenance("whatif", {**metadata, "prices_used": prices_used or []}, catalogs=catalogs)
     gpus = sorted({str(g) for g in (base_fleet["gpu"] if base_fleet is not None and "gpu" in base_fleet else [])})
     sources = wb.create_sheet(_sheet_name("Sources", taken))
-    book.pages[sources.title] = sources_sheet(sources, record, catalog_rows(catalogs, {"gpu": gpus},
-                                                                            prices=prices_used))
+    book.pages[sources.title] = sources_sheet(sources, record, catalog_rows(
+        catalogs, {"gpu": gpus}, prices=prices_used, engine=engine))
     readme = wb.create_sheet(_sheet_name("Read me", taken))
     book.pages[readme.title] = readme_sheet(readme, "fleetplan what-if grid", "Scenario variants of one base "
                                             "scenario, each solved for its cheapest fleet.", _sheet_notes(axes),
@@ -145,8 +164,11 @@ def _numeric(values: pd.Series) -> bool:
 
 def _axis_sheet(ws, axis: str, table: pd.DataFrame) -> PageOptions:
     """The pivot of one axis and its chart: a line over a numeric axis, bars over named values."""
-    row = title_block(ws, f"Cost by {label_of(axis)}", "Mean, lowest and highest over the solved "
-                      "scenarios at each value.")
+    note = "Mean, lowest and highest over the solved scenarios at each value."
+    at_base = table.loc[table["includes_base"], axis] if "includes_base" in table else ()
+    if len(at_base):
+        note += f" The base scenario, which changes no input, is counted at {at_base.iloc[0]:,g}."
+    row = title_block(ws, f"Cost by {label_of(axis)}", note)
     numeric = len(table) > 0 and _numeric(table[axis])
     shown = table.assign(**{axis: pd.to_numeric(table[axis])}) if numeric else table
     widths: dict[int, float] = {}

@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 
 #: Reference columns of a price table that wrap, with their width [characters].
 WRAPPED = {"source": 40, "warning": 24, "instance": 16}
+#: The longest source text a price row shows; the Sources sheet holds it whole [characters].
+MAX_SOURCE_TEXT = 240
 INPUT_NOTE = ("Yellow cells with blue numbers are inputs: edit them and every cost that depends "
               "on them recalculates.")
 
@@ -112,6 +114,8 @@ class Assumptions:
                         names[key] = f"{name}*{name}_term"
                 elif field == "name":
                     put(ws, first + offset, column, name)
+                elif field == "source":
+                    put(ws, first + offset, column, shortened_source(record[field]))
                 else:
                     put(ws, first + offset, column, record[field], number_format_for(unit_of(field)))
         add_table(ws, table, first, 1, headers, len(frame))
@@ -137,6 +141,17 @@ class Assumptions:
 
     def finish(self) -> None:
         set_widths(self.ws, self.widths)
+
+
+def shortened_source(text: Any, limit: int = MAX_SOURCE_TEXT) -> Any:
+    """A source text of at most about ``limit`` characters: a longer one (an ownership row cites
+    its price, power, hosting and life, each with its link) is cut at a word and points to
+    Sources, which lists it whole, so that its row does not run over pages."""
+    if not isinstance(text, str) or len(text) <= limit:
+        return text
+    head = text[:limit]
+    head = head[:head.rfind(" ")] if " " in head else head
+    return f"{head.rstrip(' ,;:')} ... (in full on Sources)"
 
 
 def defined_name_for(key: tuple, taken: set[str]) -> str:

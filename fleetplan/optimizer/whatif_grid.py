@@ -40,6 +40,7 @@ from fleetplan.catalogs import Catalogs
 from fleetplan.errors import ScenarioError, did_you_mean, field_pattern
 from fleetplan.optimizer.example import example_data
 from fleetplan.optimizer.fleet_plan import FleetPlan
+from fleetplan.optimizer.scenario import Scenario
 from fleetplan.optimizer.scenario_files import error_message, read_data
 from fleetplan.optimizer.strict_model import NumbersNotBooleans
 
@@ -168,6 +169,29 @@ def expand(grid: Grid) -> list[dict[str, Any]]:
             columns.append((name, axes[name]))
     names = [name for name, _ in columns]
     return [dict(zip(names, values)) for values in itertools.product(*(v for _, v in columns))]
+
+
+def base_axis_values(scenario: Scenario, columns: list[str]) -> dict[str, float]:
+    """The base scenario's own value on each axis column that has one, so that the base case of
+    a grid of named cases can stand on that axis: 1 for ``demand_multiplier`` and a
+    ``price_multiplier[gpu]``, a GPU's ``max_gpus`` cap where the base sets one, and a workload
+    input every workload shares (``input_tokens`` only when no workload has a histogram; an
+    SLO only when every workload has one)."""
+    caps = {option.id.lower(): option.max_gpus for option in scenario.fleet.gpus}
+    workloads = scenario.workloads
+    values: dict[str, float] = {}
+    for column in columns:
+        if column == "demand_multiplier" or column.startswith("price_multiplier["):
+            values[column] = 1.0
+        elif column.startswith("max_gpus["):
+            cap = caps.get(column[len("max_gpus["):-1].lower())
+            if cap is not None:
+                values[column] = float(cap)
+        elif column in SCALAR_AXES:
+            shared = {getattr(workload, column) for workload in workloads}
+            if len(shared) == 1 and None not in shared:
+                values[column] = float(shared.pop())
+    return values
 
 
 def case_id(case: dict) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from pathlib import Path
 
@@ -158,6 +159,16 @@ DISAGGREGATED_SCENARIO = {
          "output_tokens": 300, "tpot_slo_ms": 50, "ttft_slo_ms": 3000, "quants": ["fp8"]}],
     "fleet": {"gpus": ["h100-sxm", "h200"], "tp": [1, 2], "disaggregation": {}},
 }
+
+
+def expanded_keys(cell: str) -> list[str]:
+    """The keys a Sources cell stands for (``a/{b,c}`` is ``a/b`` and ``a/c``)."""
+    keys = []
+    for part in re.findall(r"[^,{}]*\{[^}]*\}|[^,]+", cell):
+        part = part.strip(", ")
+        found = re.fullmatch(r"(.*)\{(.*)\}", part)
+        keys += [found.group(1) + last for last in found.group(2).split(",")] if found else [part]
+    return keys
 
 
 def make_plan(scenario: dict):
