@@ -18,6 +18,7 @@ from fleetplan.exports.xlsx_common import (
     LABEL_FONT,
     NOTE_FONT,
     add_table,
+    indent_text,
     put,
     set_widths,
     style_header,
@@ -64,7 +65,7 @@ def summary_sheet(book: Book, table: pd.DataFrame, cells: dict, workload: dict,
     last = first + len(ranked) - 1
     for offset, record in enumerate(ranked.to_dict("records")):
         line, own = first + offset, cells[record["gpu"]]
-        put(ws, line, 2, record["gpu"])
+        indent_text(put(ws, line, 2, record["gpu"]))
         for column, (metric, _, number_format) in enumerate(SUMMARY, start=3):
             _link(book, ws, line, column, record, metric, own, number_format)
         tco = [f"Options!{own[m]}"
@@ -77,6 +78,10 @@ def summary_sheet(book: Book, table: pd.DataFrame, cells: dict, workload: dict,
                               ranks[offset], MONTHS)
         else:
             put(ws, line, 1, "-")
+    for line in range(first - 1, last + 1):  # a rank is a short ordinal: centred under its header
+        cell = ws.cell(row=line, column=1)
+        cell.alignment = Alignment(horizontal="center", vertical=cell.alignment.vertical,
+                                   wrap_text=cell.alignment.wrap_text)
     add_table(ws, "Ranking", first - 1, 1, headers, len(ranked))
     after = _tco_chart(ws, first, last, len(ranked))
     after = _sentences(ws, after, ranked, price_rule)

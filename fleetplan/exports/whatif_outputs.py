@@ -15,7 +15,7 @@ from fleetplan.exports.atomic import atomic_dir
 from fleetplan.exports.csv import write_csv
 from fleetplan.exports.parquet import write_table_parquet
 from fleetplan.exports.provenance import provenance
-from fleetplan.exports.whatif_workbook import pivots, write_grid_xlsx
+from fleetplan.exports.whatif_workbook import inputs_first, pivots, write_grid_xlsx
 
 
 def write_grid_parquet(results: pd.DataFrame, folder: Path, *, axes: list[str],
@@ -49,7 +49,7 @@ def write_grid(results: pd.DataFrame, path: str | Path, *, axes: list[str], base
     axis that has one) count the grid's base case on its By tables.
     """
     path, metadata = Path(path), dict(metadata or {})
-    suffix = path.suffix.lower()
+    results, suffix = inputs_first(results, axes), path.suffix.lower()
     common = {"axes": axes, "base_fleet": base_fleet, "metadata": metadata, "catalogs": catalogs,
               "prices_used": prices_used, "base_values": base_values}
     if suffix == ".xlsx":

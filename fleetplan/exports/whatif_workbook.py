@@ -69,6 +69,16 @@ def pivots(results: pd.DataFrame, axes: Sequence[str],
     return tables
 
 
+def inputs_first(results: pd.DataFrame, axes: Sequence[str]) -> pd.DataFrame:
+    """The result rows with each case's name and inputs (the axes) before its outputs, and its
+    ``case_id`` (the key of its saved result) last: a grid that lists a case changing no input
+    first had that row alone set the order."""
+    leading = [c for c in ("name", *axes) if c in results]
+    trailing = [c for c in ("case_id",) if c in results and c not in leading]
+    middle = [c for c in results.columns if c not in leading and c not in trailing]
+    return results[leading + middle + trailing]
+
+
 def one_at_a_time(results: pd.DataFrame, axes: Sequence[str]) -> bool:
     """True when every scenario sets at most one input and at least two inputs are varied."""
     if not axes:
@@ -112,7 +122,7 @@ def write_grid_xlsx(results: pd.DataFrame, path: str | Path, *, axes: Sequence[s
     wb.active.title = "Summary"
     scenarios = wb.create_sheet("Scenarios")
     widths: dict[int, float] = {}
-    write_frame(scenarios, results, 1, "Scenarios", widths, formats=FORMATS)
+    write_frame(scenarios, inputs_first(results, axes), 1, "Scenarios", widths, formats=FORMATS)
     set_widths(scenarios, widths)
     scenarios.freeze_panes = "B2"
     taken = {"Summary", "Scenarios"}

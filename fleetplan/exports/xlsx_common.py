@@ -22,7 +22,7 @@ from typing import Any
 
 from openpyxl.cell.cell import Cell
 from openpyxl.styles import Alignment, Border, Font, PatternFill, Side
-from openpyxl.utils.cell import get_column_letter
+from openpyxl.utils.cell import coordinate_from_string, get_column_letter
 from openpyxl.workbook.defined_name import DefinedName
 from openpyxl.worksheet.filters import AutoFilter
 from openpyxl.worksheet.table import Table, TableColumn, TableStyleInfo
@@ -160,6 +160,8 @@ class Formulas:
 
 #: Header rows styled per worksheet: (row, first column, last column).
 _HEADER_ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: Rows under a header searched for the first value, which says how the column aligns.
+_ROWS_LOOKED_AT = 50
 #: A spreadsheet's width of a column given none [characters].
 DEFAULT_WIDTH = 8.43
 
@@ -207,13 +209,22 @@ def wrapped_lines(text: str, width_chars: float, bold: bool = True) -> int:
 def fit_header_rows(ws: Worksheet) -> None:
     """Widen each column of a styled header row of ``ws`` to its header's longest word (up to
     30 characters: ``(tokens/s/GPU)`` is not broken inside), then give the row the height its
-    widest wrapped header needs; a header over numbers is set right, above them."""
+    widest wrapped header needs; a header over numbers is set right, above them, and a header
+    set left just after one set right is indented, so the two do not run together."""
+    table_ends = {coordinate_from_string(t.ref.partition(":")[0])[1]:
+                  coordinate_from_string(t.ref.partition(":")[2] or t.ref)[1]
+                  for t in ws.tables.values()}
     for row, first, last in _HEADER_ROWS.get(ws, ()):
+        right = False
+        end = min(table_ends.get(row, row + 1), row + _ROWS_LOOKED_AT)
         for column in range(first, last + 1):
-            below = ws._cells.get((row + 1, column))  # not ws.cell: a bulk sheet's rows come later
+            below = _first_filled(ws, column, row + 1, end)
+            header = ws.cell(row=row, column=column)
             if below is not None and _holds_numbers(below):
-                ws.cell(row=row, column=column).alignment = Alignment(
-                    horizontal="right", wrap_text=True, vertical="center")
+                header.alignment = Alignment(horizontal="right", wrap_text=True, vertical="center")
+            elif right:
+                header.alignment = Alignment(indent=1, wrap_text=True, vertical="center")
+            right = header.alignment.horizontal == "right"
             words = str(ws.cell(row=row, column=column).value or "").split()
             needed = min(max((len(w) for w in words), default=0) * 1.15 + 2, 30.0)
             dimension = ws.column_dimensions[get_column_letter(column)]
@@ -227,11 +238,24 @@ def fit_header_rows(ws: Worksheet) -> None:
                                                        15.0 * lines + 3.0))
 
 
+def _first_filled(ws: Worksheet, column: int, first: int, last: int) -> Cell | None:
+    """The first cell of ``column`` in rows ``first`` to ``last`` that holds a value (a case
+    that leaves an input unset has none); not ``ws.cell``, which would add cells, and a bulk
+    sheet's rows are written later."""
+    for row in range(first, last + 1):
+        cell = ws._cells.get((row, column))
+        if cell is not None and cell.value is not None:
+            return cell
+    return None
+
+
 def _holds_numbers(cell: Cell) -> bool:
-    """Whether a column's first cell prints a number right-aligned: a number, or a formula
-    with a number format."""
+    """Whether a column's first cell prints a number right-aligned: a number, a formula with a
+    number format, or a text set right (the ``-`` of a missing number)."""
     if cell.alignment.horizontal in ("left", "center"):
         return False
+    if cell.alignment.horizontal == "right":
+        return True
     if isinstance(cell.value, bool):
         return False
     if isinstance(cell.value, (int, float)):

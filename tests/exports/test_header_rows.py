@@ -8,10 +8,12 @@ from __future__ import annotations
 import openpyxl
 import pandas as pd
 import pytest
+from openpyxl.styles import Alignment
 from openpyxl.utils.cell import get_column_letter
 
 from fleetplan.exports import write_plan, write_sweep
-from fleetplan.exports.xlsx_common import HEADER_FILL, wrapped_lines
+from fleetplan.exports.xlsx_common import (HEADER_FILL, fit_header_rows, put, style_header,
+                                           wrapped_lines)
 from fleetplan.exports.xlsx_sheets import write_frame
 
 
@@ -68,3 +70,29 @@ def test_headers_over_numbers_sit_right_above_them(tmp_path, example_plan):
     numbers = [h.value for h, b in zip(header, below) if isinstance(b.value, (int, float))
                or str(b.value).startswith("=")]
     assert len(numbers) >= 8 and all(sides[name] == "right" for name in numbers), sides
+
+
+def test_a_header_over_a_missing_number_sits_right_and_text_after_a_number_is_indented():
+    """The comparison's reserved cost shows '-' where no reserved price is listed (set right
+    like the numbers under it); its GPU header followed the right-set rank header unspaced."""
+    ws = openpyxl.Workbook().active
+    style_header(ws, 1, 1, ["Rank", "GPU", "Reserved (USD)", "Note"])
+    put(ws, 2, 1, 1)
+    put(ws, 2, 2, "mi300x")
+    put(ws, 2, 3, "-").alignment = Alignment(horizontal="right")
+    put(ws, 2, 4, "no reserved price")
+    fit_header_rows(ws)
+    sides = [ws.cell(row=1, column=c).alignment for c in range(1, 5)]
+    assert [a.horizontal for a in sides] == ["right", None, "right", None]
+    assert [a.indent for a in sides] == [0, 1, 0, 1]
+
+
+def test_a_header_over_numbers_below_an_empty_first_cell_sits_right():
+    """A case that changes no input leaves its input cells empty: the header goes by the first
+    value under it, within its own table."""
+    ws = openpyxl.Workbook().active
+    write_frame(ws, pd.DataFrame({"name": ["base", "low"], "demand_multiplier": [None, 0.7],
+                                  "pricing": [None, None]}), 1, "Cases")
+    put(ws, 5, 3, 42.0)  # a number below the table, in the column of its empty pricing
+    fit_header_rows(ws)
+    assert ws["B1"].alignment.horizontal == "right" and ws["C1"].alignment.horizontal != "right"

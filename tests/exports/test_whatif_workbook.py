@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from fleetplan.cli import main
-from fleetplan.exports.whatif_workbook import pivots, write_grid_xlsx
+from fleetplan.exports.whatif_workbook import inputs_first, pivots, write_grid_xlsx
 from fleetplan.optimizer.example import example_data
 from fleetplan.optimizer.scenario_files import validate_scenario
 from fleetplan.optimizer.whatif_grid import base_axis_values
@@ -127,3 +127,16 @@ def test_a_grid_whose_only_solved_case_is_the_base_places_it():
     results.loc[results["name"] != "base", "status"] = "infeasible"
     demand = pivots(results, AXES, {"demand_multiplier": 1.0})["demand_multiplier"]
     assert list(demand["demand_multiplier"]) == [1.0] and demand["includes_base"].all()
+
+
+def test_scenarios_list_each_cases_inputs_before_its_outputs(tmp_path):
+    """A grid whose first case is the base has its inputs' columns after the outputs."""
+    results = _results()
+    results = results.assign(case_id="a1b2")[["case_id", *[c for c in results if c not in AXES],
+                                              *AXES]]
+    path = write_grid_xlsx(results, tmp_path / "grid.xlsx", axes=AXES, base_fleet=None,
+                           metadata={"base": "test"})
+    header = [c.value for c in openpyxl.load_workbook(path)["Scenarios"][1]]
+    assert header[:5] == ["Name", "Demand multiplier", "TPOT target (ms)", "Pricing", "Status"]
+    assert header[-1] == "Case"  # the key of the case's saved result
+    assert list(inputs_first(results, AXES).columns[:4]) == ["name", *AXES]
