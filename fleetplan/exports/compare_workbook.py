@@ -123,11 +123,13 @@ def write_compare_xlsx(table: pd.DataFrame, path: str | Path, *, params: dict,
                                     "prices_used": _price_records(table)}, catalogs=catalogs)
     ids = {"gpu": list(table["gpu"]), "model": [workload.get("model", "")], "quant": [workload.get("quant", "")]}
     # the options' capacities are estimated with the workload's engine, else the default one
-    sources_sheet(wb["Sources"], record, catalog_rows(catalogs, ids, prices=_price_records(table),
-                                                     extra=("ownership",),
-                                                     engine=workload.get("engine") or WILDCARD))
-    for title in wb.sheetnames:
-        book.pages[title] = PageOptions(one_page=True)
+    used = catalog_rows(catalogs, ids, prices=_price_records(table), extra=("ownership",),
+                        engine=workload.get("engine") or WILDCARD)
+    book.pages["Sources"] = sources_sheet(wb["Sources"], record, used)
+    # the ranking and the options each read on one page; the inputs and sources are as long as
+    # the price rows and catalog rows behind them, printed fit to width over as many pages
+    book.pages.update({"Summary": PageOptions(one_page=True), "Options": PageOptions(one_page=True),
+                       "Assumptions": PageOptions()})
     set_properties(wb, "fleetplan rent-or-buy comparison", subject, "fleetplan, rent or buy, GPU, TCO")
     return book.save(path)
 

@@ -1,5 +1,5 @@
 """Every workbook printed by LibreOffice as a reader prints it: pages per sheet, one-page
-Summaries, the page budgets (plan at most 20 pages, compare at most 4), the size the type prints
+Summaries, the page budgets (plan at most 20 pages, compare at most 10), the size the type prints
 at, and tables kept whole on a page."""
 
 from __future__ import annotations
@@ -41,18 +41,23 @@ def test_plan_prints_on_at_most_20_pages_with_a_one_page_summary(tmp_path, libre
 def test_every_plan_sheet_prints_at_half_its_size_or_more(tmp_path, libreoffice, example_plan):
     """The type of each sheet as printed against the same sheet printed at 100%: before wide
     sheets went over more pages, Fleet printed at 42%, Assumptions at 33% and Candidates at 25%."""
-    path = write_plan(example_plan, tmp_path / "plan.xlsx")
+    scales = _printed_sizes(libreoffice, write_plan(example_plan, tmp_path / "plan.xlsx"))
+    assert all(scale >= 0.5 for scale in scales.values()), scales
+
+
+def _printed_sizes(libreoffice, path):
+    """Per sheet, its type's height as printed against the same sheet printed at 100%."""
     book = openpyxl.load_workbook(path)
     for ws in book.worksheets:
         ws.sheet_properties.pageSetUpPr.fitToPage = False
         ws.page_setup.scale = 100
-    (tmp_path / "full").mkdir()
-    book.save(tmp_path / "full" / "plan.xlsx")
+    (path.parent / "full").mkdir()
+    book.save(path.parent / "full" / path.name)
     printed = type_height_by_sheet(libreoffice.print(path))
-    full = type_height_by_sheet(libreoffice.print(tmp_path / "full" / "plan.xlsx"))
+    full = type_height_by_sheet(libreoffice.print(path.parent / "full" / path.name))
     scales = {sheet: printed[sheet] / full[sheet] for sheet in printed}
     assert set(scales) == set(book.sheetnames)
-    assert all(scale >= 0.5 for scale in scales.values()), scales
+    return scales
 
 
 def test_plan_tables_that_fit_on_a_page_print_whole_on_one(tmp_path, libreoffice, example_plan):
@@ -92,11 +97,18 @@ def test_small_workbooks_print_with_libreoffices_default_settings(
     assert "Candidates" in pages_by_sheet(libreoffice_as_installed.print(plan))
 
 
-def test_compare_prints_on_four_pages(tmp_path, libreoffice, shipped):
-    path = write_compare_xlsx(compare_table(shipped), tmp_path / "compare.xlsx",
-                              params={"hours_per_month": 730.0, "usd_per_kwh": 0.1, "pue": 1.4, "power_load": 0.75})
+def test_compare_prints_its_ranking_and_options_on_a_page_each_and_every_sheet_legibly(
+        tmp_path, libreoffice, shipped):
+    """Each sheet was squeezed onto one page: Sources printed at 21% of its size and
+    Assumptions at 44% (the built-in comparison of benchmarks/bench_printing.py)."""
+    path = write_compare_xlsx(compare_table(shipped), tmp_path / "compare.xlsx", catalogs=shipped,
+                              params={"hours_per_month": 730.0, "usd_per_kwh": 0.1, "pue": 1.4,
+                                      "power_load": 0.75},
+                              workload={"model": "llama-3.1-70b", "quant": "fp8"})
     pages = _printed(libreoffice, path)
-    assert pages == {"Summary": 1, "Options": 1, "Assumptions": 1, "Sources": 1}
+    assert pages["Summary"] == 1 and pages["Options"] == 1 and sum(pages.values()) <= 10, pages
+    scales = _printed_sizes(libreoffice, path)
+    assert all(scale >= 0.5 for scale in scales.values()), scales
 
 
 def test_whatif_prints_with_a_one_page_summary(tmp_path, libreoffice):
