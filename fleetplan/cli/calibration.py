@@ -10,7 +10,7 @@ import pandas as pd
 import typer
 
 from fleetplan.cli.options import CatalogOption, catalogs_from
-from fleetplan.errors import InvalidValueError
+from fleetplan.errors import InvalidValueError, check_range
 from fleetplan.exports.atomic import atomic_path
 from fleetplan.exports.csv import write_csv
 from fleetplan.exports.validation_workbook import write_validation
@@ -20,7 +20,7 @@ from fleetplan.sweeps.measurements import ape_summary, predictable, unknown_name
 from fleetplan.sweeps.model_validation import (
     compare,
     error_tables,
-    holdout,
+    holdouts,
     read_measurements,
     with_efficiency,
 )
@@ -61,8 +61,12 @@ def validate_command(paths: Paths, gpu: GpuOption = None, tp: TpOption = None, q
                      tables: Annotated[Path | None, typer.Option(help="Write the error tables to this CSV")] = None,
                      held_out: Annotated[bool, typer.Option("--holdout/--no-holdout", help=(
                          "Also predict each GPU and each model from a fit without it (refits: minutes on the "
-                         "shipped data)"))] = True) -> None:
+                         "shipped data)"))] = True,
+                     workers: Annotated[int, typer.Option(help=(
+                         "Processes the held-out refits share (the rows are the same whatever "
+                         "the number)"))] = 2) -> None:
     """Predicted vs measured: error by GPU, model, precision, engine and regime, in sample and held out."""
+    check_range("--workers", workers, 1, 64, integer=True)
     measurements, catalogs = _load(paths, gpu, tp, quant, model, catalog)
     rows = predictable(measurements)
     if rows.empty:
@@ -71,7 +75,8 @@ def validate_command(paths: Paths, gpu: GpuOption = None, tp: TpOption = None, q
     compared = compare(measurements, catalogs).assign(validation="in sample")
     parts = [compared]
     if held_out:
-        parts += [holdout(rows, catalogs, by) for by in ("gpu", "model") if rows[by].nunique() > 1]
+        parts += holdouts(rows, catalogs, [by for by in ("gpu", "model") if rows[by].nunique() > 1],
+                          workers)
     everything = pd.concat(parts, ignore_index=True)
     report = error_tables(everything)
     _echo_tables(report, f"{len(compared)} predictable rows of {len(measurements)}")

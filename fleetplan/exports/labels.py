@@ -67,6 +67,7 @@ LABELS: dict[str, str] = {
     "crossing_efficiency": "Bandwidth kept across sockets",
     # validation
     "qps": "Offered rate", "metric": "Metric", "predicted": "Predicted", "ape_pct": "Error",
+    "engine_id": "Engine",
     "median_ape_pct": "Median error", "p90_ape_pct": "90th percentile error", "rows": "Rows",
     "median_signed_pct": "Median signed error", "e2e_ms": "End-to-end latency",
     "req_s": "Request rate", "total_tok_s": "Total throughput",

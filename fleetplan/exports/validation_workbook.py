@@ -11,6 +11,7 @@ import pandas as pd
 from openpyxl.chart import Reference, ScatterChart, Series
 from openpyxl.chart.marker import Marker
 from openpyxl.chart.shapes import GraphicalProperties
+from openpyxl.utils.cell import get_column_letter
 
 from fleetplan.errors import InvalidValueError
 from fleetplan.exports.csv import write_csv
@@ -24,15 +25,24 @@ from fleetplan.exports.xlsx_sheets import write_frame
 from fleetplan.exports.xlsx_sources import catalog_rows, readme_sheet, sources_sheet
 from fleetplan.sweeps.model_validation import summaries
 
-COLUMNS = ["source", "gpu", "model", "quant", "tp", "input_len", "output_len", "scenario", "qps", "metric",
-           "value", "predicted", "ape_pct"]
+#: A row's columns: which prediction it is (in sample, or held out from the fit) and its inputs,
+#: the measured and predicted values and the error, what the prediction's efficiencies rest on,
+#: and the measurement's source last (its long text runs into no column beside it).
+COLUMNS = ["validation", "gpu", "model", "quant", "engine_id", "tp", "input_len", "output_len",
+           "scenario", "qps", "metric", "value", "predicted", "ape_pct", "calibration", "source"]
+IN_SAMPLE = "in sample"
+#: The Rows' source column [characters]: the start of a source names its repository or page,
+#: the text is whole in the cell, and the Rows then print one page across at half size or more.
+SOURCE_WIDTH = 24
 FORMATS = {"value": "#,##0.00", "predicted": "#,##0.00", "ape_pct": "0.0", "qps": "#,##0.00",
            "median_ape_pct": "0.0", "p90_ape_pct": "0.0", "rows": "#,##0", "n": "#,##0"}
 _CHART_CM = (8.0, 11.0)
 _SHEETS = (("Summary", "Absolute percentage error of the model's predictions by metric (median and 90th "
             "percentile), and predicted against measured per metric: points on the line are exact."),
-           ("Rows", "Every measurement the model could predict: its inputs, measured and predicted value, "
-            "error."),
+           ("Rows", "Every measurement the model could predict: which prediction it is (in sample, or "
+            "held out from the fit), its inputs, measured and predicted value, error and what the "
+            "prediction rests on. The in-sample rows print, each measurement once; the held-out "
+            "rows follow them in the file."),
            ("By GPU, model", "The same errors by GPU, model and metric."),
            ("Sources", "fleetplan version, the measurement files and the catalog rows used."))
 
@@ -52,10 +62,15 @@ def write_validation(compared: pd.DataFrame, path: str | Path, *, catalogs: Any 
     wb.active.title = "Summary"
     rows_sheet = wb.create_sheet("Rows")
     widths: dict[int, float] = {}
-    ordered = rows.sort_values(["metric", "value"], kind="stable").reset_index(drop=True)
+    ordered = in_report_order(rows)
     write_frame(rows_sheet, ordered, 1, "Validation", widths, formats=FORMATS)
-    set_widths(rows_sheet, {**widths, 1: min(widths.get(1, 30), 40)})
+    source = list(ordered.columns).index("source") + 1 if "source" in ordered else None
+    if source:
+        widths[source] = min(widths.get(source, 30), SOURCE_WIDTH)
+    set_widths(rows_sheet, widths)
     rows_sheet.freeze_panes = "B2"
+    # one page across: over two, LibreOffice printed each half at the scale one page needs
+    book.pages["Rows"] = PageOptions(area=_printed_rows(ordered), max_pages_wide=1)
     tables = summaries(compared)
     by_group = wb.create_sheet("By GPU, model")
     widths = {}
@@ -74,6 +89,27 @@ def write_validation(compared: pd.DataFrame, path: str | Path, *, catalogs: Any 
     return book.save(path)
 
 
+def _printed_rows(ordered: pd.DataFrame) -> str | None:
+    """The Rows sheet's print area: its header and in-sample rows, each measurement once (the
+    held-out predictions of the same measurements are as many rows again per validation);
+    None (all of it) without held-out rows."""
+    if "validation" not in ordered or (ordered["validation"] == IN_SAMPLE).all() \
+            or not (ordered["validation"] == IN_SAMPLE).any():
+        return None
+    last_row = 1 + int((ordered["validation"] == IN_SAMPLE).sum())
+    return f"A1:{get_column_letter(len(ordered.columns))}{last_row}"
+
+
+def in_report_order(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows in sample first, then each held-out validation, each by metric and measured
+    value: every metric's in-sample rows are one block, which its Summary chart plots."""
+    validation = rows["validation"] if "validation" in rows else pd.Series(IN_SAMPLE, rows.index)
+    order = validation.ne(IN_SAMPLE).astype(int)
+    return (rows.assign(_held_out=order.to_numpy(), _validation=validation.to_numpy())
+            .sort_values(["_held_out", "_validation", "metric", "value"], kind="stable")
+            .drop(columns=["_held_out", "_validation"]).reset_index(drop=True))
+
+
 def _summary(ws, by_metric: pd.DataFrame, rows: pd.DataFrame) -> PageOptions:
     """The error table and, per metric, predicted against measured (Rows sheet data)."""
     row = title_block(ws, "Model against measurements", "Absolute percentage error of the "
@@ -86,19 +122,26 @@ def _summary(ws, by_metric: pd.DataFrame, rows: pd.DataFrame) -> PageOptions:
     set_widths(ws, {column: max(width, needed.get(column, 0.0)) for column, width in
                     {1: 14, 2: 30, 3: 10, 4: 12, 5: 12, 6: 12}.items()})
     anchor_row = after + 1
-    value_column, predicted_column = COLUMNS.index("value") + 1, COLUMNS.index("predicted") + 1
-    positions = rows.groupby("metric", sort=False).indices
+    value_column = list(rows.columns).index("value") + 1
+    predicted_column = list(rows.columns).index("predicted") + 1
+    charted = rows[rows["validation"] == rows["validation"].iloc[0]] if "validation" in rows \
+        and len(rows) else rows  # the first validation's rows: in sample when there are any
+    label = str(charted["validation"].iloc[0]) if "validation" in charted and len(charted) else ""
+    positions = charted.groupby("metric", sort=False).indices
     for number, (metric, at) in enumerate(positions.items()):
         first, last = 2 + int(at.min()), 2 + int(at.max())
-        chart = _scatter(ws.parent["Rows"], metric, first, last, value_column, predicted_column)
+        chart = _scatter(ws.parent["Rows"], metric, first, last, value_column, predicted_column,
+                         label)
         column = "A" if number % 2 == 0 else "G"
         ws.add_chart(chart, f"{column}{anchor_row + (number // 2) * (chart_rows(_CHART_CM[0]) + 1)}")
     return PageOptions(one_page=True)
 
 
-def _scatter(rows_ws, metric: str, first: int, last: int, x_column: int, y_column: int) -> ScatterChart:
+def _scatter(rows_ws, metric: str, first: int, last: int, x_column: int, y_column: int,
+             validation: str = "") -> ScatterChart:
     chart = ScatterChart()
-    chart.title = f"{label_of(metric)}: predicted vs measured"
+    chart.title = f"{label_of(metric)}: predicted vs measured" + (
+        f", {validation}" if validation else "")
     chart.style = 13
     chart.scatterStyle = "lineMarker"
     xs = Reference(rows_ws, min_col=x_column, min_row=first, max_row=last)

@@ -102,16 +102,17 @@ def type_height_by_sheet(pdf: Path) -> dict[str, float]:
     text = subprocess.run(["pdftotext", "-bbox", str(pdf), "-"], capture_output=True, text=True,
                           check=True, timeout=120).stdout
     heights: dict[str, list[float]] = {}
-    word = re.compile(r'yMin="([\d.]+)" xMax="[\d.]+" yMax="([\d.]+)">([^<]*)<')
+    word = re.compile(r'xMin="([\d.]+)" yMin="([\d.]+)" xMax="([\d.]+)" yMax="([\d.]+)">([^<]*)<')
     for page in text.split("<page ")[1:]:
+        width = float(re.search(r'width="([\d.]+)"', page).group(1))
         height = float(re.search(r'height="([\d.]+)"', page).group(1))
-        words = [(float(top), float(bottom), w) for top, bottom, w in word.findall(page)]
-        header = [w for top, _, w in words if top < 30]
-        body = [bottom - top for top, bottom, _ in words if top > 30 and bottom < height - 30]
-        if len(header) >= 2 and body:
-            # the header's centre names the sheet ("Read me" is two words), the date ends it
-            sheet = "Read me" if header[-2] == "me" else header[-2]
-            heights.setdefault(sheet, []).extend(body)
+        words = [tuple(map(float, box)) + (w,) for *box, w in word.findall(page)]
+        # the header's centre names the sheet; its subject is left of it, the date right
+        centre = [w for left, top, right, _, w in words
+                  if top < 30 and left > 0.3 * width and right < 0.7 * width]
+        body = [bottom - top for _, top, _, bottom, _ in words if top > 30 and bottom < height - 30]
+        if centre and body:
+            heights.setdefault(" ".join(centre), []).extend(body)
     return {sheet: statistics.median(values) for sheet, values in heights.items()}
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import openpyxl
+import pandas as pd
 import pytest
 
 from fleetplan.exports import write_plan, write_sweep
@@ -122,6 +123,22 @@ def test_whatif_prints_with_a_one_page_summary(tmp_path, libreoffice):
 def test_validation_prints_with_a_one_page_summary(tmp_path, libreoffice, shipped):
     pages = _printed(libreoffice, write_validation(validation_rows(shipped), tmp_path / "validation.xlsx"))
     assert pages["Summary"] == 1 and pages["Read me"] == 1
+
+
+def test_validation_rows_print_each_measurement_once_one_page_across(tmp_path, libreoffice,
+                                                                     shipped):
+    """With its held-out rows the Rows sheet printed every measurement three times, unlabelled,
+    over 46 pages (62 pages in all for the shipped measurements)."""
+    in_sample = validation_rows(shipped).assign(validation="in sample")
+    held_out = in_sample.assign(validation="leave-one-GPU-out")
+    path = write_validation(pd.concat([held_out, in_sample], ignore_index=True),
+                            tmp_path / "validation.xlsx")
+    printed = [lines for sheet, lines in printed_pages(libreoffice.print(path)) if sheet == "Rows"]
+    text = "\n".join(line for lines in printed for line in lines)
+    assert "leave-one-GPU-out" not in text and text.count("in sample") == len(in_sample)
+    assert len(printed) <= -(-len(in_sample) // 40)  # one page across, 40 rows or more a page
+    scales = _printed_sizes(libreoffice, path)
+    assert scales["Rows"] >= 0.5, scales
 
 
 @pytest.mark.slow
