@@ -39,10 +39,10 @@ FORMATS = {"value": "#,##0.00", "predicted": "#,##0.00", "ape_pct": "0.0", "qps"
 _CHART_CM = (8.0, 11.0)
 _SHEETS = (("Summary", "Absolute percentage error of the model's predictions by metric (median and 90th "
             "percentile), and predicted against measured per metric: points on the line are exact."),
-           ("Rows", "Every measurement the model could predict: which prediction it is (in sample, or "
-            "held out from the fit), its inputs, measured and predicted value, error and what the "
-            "prediction rests on. The in-sample rows print, each measurement once; the held-out "
-            "rows follow them in the file."),
+           ("Rows", "Every measurement the model could predict: which prediction it is (in "
+            "sample, or held out from the fit), its inputs, measured and predicted value, error "
+            "and what the prediction rests on. The in-sample rows print, each measurement once; "
+            "the held-out rows follow them in the file."),
            ("By GPU, model", "The same errors by GPU, model and metric."),
            ("Sources", "fleetplan version, the measurement files and the catalog rows used."))
 
