@@ -140,8 +140,9 @@ def _summary(ws, by_metric: pd.DataFrame, rows: pd.DataFrame) -> PageOptions:
 def _scatter(rows_ws, metric: str, first: int, last: int, x_column: int, y_column: int,
              validation: str = "") -> ScatterChart:
     chart = ScatterChart()
-    chart.title = f"{label_of(metric)}: predicted vs measured" + (
-        f", {validation}" if validation else "")
+    # the axes say predicted and measured; a title of three lines would shrink the plot
+    chart.title = f"{label_of(metric)}, {validation}" if validation else \
+        f"{label_of(metric)}: predicted vs measured"
     chart.style = 13
     chart.scatterStyle = "lineMarker"
     xs = Reference(rows_ws, min_col=x_column, min_row=first, max_row=last)
