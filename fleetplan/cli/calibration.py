@@ -18,6 +18,7 @@ from fleetplan.sweeps.fitted_catalog import efficiency_rows
 from fleetplan.sweeps.fitting import fit, priors_only
 from fleetplan.sweeps.measurements import ape_summary, predictable, unknown_names
 from fleetplan.sweeps.model_validation import (
+    IN_SAMPLE,
     compare,
     error_tables,
     holdouts,
@@ -72,7 +73,7 @@ def validate_command(paths: Paths, gpu: GpuOption = None, tp: TpOption = None, q
     if rows.empty:
         message = "no row the model can predict (offline or static throughput, latency, or serving metrics at a known rate)"
         raise InvalidValueError(message)
-    compared = compare(measurements, catalogs).assign(validation="in sample")
+    compared = compare(measurements, catalogs).assign(validation=IN_SAMPLE)
     parts = [compared]
     if held_out:
         parts += holdouts(rows, catalogs, [by for by in ("gpu", "model") if rows[by].nunique() > 1],

@@ -23,14 +23,13 @@ from fleetplan.exports.xlsx_package import Book, set_properties
 from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, chart_rows
 from fleetplan.exports.xlsx_sheets import write_frame
 from fleetplan.exports.xlsx_sources import catalog_rows, readme_sheet, sources_sheet
-from fleetplan.sweeps.model_validation import summaries
+from fleetplan.sweeps.model_validation import IN_SAMPLE, summaries
 
 #: A row's columns: which prediction it is (in sample, or held out from the fit) and its inputs,
 #: the measured and predicted values and the error, what the prediction's efficiencies rest on,
 #: and the measurement's source last (its long text runs into no column beside it).
 COLUMNS = ["validation", "gpu", "model", "quant", "engine_id", "tp", "input_len", "output_len",
            "scenario", "qps", "metric", "value", "predicted", "ape_pct", "calibration", "source"]
-IN_SAMPLE = "in sample"
 #: The Rows' source column [characters]: the start of a source names its repository or page,
 #: the text is whole in the cell, and the Rows then print one page across at half size or more.
 SOURCE_WIDTH = 24
@@ -92,12 +91,11 @@ def write_validation(compared: pd.DataFrame, path: str | Path, *, catalogs: Any 
 def _printed_rows(ordered: pd.DataFrame) -> str | None:
     """The Rows sheet's print area: its header and in-sample rows, each measurement once (the
     held-out predictions of the same measurements are as many rows again per validation);
-    None (all of it) without held-out rows."""
-    if "validation" not in ordered or (ordered["validation"] == IN_SAMPLE).all() \
-            or not (ordered["validation"] == IN_SAMPLE).any():
+    None (all of it) unless both kinds of row are there."""
+    in_sample = int((ordered["validation"] == IN_SAMPLE).sum()) if "validation" in ordered else 0
+    if in_sample in (0, len(ordered)):
         return None
-    last_row = 1 + int((ordered["validation"] == IN_SAMPLE).sum())
-    return f"A1:{get_column_letter(len(ordered.columns))}{last_row}"
+    return f"A1:{get_column_letter(len(ordered.columns))}{1 + in_sample}"
 
 
 def in_report_order(rows: pd.DataFrame) -> pd.DataFrame:

@@ -211,9 +211,7 @@ def fit_header_rows(ws: Worksheet) -> None:
     30 characters: ``(tokens/s/GPU)`` is not broken inside), then give the row the height its
     widest wrapped header needs; a header over numbers is set right, above them, and a header
     set left just after one set right is indented, so the two do not run together."""
-    table_ends = {coordinate_from_string(t.ref.partition(":")[0])[1]:
-                  coordinate_from_string(t.ref.partition(":")[2] or t.ref)[1]
-                  for t in ws.tables.values()}
+    table_ends = dict(ref_rows(table.ref) for table in ws.tables.values())
     for row, first, last in _HEADER_ROWS.get(ws, ()):
         right = False
         end = min(table_ends.get(row, row + 1), row + _ROWS_LOOKED_AT)
@@ -236,6 +234,12 @@ def fit_header_rows(ws: Worksheet) -> None:
                     for column in range(first, last + 1))
         ws.row_dimensions[row].height = min(409.0, max(ws.row_dimensions[row].height or 15.0,
                                                        15.0 * lines + 3.0))
+
+
+def ref_rows(ref: str) -> tuple[int, int]:
+    """The first and last row of a range such as ``A3:F20`` (or of one cell)."""
+    start, _, end = ref.partition(":")
+    return coordinate_from_string(start)[1], coordinate_from_string(end or start)[1]
 
 
 def _first_filled(ws: Worksheet, column: int, first: int, last: int) -> Cell | None:

@@ -21,7 +21,7 @@ from openpyxl.worksheet.page import PageMargins
 from openpyxl.worksheet.worksheet import Worksheet
 
 import fleetplan
-from fleetplan.exports.xlsx_common import wrap, wrapped_lines
+from fleetplan.exports.xlsx_common import ref_rows, wrap, wrapped_lines
 
 #: Data rows a bulk sheet (a sweep grid) prints; the rest stay in the file.
 BULK_PRINT_ROWS = 100
@@ -242,12 +242,6 @@ def _long_table_header(ws: Worksheet, bulk_rows: int | None) -> str | None:
     first, last = ref_rows(tables[0].ref)
     rows = bulk_rows if bulk_rows is not None else last - first
     return f"{first}:{first}" if rows > REPEAT_AFTER_ROWS else None
-
-
-def ref_rows(ref: str) -> tuple[int, int]:
-    """The first and last row of a range such as ``A3:F20`` (or of one cell)."""
-    start, _, end = ref.partition(":")
-    return coordinate_from_string(start)[1], coordinate_from_string(end or start)[1]
 
 
 def chart_rows(height_cm: float, row_height_pt: float = DEFAULT_HEIGHT_PT) -> int:

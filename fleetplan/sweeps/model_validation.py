@@ -37,6 +37,8 @@ from fleetplan.sweeps.vllm_results import read_benchmark_json
 
 DIMENSIONS = ("gpu", "model", "quant", "engine_id", "regime")
 THROUGHPUT_REGIMES = ("offline", "static")  # the capacity an estimate's error band describes
+#: The validation of predictions made with the catalogs as they are.
+IN_SAMPLE = "in sample"
 HOLDOUTS = {"gpu": "leave-one-GPU-out", "model": "leave-one-model-out"}
 #: How the refits' worker processes start: a fresh interpreter from a clean server, not a fork
 #: of a process that may hold solver or BLAS threads.
@@ -147,7 +149,7 @@ def _labels(rows: pd.DataFrame, catalogs: Catalogs) -> np.ndarray:
 def error_tables(frame: pd.DataFrame) -> pd.DataFrame:
     """One long table: rows, median and p90 absolute error and median signed error [%] by
     validation (in sample, held out), each dimension of ``DIMENSIONS`` and metric."""
-    frame = frame if "validation" in frame else frame.assign(validation="in sample")
+    frame = frame if "validation" in frame else frame.assign(validation=IN_SAMPLE)
     parts = []
     for dimension in ("overall", *DIMENSIONS):
         keys = ["validation", "metric"] if dimension == "overall" else ["validation", dimension, "metric"]
@@ -174,7 +176,7 @@ def error_bands(held_out: pd.DataFrame) -> pd.DataFrame:
 
 def summaries(compared: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Median and p90 absolute error by metric, and by each dimension and metric, per validation."""
-    frame = compared if "validation" in compared else compared.assign(validation="in sample")
+    frame = compared if "validation" in compared else compared.assign(validation=IN_SAMPLE)
     tables = {"by metric": ape_summary(frame, ["validation", "metric"])}
     for dimension in DIMENSIONS:
         tables[f"by {dimension.removesuffix('_id')}"] = ape_summary(frame, ["validation", dimension, "metric"])
