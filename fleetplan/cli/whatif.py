@@ -66,8 +66,10 @@ def whatif_command(
     base_file = "example scenario" if grid.base == "example" else str(grid_file.parent / grid.base)
     with within(base_file, SCENARIO_FIELD), within(str(grid_file), GRID_FIELD):
         scenario = validate_scenario(base, source=base_file)
+        ids = {}  # the workloads' models and quantizations, whose rows Sources lists
         if catalogs is not None:  # a base the catalogs refuse would fail every case the same way
-            canonical_names(scenario, catalogs)
+            names = canonical_names(scenario, catalogs)
+            ids = {"model": names["models"], "quant": [q for qs in names["quants"] for q in qs]}
         results, cases, plan = _solved(grid, base, catalogs, output, workers, scheduler, resume,
                                        base_plan)
     axes = list(dict.fromkeys(column for case in cases for column in case if column != "name"))
@@ -78,7 +80,8 @@ def whatif_command(
                catalogs=catalogs,
                prices_used=None if plan is None else plan.assumptions.get("prices_used"),
                base_values=base_axis_values(scenario, axes),
-               engine=None if "engine" in axes else scenario.fleet.engine or WILDCARD)
+               engine=None if "engine" in axes else scenario.fleet.engine or WILDCARD,
+               ids=ids)
     failed = int((~results["status"].isin(["optimal", "time_limit"])).sum())
     typer.echo(f"wrote {output}: {len(results)} scenarios, {failed} infeasible or failed", err=True)
 

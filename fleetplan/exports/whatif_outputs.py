@@ -38,14 +38,15 @@ def write_grid_parquet(results: pd.DataFrame, folder: Path, *, axes: list[str],
 def write_grid(results: pd.DataFrame, path: str | Path, *, axes: list[str], base_fleet=None,
                metadata=None, base_usd_per_month: float | None = None, catalogs: Any = None,
                prices_used: list | None = None, base_values: Mapping[str, float] | None = None,
-               engine: str | None = None) -> Path:
+               engine: str | None = None, ids: Mapping[str, list[str]] | None = None) -> Path:
     """Write the grid's tables by suffix: ``.xlsx``, ``.parquet`` (a folder) or ``.csv``
     (scenarios).
 
     ``base_usd_per_month`` (the base scenario's cost) lets the workbook draw a tornado chart of a
     grid that varies one input at a time; ``catalogs`` and ``prices_used`` (the base plan's price
     rows) fill its Sources; ``engine`` (the engine of every case, None when the grid varies it)
-    limits Sources to its efficiency rows. ``base_values`` (the base scenario's value on each
+    limits Sources to its efficiency rows, and ``ids`` (the workloads' model and quant ids) add
+    their catalog rows there. ``base_values`` (the base scenario's value on each
     axis that has one) count the grid's base case on its By tables.
     """
     path, metadata = Path(path), dict(metadata or {})
@@ -54,7 +55,7 @@ def write_grid(results: pd.DataFrame, path: str | Path, *, axes: list[str], base
               "prices_used": prices_used, "base_values": base_values}
     if suffix == ".xlsx":
         return write_grid_xlsx(results, path, base_usd_per_month=base_usd_per_month, engine=engine,
-                               **common)
+                               ids=ids, **common)
     if suffix == ".parquet":
         return write_grid_parquet(results, path, **common)
     if suffix == ".csv":

@@ -110,11 +110,13 @@ def write_grid_xlsx(results: pd.DataFrame, path: str | Path, *, axes: Sequence[s
                     base_fleet: pd.DataFrame | None, metadata: Mapping[str, Any],
                     base_usd_per_month: float | None = None, catalogs: Any = None,
                     prices_used: list | None = None, base_values: Mapping[str, float] | None = None,
-                    engine: str | None = None) -> Path:
+                    engine: str | None = None, ids: Mapping[str, Sequence[str]] | None = None) -> Path:
     """Write the what-if workbook (see module doc); returns ``path``.
 
     ``base_values`` place the base case on the By sheets (:func:`pivots`); ``engine`` (the
-    engine every case ran, None when the grid varies it) limits Sources to its efficiency rows.
+    engine every case ran, None when the grid varies it) limits Sources to its efficiency rows;
+    ``ids`` (model and quant ids of the workloads) and the GPUs of :func:`grid_gpus` choose the
+    catalog rows Sources lists.
     """
     name = str(metadata.get("base", "grid"))
     book = Book(header=PrintHeader(f"What-if grid: {name}"))
@@ -136,16 +138,39 @@ def write_grid_xlsx(results: pd.DataFrame, path: str | Path, *, axes: Sequence[s
         set_widths(fleet_sheet, widths)
     book.pages["Summary"] = _summary(wb["Summary"], results, axes, base_usd_per_month, name)
     record = provenance("whatif", {**metadata, "prices_used": prices_used or []}, catalogs=catalogs)
-    gpus = sorted({str(g) for g in (base_fleet["gpu"] if base_fleet is not None and "gpu" in base_fleet else [])})
     sources = wb.create_sheet(_sheet_name("Sources", taken))
-    book.pages[sources.title] = sources_sheet(sources, record, catalog_rows(
-        catalogs, {"gpu": gpus}, prices=prices_used, engine=engine))
+    book.pages[sources.title] = sources_sheet(sources, record, _grid_rows(
+        catalogs, {**(ids or {}), "gpu": grid_gpus(results, base_fleet)}, prices_used, engine))
     readme = wb.create_sheet(_sheet_name("Read me", taken))
     book.pages[readme.title] = readme_sheet(readme, "fleetplan what-if grid", "Scenario variants of one base "
                                             "scenario, each solved for its cheapest fleet.", _sheet_notes(axes),
                                             _HOW_TO, record)
     set_properties(wb, f"fleetplan what-if: {name}", f"{len(results)} scenarios", "fleetplan, what-if, GPU fleet")
     return book.save(path)
+
+
+def grid_gpus(results: pd.DataFrame, base_fleet: pd.DataFrame | None) -> list[str]:
+    """The GPUs some case's plan runs at its peak (a ``gpus_<id>`` column above 0) or the base
+    plan's fleet holds: those whose catalog and price rows the grid's costs rest on."""
+    used = [column[len("gpus_"):] for column in results.columns
+            if column.startswith("gpus_") and column != "gpus_peak"
+            and bool((pd.to_numeric(results[column], errors="coerce") > 0).any())]
+    if base_fleet is not None and "gpu" in base_fleet:
+        used += base_fleet["gpu"].dropna().astype(str).tolist()
+    return sorted(set(used))
+
+
+def _grid_rows(catalogs: Any, ids: Mapping[str, Sequence[str]], prices_used: list | None,
+               engine: str | None) -> pd.DataFrame:
+    """Sources' catalog rows: the base plan's price rows, and every price row of a GPU that only
+    other cases run (their plans' price choices are not kept)."""
+    rows = catalog_rows(catalogs, ids, prices=prices_used, engine=engine)
+    priced = {str(p.get("gpu")) for p in prices_used or []}
+    others = [g for g in ids["gpu"] if g not in priced]
+    if prices_used is None or not others:
+        return rows
+    extra = catalog_rows(catalogs, {"gpu": others})
+    return pd.concat([rows, extra[extra["catalog"] == "prices"]], ignore_index=True)
 
 
 _HOW_TO = ("Each row of Scenarios is a full optimization of the base scenario with that row's inputs "

@@ -96,30 +96,42 @@ def test_the_by_sheet_says_where_the_base_case_stands(tmp_path):
     assert not any("base scenario" in str(c.value) for c in tpot["A"][:4])
 
 
-@pytest.mark.parametrize(("engine_axis", "engines"), [(False, {"vllm", "*"}), (True, None)])
+@pytest.mark.parametrize(("engine_axis", "engines", "base_plan"),
+                         [(False, {"vllm", "*"}, True), (True, None, False)])
 def test_the_grid_command_places_the_base_and_lists_its_engines_rows(tmp_path, engine_axis,
-                                                                     engines):
+                                                                     engines, base_plan):
     """A grid of named cases around the example: its By sheet counts the base at demand 1, and
     Sources lists the default engine's efficiency rows, or every engine's when a case changes
-    the engine."""
+    the engine; with or without the base plan, the rows of the workloads' models and
+    quantizations and of every GPU a case runs, with its prices."""
     engine_case = "  - {name: trt, engine: tensorrt-llm}\n" if engine_axis else ""
     grid = tmp_path / "grid.yaml"
     grid.write_text("base: example\ncases:\n  - {name: base}\n  - {name: low, demand_multiplier: "
                     "0.5}\n" + engine_case)
     output = tmp_path / "grid.xlsx"
-    assert main(["whatif", str(grid), "-o", str(output), "--workers", "1"]) == 0
+    flags = [] if base_plan else ["--no-base-plan"]
+    assert main(["whatif", str(grid), "-o", str(output), "--workers", "1", *flags]) == 0
     book = openpyxl.load_workbook(output)
     by = pd.read_excel(output, sheet_name="By demand_multiplier", header=3)
     assert list(by["Demand multiplier"]) == [0.5, 1.0]
+    scenarios = pd.read_excel(output, sheet_name="Scenarios").set_index("Name")
     assert math.isclose(by["Cost, mean (USD/month)"].iloc[1],
-                        pd.read_excel(output, sheet_name="Scenarios").set_index("Name")
-                        .loc["base", "Cost (USD/month)"])
-    listed = {key.split("/")[0] for row in book["Sources"].iter_rows()
-              if row[0].value == "efficiency" for key in expanded_keys(row[1].value)}
+                        scenarios.loc["base", "Cost (USD/month)"])
+    keys: dict[str, set[str]] = {}
+    for row in book["Sources"].iter_rows(values_only=True):
+        keys.setdefault(str(row[0]), set()).update(expanded_keys(str(row[1])))
+    listed = {key.split("/")[0] for key in keys["efficiency"]}
     if engines is None:
         assert "tensorrt-llm" in listed
     else:
         assert listed <= engines and "vllm" in listed
+    run = {c[len("GPUs "):] for c in scenarios.columns
+           if c.startswith("GPUs ") and c != "GPUs at peak" and (scenarios[c] > 0).any()}
+    assert run and keys["gpus"] == run
+    assert {key.split("/")[0] for key in keys["prices"]} >= run
+    workloads = validate_scenario(example_data()).workloads
+    assert keys["models"] == {w.model for w in workloads}
+    assert keys["quants"] == {q for w in workloads for q in w.quants}
 
 
 def test_a_grid_whose_only_solved_case_is_the_base_places_it():
@@ -140,3 +152,26 @@ def test_scenarios_list_each_cases_inputs_before_its_outputs(tmp_path):
     assert header[:5] == ["Name", "Demand multiplier", "TPOT target (ms)", "Pricing", "Status"]
     assert header[-1] == "Case"  # the key of the case's saved result
     assert list(inputs_first(results, AXES).columns[:4]) == ["name", *AXES]
+
+
+def test_sources_lists_every_price_row_of_a_gpu_only_other_cases_run(tmp_path, shipped):
+    """The base plan's price rows are kept; a GPU only another case runs has no chosen row
+    there, so all its price rows are listed; a GPU no case runs is left out."""
+    results = _results().assign(**{"gpus_h100-sxm": 4.0, "gpus_l4": [0.0] * 6 + [2.0],
+                                   "gpus_l40s": 0.0})
+    chosen = {"gpu": "h100-sxm", "provider": "aws", "region": "us-east-1",
+              "pricing_type": "on_demand", "source": "a quote", "as_of": "2026-11-01"}
+    path = write_grid_xlsx(results, tmp_path / "grid.xlsx", axes=AXES, base_fleet=None,
+                           metadata={"base": "test"}, catalogs=shipped, prices_used=[chosen],
+                           ids={"model": ["llama-3.1-8b"], "quant": ["bf16"]})
+    rows = [r for r in openpyxl.load_workbook(path)["Sources"].iter_rows(values_only=True)
+            if r[0] in ("gpus", "prices", "models")]
+    prices = {key for r in rows if r[0] == "prices" for key in expanded_keys(str(r[1]))}
+    assert "h100-sxm/aws/us-east-1/on_demand" in prices
+    h100 = {key for key in prices if key.startswith("h100-sxm/")}
+    assert h100 == {"h100-sxm/aws/us-east-1/on_demand"}
+    l4 = {key for key in prices if key.startswith("l4/")}
+    catalog = shipped.prices[["gpu", "provider", "region", "pricing_type"]].astype(str)
+    assert l4 == {"/".join(k) for k in catalog.to_numpy() if k[0] == "l4"} != set()
+    assert {r[1] for r in rows if r[0] == "gpus"} == {"h100-sxm", "l4"}
+    assert {r[1] for r in rows if r[0] == "models"} == {"llama-3.1-8b"}
