@@ -46,9 +46,6 @@ from fleetplan.optimizer.strict_model import NumbersNotBooleans
 
 log = logging.getLogger(__name__)
 
-#: How worker processes start (``multiprocessing`` start method).
-WORKER_START = "forkserver"
-
 SCALAR_AXES = ("demand_multiplier", "tpot_slo_ms", "ttft_slo_ms", "input_tokens", "monthly_growth")
 PER_GPU_AXES = ("price_multiplier", "max_gpus")
 NAMED_AXES = ("allowed_gpus", "pricing", "disaggregation")

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
-import multiprocessing
 import queue
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
@@ -39,11 +38,10 @@ from fleetplan.optimizer.whatif_grid import (
 )
 from fleetplan.optimizer.whatif_variants import CaseVariants, group_chunks
 from fleetplan.sweeps import estimate_cases
+from fleetplan.sweeps.distributed import worker_context
 
 log = logging.getLogger(__name__)
 
-#: How worker processes start (``multiprocessing`` start method).
-WORKER_START = "forkserver"
 #: How long the caller waits for a worker's next row before checking that none has died [s].
 ROW_WAIT_S = 1.0
 
@@ -229,9 +227,7 @@ def _solve_all(base, pending, arguments, workers, client):
         for chunk in chunks:
             yield from iter_chunk(base, chunk, *arguments)
         return
-    # Workers start from a fresh server process, not a fork of this one: a process that has
-    # already run HiGHS (highspy 1.16) hands its forked children a solver that never returns.
-    context = multiprocessing.get_context(WORKER_START)
+    context = worker_context()  # not a fork: see WORKER_START
     with context.Manager() as manager, ProcessPoolExecutor(max_workers=workers,
                                                            mp_context=context) as pool:
         rows = manager.Queue()

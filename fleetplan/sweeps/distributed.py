@@ -6,11 +6,15 @@ range of configurations in bounded chunks. Writing is not this layer's business:
 passes ``write_part(chunks, folder, values, metadata) -> rows`` (``fleetplan.exports`` writes a
 hive-partitioned Parquet dataset that way). Needs the ``distributed`` extra
 (``pip install 'fleetplan[distributed]'``).
+
+Work shared among local processes instead (what-if grids, the validation's refits) starts them
+with :func:`worker_context`.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +29,17 @@ SCHEDULER_ENV = "FLEETPLAN_SCHEDULER"
 #: Seconds to wait for a Dask scheduler before giving up.
 CONNECT_TIMEOUT_S = 10
 PARTITION_COLUMNS = ("gpu", "model")
+
+#: How local worker processes start: each from a fresh server process, not a fork of the
+#: caller. A process that has already run HiGHS (highspy 1.16) hands its forked children a
+#: solver that never returns, and a fork copies solver and BLAS threads mid-state.
+WORKER_START = "forkserver"
+
+
+def worker_context():
+    """The ``multiprocessing`` context local worker pools use (:data:`WORKER_START`)."""
+    return multiprocessing.get_context(WORKER_START)
+
 
 #: ``write_part(chunks, folder, partition values, metadata)`` -> rows written.
 PartWriter = Callable[[Iterator[pd.DataFrame], str, dict, dict], int]

@@ -12,7 +12,6 @@ kind (``error_bands``).
 
 from __future__ import annotations
 
-import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pandas as pd
 
 from fleetplan.catalogs import Catalogs
 from fleetplan.errors import InvalidValueError, UnknownNameError, check_range, did_you_mean
+from fleetplan.sweeps.distributed import worker_context
 from fleetplan.sweeps.efficiencies import CALIBRATION_LABELS
 from fleetplan.sweeps.fitted_catalog import efficiency_rows
 from fleetplan.sweeps.fitting import fit, priors_only
@@ -40,9 +40,6 @@ THROUGHPUT_REGIMES = ("offline", "static")  # the capacity an estimate's error b
 #: The validation of predictions made with the catalogs as they are.
 IN_SAMPLE = "in sample"
 HOLDOUTS = {"gpu": "leave-one-GPU-out", "model": "leave-one-model-out"}
-#: How the refits' worker processes start: a fresh interpreter from a clean server, not a fork
-#: of a process that may hold solver or BLAS threads.
-WORKER_START = "forkserver"
 
 
 def read_measurements(paths, *, gpu: str | None = None, tp: int | None = None, quant: str = "bf16",
@@ -117,8 +114,8 @@ def holdouts(rows: pd.DataFrame, catalogs: Catalogs, dimensions,
              f"{HOLDOUTS[by]} fit without {key}")
             for by in dimensions for key in sorted(rows[by].unique()) if (rows[by] != key).any()]
     if workers > 1 and len(jobs) > 1:
-        context = multiprocessing.get_context(WORKER_START)
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=context) as pool:
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)),
+                                 mp_context=worker_context()) as pool:
             parts = list(pool.map(_held_out_group, jobs))
     else:
         parts = [_held_out_group(job) for job in jobs]
