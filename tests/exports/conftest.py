@@ -47,11 +47,18 @@ class LibreOffice:
     def __init__(self, binary: str, profile: Path, recalculate: bool = True) -> None:
         self.binary = binary
         self.profile = profile
+        self.converted: dict[tuple, Path] = {}
         (profile / "user").mkdir(parents=True, exist_ok=True)
         if recalculate:  # else LibreOffice's defaults: a workbook keeps its cached values
             (profile / "user" / "registrymodifications.xcu").write_text(_RECALC_PROFILE)
 
     def convert(self, path: Path, target: str, outdir: Path) -> Path:
+        """``path`` converted to ``target`` in ``outdir``; a file converted before and not
+        changed since is not converted again (a test that counts pages and sizes prints once)."""
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size, target, str(outdir))
+        if key in self.converted and self.converted[key].exists():
+            return self.converted[key]
         outdir.mkdir(parents=True, exist_ok=True)
         command = [self.binary, "--headless", "--norestore",
                    f"-env:UserInstallation={self.profile.as_uri()}",
@@ -62,6 +69,7 @@ class LibreOffice:
         result = outdir / (path.stem + "." + target.split(":")[0])
         if done.returncode != 0 or not result.exists():
             pytest.fail(f"soffice failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+        self.converted[key] = result
         return result
 
     def recalculate(self, path: Path) -> Path:

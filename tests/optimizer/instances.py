@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -54,23 +55,65 @@ def make_problem(capacity, demand, offers, *, gpu=None, tp=None, hours=None, gpu
 def least_load(problem: Problem, period: int, replicas: np.ndarray) -> float:
     """Smallest total load [replicas] of a routing that ``replicas[c]`` replicas can carry in
     the period (an LP); inf when they cannot serve the demand."""
-    demand = problem.demand[problem.demand["period"] == period].set_index("bucket")["req_s"]
-    capacity = problem.candidates.pivot(index="config", columns="bucket",
-                                        values="req_s_per_replica").to_numpy()
-    n_configs, n_buckets = capacity.shape
-    usable = capacity > 0
-    # variables x[c, b] = share of bucket b on config c
-    equal = np.zeros((n_buckets, n_configs * n_buckets))
-    upper = np.zeros((n_configs, n_configs * n_buckets))
-    for c, b in itertools.product(range(n_configs), range(n_buckets)):
-        equal[b, c * n_buckets + b] = 1.0
-        if usable[c, b]:
-            upper[c, c * n_buckets + b] = demand[b] / (problem.target_utilization * capacity[c, b])
-    bounds = [(0, 1 if usable[c, b] else 0) for c in range(n_configs) for b in range(n_buckets)]
-    need = demand.to_numpy() > 0
-    result = linprog(upper.sum(axis=0), A_ub=upper, b_ub=replicas,
-                     A_eq=equal[need], b_eq=np.ones(need.sum()), bounds=bounds, method="highs")
-    return float(result.fun) if result.status == 0 else math.inf
+    return _routing_lps(problem)(period, replicas)
+
+
+class _RoutingLPs:
+    """:func:`least_load` of one problem: its matrices built once per period, each LP solved
+    once per replica vector (a brute force asks for the same few vectors thousands of times)."""
+
+    def __init__(self, problem: Problem):
+        self.problem = problem
+        capacity = problem.candidates.pivot(index="config", columns="bucket",
+                                            values="req_s_per_replica").to_numpy()
+        self.capacity, self.usable = capacity, capacity > 0
+        self.periods: dict[int, tuple] = {}
+        self.solved: dict[tuple, float] = {}
+
+    def _matrices(self, period: int) -> tuple:
+        if period not in self.periods:
+            problem, capacity, usable = self.problem, self.capacity, self.usable
+            demand = problem.demand[problem.demand["period"] == period].set_index("bucket")["req_s"]
+            n_configs, n_buckets = capacity.shape
+            # variables x[c, b] = share of bucket b on config c
+            equal = np.zeros((n_buckets, n_configs * n_buckets))
+            upper = np.zeros((n_configs, n_configs * n_buckets))
+            for c, b in itertools.product(range(n_configs), range(n_buckets)):
+                equal[b, c * n_buckets + b] = 1.0
+                if usable[c, b]:
+                    upper[c, c * n_buckets + b] = demand[b] / (problem.target_utilization
+                                                               * capacity[c, b])
+            bounds = [(0, 1 if usable[c, b] else 0)
+                      for c in range(n_configs) for b in range(n_buckets)]
+            need = demand.to_numpy() > 0
+            self.periods[period] = (upper, equal[need], np.ones(need.sum()), bounds)
+        return self.periods[period]
+
+    def busy(self, period: int) -> bool:
+        """Whether the period has any demand."""
+        return bool(self._matrices(period)[1].shape[0])
+
+    def __call__(self, period: int, replicas) -> float:
+        key = (period, tuple(float(r) for r in replicas))
+        if key not in self.solved:
+            upper, equal, ones, bounds = self._matrices(period)
+            result = linprog(upper.sum(axis=0), A_ub=upper, b_ub=np.asarray(replicas, float),
+                             A_eq=equal, b_eq=ones, bounds=bounds, method="highs")
+            self.solved[key] = float(result.fun) if result.status == 0 else math.inf
+        return self.solved[key]
+
+
+#: The routing LPs of the problems asked about lately (by identity; a problem is immutable).
+_RECENT_LPS: dict[int, _RoutingLPs] = {}
+
+
+def _routing_lps(problem: Problem) -> _RoutingLPs:
+    lps = _RECENT_LPS.get(id(problem))
+    if lps is None or lps.problem is not problem:
+        if len(_RECENT_LPS) >= 8:
+            _RECENT_LPS.clear()
+        lps = _RECENT_LPS[id(problem)] = _RoutingLPs(problem)
+    return lps
 
 
 def charged_months(problem: Problem, pricing_type: str) -> float:
@@ -97,8 +140,8 @@ def brute_force_usd(problem: Problem, max_replicas: int) -> float:
         configs["config"]).fillna(0.0).to_numpy() > 0  # a replica serving no demand is no spare
     counts = [np.array(v) for v in itertools.product(range(max_replicas + 1), repeat=n)
               if not np.any(np.array(v)[~useful])]
-    ok = {t: [v for v in counts if _within_caps(v, configs, caps)
-              and _serves(problem, t, v)]
+    within_caps = _within_caps(configs, caps)
+    ok = {t: [v for v in counts if within_caps(v) and _serves(problem, t, v)]
           for t in problem.periods["period"]}
     best = math.inf
     factor = charged_months(problem, "reserved_1y") / problem.horizon_months
@@ -122,17 +165,19 @@ def brute_force_usd(problem: Problem, max_replicas: int) -> float:
     return best
 
 
-def _within_caps(replicas, configs, caps) -> bool:
-    gpus = pd.Series(replicas * configs["tp"].to_numpy()).groupby(configs["gpu"].to_numpy()).sum()
-    return bool(np.all(gpus <= caps.reindex(gpus.index).fillna(np.inf)))
+def _within_caps(configs, caps) -> Callable[[np.ndarray], bool]:
+    """Whether replica counts keep every GPU type within its cap."""
+    types, of_config = np.unique(configs["gpu"].to_numpy(), return_inverse=True)
+    gpus_per_replica, limits = configs["tp"].to_numpy(), caps.reindex(types).fillna(np.inf).to_numpy()
+    return lambda replicas: bool(np.all(np.bincount(
+        of_config, weights=replicas * gpus_per_replica, minlength=len(types)) <= limits))
 
 
 def _serves(problem: Problem, period: int, replicas) -> bool:
     """Demand served by some set of configurations, each keeping k replicas beyond its load
     when the period is busy (N+k per configuration)."""
     k = int(problem.workloads["redundancy_k"].iloc[0])
-    busy = (problem.demand.loc[problem.demand["period"] == period, "req_s"] > 0).any()
-    if not busy or k == 0:
+    if not _routing_lps(problem).busy(period) or k == 0:
         return math.isfinite(least_load(problem, period, replicas))
     for used in itertools.product([False, True], repeat=len(replicas)):
         used = np.array(used)

@@ -199,9 +199,10 @@ def test_a_linked_model_its_whole_milp_does_not_prove_goes_on_to_reserved_first(
     # the whole MILP's share of the time "stops" at the greedy plan with no bound worth the
     # name, as HiGHS's first plans on a hard model do: the reserved-first solve starts from
     # that plan and finds a plan within the gap of the optimum
-    problem = portfolio_problem(n_models=2, n_gpus=3, n_periods=3)
-    # the optimum to compare with: its whole MILP takes about 7 s alone, so under a loaded
-    # test run EXACT's 30 s (9 s of it for the whole MILP first) may not prove it
+    problem = portfolio_problem(n_models=2, n_gpus=3, n_periods=2)
+    # the optimum to compare with: its whole MILP takes about 2.5 s alone (3 periods took 16 s),
+    # so under a loaded test run EXACT's 30 s (9 s of it for the whole MILP first) may not
+    # prove it
     best = optimize_problem(problem, dataclasses.replace(EXACT, time_limit_s=120))
     real, shares = decomposition.solve_whole, []
 
@@ -217,7 +218,7 @@ def test_a_linked_model_its_whole_milp_does_not_prove_goes_on_to_reserved_first(
     plan = optimize_problem(problem, SolveOptions(time_limit_s=30, mip_gap=0.01))
     assert shares[0] <= 30 * decomposition.WHOLE_FIRST_SHARE
     assert plan.status == "optimal" and best.status == "optimal"
-    assert best.objective_usd <= plan.objective_usd <= best.objective_usd * 1.01 + 1e-6
+    assert best.objective_usd - 1e-6 <= plan.objective_usd <= best.objective_usd * 1.01 + 1e-6
     assert plan.objective_usd < build_model(problem).cost @ greedy_plan(build_model(problem))
     assert plan.bound_usd > 0.0 and check_plan(plan, problem) == []
 
