@@ -55,7 +55,8 @@ CHEAPEST_SHOWN = 10
 CHEAPEST_COLUMNS = ("gpu", "model", "quant", "tp", "context_len", "input_len", "output_len", "batch", "tpot_ms",
                     "ttft_ms", "decode_tok_s_per_gpu", "usd_per_hour", "usd_per_m_output_tokens", "calibration",
                     "error_p10_pct", "error_p90_pct")
-FRONTIER_PRINT_ROWS = 40
+#: Rows of the Frontier's curve table printed below its chart (the file has them all).
+FRONTIER_PRINT_ROWS = 16
 RANK_COLUMN = "usd_per_m_output_tokens"
 #: Columns whose FALSE says a row cannot run, and how that FALSE prints.
 CANNOT_RUN_COLUMNS = ("valid", "fits")
@@ -163,10 +164,11 @@ def build_sweep_book(df: pd.DataFrame, *, metadata: Mapping[str, Any] | None = N
     book.pages["Summary"] = _summary_sheet(wb["Summary"], summary, grid, top_n, total_rows, record)
     keys = [k for k in _CURVE_KEYS if k in grid.columns]
     curves = frontier_curves(grid, keys, RANK_COLUMN if RANK_COLUMN in grid.columns else None)
-    frontier_sheet(wb["Frontier"], curves, tpot_slo_ms,
-                   "Decode tokens/s per GPU against TPOT as the batch grows; the cheapest "
-                   "configurations by $/1M output tokens.")
-    book.pages["Frontier"] = PageOptions(one_page=True, area=_chart_area(wb["Frontier"]))
+    table_row = frontier_sheet(wb["Frontier"], curves, tpot_slo_ms,
+                               "Decode tokens/s per GPU against TPOT as the batch grows; the "
+                               "cheapest configurations by $/1M output tokens.")
+    book.pages["Frontier"] = PageOptions(one_page=True,
+                                         area=_chart_area(wb["Frontier"], table_row))
     book.pages["Sources"] = sources_sheet(wb["Sources"], record,
                                           catalog_rows(catalogs, ids, prices=record["prices_used"],
                                                        engine=metadata.get("engine") or None))
@@ -185,10 +187,12 @@ def _chosen(catalogs: Any, gpus: list[str]) -> pd.DataFrame | None:
         return None
 
 
-def _chart_area(ws) -> str:
-    """The Frontier sheet's printed part: its title, the chart and the table rows beside it."""
+def _chart_area(ws, table_row: int) -> str:
+    """The Frontier sheet's printed part: its title, the chart and the first rows of the table
+    below it, whose header is ``table_row``."""
     corner = used_area(ws).split(":")[1]
-    last_row = min(int("".join(c for c in corner if c.isdigit())), FRONTIER_PRINT_ROWS)
+    last_row = min(int("".join(c for c in corner if c.isdigit())),
+                   table_row + FRONTIER_PRINT_ROWS)
     return f"A1:{''.join(c for c in corner if c.isalpha())}{last_row}"
 
 

@@ -20,7 +20,7 @@ from fleetplan.exports.provenance import provenance
 from fleetplan.exports.units import unit_of
 from fleetplan.exports.xlsx_common import set_widths, title_block
 from fleetplan.exports.xlsx_package import Book, set_properties
-from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, chart_rows
+from fleetplan.exports.xlsx_print import PageOptions, PrintHeader, add_chart_at, chart_rows
 from fleetplan.exports.xlsx_sheets import write_frame
 from fleetplan.exports.xlsx_sources import catalog_rows, readme_sheet, sources_sheet
 from fleetplan.sweeps.model_validation import IN_SAMPLE, summaries
@@ -36,6 +36,10 @@ SOURCE_WIDTH = 24
 FORMATS = {"value": "#,##0.00", "predicted": "#,##0.00", "ape_pct": "0.0", "qps": "#,##0.00",
            "median_ape_pct": "0.0", "p90_ape_pct": "0.0", "rows": "#,##0", "n": "#,##0"}
 _CHART_CM = (8.0, 11.0)
+#: Summary charts side by side: three across a landscape page, so six metrics take two rows and
+#: the page, table included, prints at more than half size (two across took three rows: 46%).
+_CHARTS_ACROSS = 3
+_CHART_GAP_CM = 0.3
 _SHEETS = (("Summary", "Absolute percentage error of the model's predictions by metric (median and 90th "
             "percentile), and predicted against measured per metric: points on the line are exact."),
            ("Rows", "Every measurement the model could predict: which prediction it is (in "
@@ -130,8 +134,9 @@ def _summary(ws, by_metric: pd.DataFrame, rows: pd.DataFrame) -> PageOptions:
         first, last = 2 + int(at.min()), 2 + int(at.max())
         chart = _scatter(ws.parent["Rows"], metric, first, last, value_column, predicted_column,
                          label)
-        column = "A" if number % 2 == 0 else "G"
-        ws.add_chart(chart, f"{column}{anchor_row + (number // 2) * (chart_rows(_CHART_CM[0]) + 1)}")
+        across, down = number % _CHARTS_ACROSS, number // _CHARTS_ACROSS
+        add_chart_at(ws, chart, anchor_row + down * (chart_rows(_CHART_CM[0]) + 1),
+                     across * (_CHART_CM[1] + _CHART_GAP_CM))
     return PageOptions(one_page=True)
 
 

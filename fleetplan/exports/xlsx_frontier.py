@@ -16,6 +16,7 @@ from openpyxl.chart.shapes import GraphicalProperties
 from openpyxl.worksheet.worksheet import Worksheet
 
 from fleetplan.exports.xlsx_common import NOTE_FONT, clean_text, put, set_widths, title_block
+from fleetplan.exports.xlsx_print import chart_rows
 from fleetplan.exports.xlsx_sheets import write_frame
 from fleetplan.sweeps.operating_points import mark_knees
 
@@ -24,6 +25,8 @@ MAX_CURVES = 8
 #: Points kept per curve (evenly spaced along the batch axis) so big sweeps stay light.
 MAX_POINTS = 200
 X_COLUMN, Y_COLUMN = "tpot_ms", "decode_tok_s_per_gpu"
+#: The Frontier sheet's chart, height and width [cm]: a landscape page's width less margins.
+FRONTIER_CHART_CM = (11.0, 24.0)
 _PALETTE = ("1F77B4", "FF7F0E", "2CA02C", "9467BD", "8C564B", "E377C2", "17BECF", "BCBD22")
 
 
@@ -83,16 +86,21 @@ def _labels(rows: pd.DataFrame, keys: list[str]) -> pd.Series:
 
 
 def frontier_sheet(ws: Worksheet, curves: pd.DataFrame, tpot_slo_ms: float | None,
-                   note: str) -> None:
-    """Write the curve data as a table and draw the frontier chart next to it."""
+                   note: str) -> int:
+    """Draw the frontier chart and write its curve data as a table below it; returns the
+    table's header row (the chart prints at the size of a page's width, above the data, not
+    squeezed beside a long table)."""
     row = title_block(ws, "Frontier: throughput vs TPOT", note)
     if curves.empty:
         put(ws, row, 1, "No configuration in this export has a usable throughput curve.",
             font=NOTE_FONT)
-        return
+        return row
     widths: dict[int, float] = {}
-    frontier_block(ws, row, curves, tpot_slo_ms, knee_rows(curves, tpot_slo_ms), widths)
+    table_row = row + chart_rows(FRONTIER_CHART_CM[0]) + 1
+    frontier_block(ws, table_row, curves, tpot_slo_ms, knee_rows(curves, tpot_slo_ms), widths,
+                   anchor=f"A{row}", size=FRONTIER_CHART_CM)
     set_widths(ws, {1: max(widths.get(1, 20), 20), **{k: v for k, v in widths.items() if k > 1}})
+    return table_row
 
 
 def frontier_block(ws: Worksheet, row: int, curves: pd.DataFrame, tpot_slo_ms: float | None,

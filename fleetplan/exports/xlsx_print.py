@@ -15,8 +15,11 @@ import datetime as dt
 import math
 from dataclasses import dataclass, field
 
+from openpyxl.drawing.spreadsheet_drawing import AnchorMarker, OneCellAnchor
+from openpyxl.drawing.xdr import XDRPositiveSize2D
 from openpyxl.styles import Alignment
 from openpyxl.utils.cell import column_index_from_string, coordinate_from_string, get_column_letter
+from openpyxl.utils.units import cm_to_EMU
 from openpyxl.worksheet.page import PageMargins
 from openpyxl.worksheet.worksheet import Worksheet
 
@@ -219,19 +222,40 @@ def _written_extent(ws: Worksheet) -> tuple[int, int]:
 
 def chart_corner(ws: Worksheet, chart) -> tuple[int, int]:
     """The row and column of a chart's bottom-right corner, from its anchor and size."""
-    anchor = chart.anchor if isinstance(chart.anchor, str) else "A1"
-    letters, row = coordinate_from_string(anchor)
-    column = column_index_from_string(letters)
     width_cm, height_cm = chart.width, chart.height
+    if isinstance(chart.anchor, OneCellAnchor):  # placed by add_chart_at
+        row, column = chart.anchor._from.row + 1, chart.anchor._from.col + 1
+        width_cm += chart.anchor._from.colOff / cm_to_EMU(1)
+    else:
+        letters, row = coordinate_from_string(chart.anchor if isinstance(chart.anchor, str)
+                                              else "A1")
+        column = column_index_from_string(letters)
     while width_cm > 0:
-        width = ws.column_dimensions[get_column_letter(column)].width or _DEFAULT_WIDTH
-        width_cm -= width * _CM_PER_WIDTH_UNIT
+        width_cm -= _column_cm(ws, column)
         column += 1
     while height_cm > 0:
         height = ws.row_dimensions[row].height or DEFAULT_HEIGHT_PT
         height_cm -= height * _CM_PER_POINT
         row += 1
     return row, column
+
+
+def add_chart_at(ws: Worksheet, chart, row: int, offset_cm: float) -> None:
+    """Add ``chart`` with its top-left corner on ``row``, ``offset_cm`` from the sheet's left
+    edge (charts side by side stay an even gap apart, whatever the widths of the columns)."""
+    column, start_cm = 1, 0.0
+    while start_cm + _column_cm(ws, column) <= offset_cm:
+        start_cm += _column_cm(ws, column)
+        column += 1
+    corner = AnchorMarker(col=column - 1, colOff=cm_to_EMU(offset_cm - start_cm), row=row - 1)
+    chart.anchor = OneCellAnchor(_from=corner, ext=XDRPositiveSize2D(cm_to_EMU(chart.width),
+                                                                      cm_to_EMU(chart.height)))
+    ws.add_chart(chart)
+
+
+def _column_cm(ws: Worksheet, column: int) -> float:
+    return (ws.column_dimensions[get_column_letter(column)].width or _DEFAULT_WIDTH) \
+        * _CM_PER_WIDTH_UNIT
 
 
 def _long_table_header(ws: Worksheet, bulk_rows: int | None) -> str | None:

@@ -12,6 +12,7 @@ import openpyxl
 import pandas as pd
 
 from fleetplan.sweeps.columns import SWEEP_COLUMNS
+from fleetplan.sweeps.model_validation import compare, read_measurements
 
 PRICES = {"h100-sxm": 2.5, "a100-80gb-sxm": 1.75, "l4": 0.7}
 ERROR_VALUES = ("#REF!", "#NAME?", "#N/A", "#VALUE!", "#DIV/0!", "#NUM!", "#NULL!")
@@ -213,9 +214,9 @@ def whatif_results() -> tuple[pd.DataFrame, list[str]]:
     return pd.DataFrame(rows), axes
 
 
-def validation_rows(catalogs, rows: int = 240) -> pd.DataFrame:
-    """Predicted against measured for the first ``rows`` rows of the shipped measurements."""
-    from fleetplan.sweeps.model_validation import compare, read_measurements
-
+def validation_rows(catalogs, rows: int | None = 240) -> pd.DataFrame:
+    """Predicted against measured for the first ``rows`` rows of the shipped measurements (all
+    of them with None)."""
     measured = Path(__file__).resolve().parents[2] / "fleetplan" / "sweeps" / "data" / "measured.csv"
-    return compare(read_measurements([measured]).head(rows), catalogs)
+    table = read_measurements([measured])
+    return compare(table if rows is None else table.head(rows), catalogs)

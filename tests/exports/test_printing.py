@@ -14,7 +14,9 @@ from fleetplan.exports import write_plan, write_sweep
 from fleetplan.exports.compare_workbook import write_compare_xlsx
 from fleetplan.exports.validation_workbook import write_validation
 from fleetplan.exports.whatif_workbook import write_grid_xlsx
+from fleetplan.exports.xlsx_common import ref_rows
 from fleetplan.sweeps import sweep
+from fleetplan.sweeps.model_validation import HOLDOUTS, IN_SAMPLE
 from tests.exports.conftest import pages_by_sheet, printed_pages, type_height_by_sheet
 from tests.exports.samples import compare_table, validation_rows, whatif_results
 
@@ -142,6 +144,19 @@ def test_validation_rows_print_each_measurement_once_one_page_across(tmp_path, l
     assert scales["Rows"] >= 0.5, scales
 
 
+def test_the_validation_summary_of_every_measurement_prints_at_half_size_or_more(
+        tmp_path, libreoffice, shipped):
+    """The shipped measurements' six metrics under three validations: with two charts across,
+    the one-page Summary printed at 46% of its size."""
+    rows = validation_rows(shipped, rows=None)
+    labelled = [rows.assign(validation=label) for label in (IN_SAMPLE, *HOLDOUTS.values())]
+    path = write_validation(pd.concat(labelled, ignore_index=True), tmp_path / "validation.xlsx")
+    assert rows["metric"].nunique() == 6
+    pages = _printed(libreoffice, path)
+    assert pages["Summary"] == 1
+    assert _printed_sizes(libreoffice, path)["Summary"] >= 0.5
+
+
 @pytest.mark.slow
 def test_a_large_sweep_prints_its_first_rows_only(tmp_path, libreoffice, shipped):
     """24,576 rows, which would print on some 500 pages: the file keeps them all, the print
@@ -156,3 +171,18 @@ def test_a_large_sweep_prints_its_first_rows_only(tmp_path, libreoffice, shipped
     pages = _printed(libreoffice, path)
     assert pages["Summary"] == 1 and pages["Frontier"] == 1
     assert pages["Sweep"] <= 6  # 100 of its rows, not all of them (two pages across)
+
+
+def test_the_frontier_prints_its_chart_above_its_first_rows_at_the_pages_width(
+        tmp_path, libreoffice, shipped):
+    """Beside 40 rows of its curve table, the chart and the table printed at 43-46%."""
+    grid = sweep(["h100-sxm", "h200", "mi300x"], ["llama-3.1-70b"], ["bf16", "fp8"],
+                 tps=[2, 4, 8], contexts=[2048, 8192], batches=[2**i for i in range(10)],
+                 catalogs=shipped)
+    path = write_sweep(grid[list(SWEEP_COLUMNS_SHOWN)], tmp_path / "sweep.xlsx", catalogs=shipped,
+                       tpot_slo_ms=40.0)
+    ws = openpyxl.load_workbook(path)["Frontier"]
+    chart_row = ws._charts[0].anchor._from.row + 1
+    assert chart_row < min(ref_rows(t.ref)[0] for t in ws.tables.values())  # above the data
+    assert _printed(libreoffice, path)["Frontier"] == 1
+    assert _printed_sizes(libreoffice, path)["Frontier"] >= 0.6
