@@ -1,7 +1,8 @@
 """How the workbooks print: pages and printed size of each sheet.
 
 Writes the workbook ``fleetplan plan`` writes (or, with ``--workbook``, the re-planning example's
-plan, a rent-or-buy comparison, a what-if grid around the example or a sweep), and a copy of it
+plan, a rent-or-buy comparison, a what-if grid around the example, a sweep or the validation
+report of the shipped measurements, held-out refits included: about 5 minutes), and a copy of it
 with every sheet set to print at
 100% (no fitting to pages), prints both to PDF with LibreOffice (``soffice --headless``, a private
 profile that recalculates on load), and reports per sheet the pages it prints on and the size its
@@ -9,7 +10,7 @@ type prints at: the median height of its words (``pdftotext -bbox``, outside the
 footer) against the same sheet's at 100%. ``tests/exports/test_printing.py`` holds the budgets
 (every sheet at 50% or more); this script prints the figures. Needs ``soffice`` and ``pdftotext``.
 
-Usage: python benchmarks/bench_printing.py [--workbook plan|replan|compare|whatif|sweep]
+Usage: python benchmarks/bench_printing.py [--workbook plan|replan|compare|whatif|sweep|validation]
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def sheet_pages_and_type(pdf: Path) -> tuple[Counter, dict[str, float]]:
     return pages, {sheet: statistics.median(h) for sheet, h in heights.items() if h}
 
 
-_EXAMPLES = Path(__file__).resolve().parents[1] / "fleetplan" / "examples"
+_PACKAGE = Path(__file__).resolve().parents[1] / "fleetplan"
+_EXAMPLES = _PACKAGE / "examples"
 _GRID = ("base: example\ncases:\n  - {name: base}\n  - {name: less, demand_multiplier: 0.5}\n"
          "  - {name: more, demand_multiplier: 2}\n  - {name: tight, tpot_slo_ms: 25}\n"
          "  - {name: short, input_tokens: 400}\n")
@@ -90,13 +92,15 @@ def workbook_command(workbook: str, folder: Path) -> list[str]:
                         "1000", "--output-len", "300", "--tpot-slo-ms", "40", "-o", path],
             "sweep": ["sweep", "--gpu", "h100-sxm,h200,mi300x", "--model", "llama-3.1-70b",
                       "--quant", "bf16,fp8", "--tp", "2,4,8", "--context", "2048,8192",
-                      "--batch", "1-512", "--tpot-slo-ms", "40", "-o", path]}[workbook]
+                      "--batch", "1-512", "--tpot-slo-ms", "40", "-o", path],
+            "validation": ["validate", str(_PACKAGE / "sweeps" / "data" / "measured.csv"),
+                           "-o", path, "--workers", "2"]}[workbook]
 
 
 def main_script() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workbook", default="plan",
-                        choices=["plan", "replan", "compare", "whatif", "sweep"])
+                        choices=["plan", "replan", "compare", "whatif", "sweep", "validation"])
     workbook = parser.parse_args().workbook
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
