@@ -16,7 +16,7 @@ from openpyxl.worksheet.worksheet import Worksheet
 from fleetplan.errors import FleetplanError
 from fleetplan.exports import plan_quantities
 from fleetplan.exports.plan_costs_beyond_gpus import beyond_gpu_inputs
-from fleetplan.exports.xlsx_common import NOTE_FONT, put, set_widths, title_block, wrap
+from fleetplan.exports.xlsx_common import NOTE_FONT, column_width, put, set_widths, title_block, wrap
 from fleetplan.exports.xlsx_frontier import X_COLUMN, Y_COLUMN, frontier_block
 from fleetplan.exports.xlsx_print import PageOptions, chart_rows
 from fleetplan.exports.xlsx_sheets import Assumptions, write_frame
@@ -181,7 +181,7 @@ def _column_after(ws: Worksheet, width_cm: float) -> int:
     """The first column starting at least ``width_cm`` (plus a gap) right of column A."""
     column, covered = 1, 0.0
     while covered < width_cm + 0.5:
-        covered += (ws.column_dimensions[get_column_letter(column)].width or 8.43) * 0.23
+        covered += column_width(ws, column) * 0.23
         column += 1
     return column
 

@@ -225,12 +225,10 @@ def fit_header_rows(ws: Worksheet) -> None:
             right = header.alignment.horizontal == "right"
             words = str(ws.cell(row=row, column=column).value or "").split()
             needed = min(max((len(w) for w in words), default=0) * 1.15 + 2, 30.0)
-            dimension = ws.column_dimensions[get_column_letter(column)]
-            if (dimension.width or DEFAULT_WIDTH) < needed:
-                dimension.width = needed
+            if column_width(ws, column) < needed:
+                ws.column_dimensions[get_column_letter(column)].width = needed
         lines = max(wrapped_lines(ws.cell(row=row, column=column).value or "",
-                                  ws.column_dimensions[get_column_letter(column)].width
-                                  or DEFAULT_WIDTH)
+                                  column_width(ws, column))
                     for column in range(first, last + 1))
         ws.row_dimensions[row].height = min(409.0, max(ws.row_dimensions[row].height or 15.0,
                                                        15.0 * lines + 3.0))
@@ -312,6 +310,14 @@ def define_name(wb, name: str, ws: Worksheet, coordinate: str) -> None:
     absolute = re.sub(r"\$([A-Z]+)(\d+)", r"$\1$\2", absolute)
     sheet = ws.title.replace("'", "''")
     wb.defined_names[name] = DefinedName(name, attr_text=f"'{sheet}'!{absolute}")
+
+
+def column_width(ws: Worksheet, column: int) -> float:
+    """The width of ``column`` (1-based) [characters]: the one set, else the default. Read
+    without indexing ``ws.column_dimensions``, which would add the column at openpyxl's 13
+    characters, a width the file would then keep."""
+    dimension = ws.column_dimensions.get(get_column_letter(column))
+    return dimension.width if dimension is not None and dimension.width else DEFAULT_WIDTH
 
 
 def set_widths(ws: Worksheet, widths: dict[int, float]) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 from openpyxl.worksheet.pagebreak import Break
 from openpyxl.worksheet.worksheet import Worksheet
 
-from fleetplan.exports.xlsx_print import DEFAULT_HEIGHT_PT, chart_corner, ref_rows
+from fleetplan.exports.xlsx_print import DEFAULT_HEIGHT_PT, chart_corner, chart_top_left, ref_rows
 
 #: A4's height [cm] by orientation.
 PAPER_HEIGHT_CM = {"landscape": 21.0, "portrait": 29.7}
@@ -111,8 +111,7 @@ def sheet_blocks(ws: Worksheet) -> list[Block]:
             first -= 1
         blocks.append(Block(first, last, header))
     for chart in ws._charts:  # openpyxl keeps the sheet's charts here
-        anchor = chart.anchor if isinstance(chart.anchor, str) else "A1"
         bottom, _ = chart_corner(ws, chart)
-        blocks.append(Block(ref_rows(anchor)[0], bottom))
+        blocks.append(Block(chart_top_left(chart)[0], bottom))
     return sorted(blocks, key=lambda b: b.first)
 

@@ -24,7 +24,7 @@ from openpyxl.worksheet.page import PageMargins
 from openpyxl.worksheet.worksheet import Worksheet
 
 import fleetplan
-from fleetplan.exports.xlsx_common import ref_rows, wrap, wrapped_lines
+from fleetplan.exports.xlsx_common import column_width, ref_rows, wrap, wrapped_lines
 
 #: Data rows a bulk sheet (a sweep grid) prints; the rest stay in the file.
 BULK_PRINT_ROWS = 100
@@ -46,7 +46,6 @@ MAX_PAGES_WIDE = 3
 #: Key columns wider than this share of a page printed at MIN_PRINT_SCALE are not repeated.
 MAX_KEY_SHARE = 0.45
 _CM_PER_POINT = 2.54 / 72
-_DEFAULT_WIDTH = 8.43
 #: A row without a height of its own [points].
 DEFAULT_HEIGHT_PT = 15.0
 
@@ -183,8 +182,7 @@ def column_widths(ws: Worksheet, area: str) -> list[float]:
     """The widths of the print area's columns [characters]."""
     last = area.split("!")[-1].split(":")[-1].replace("$", "")
     columns = column_index_from_string(coordinate_from_string(last)[0])
-    return [ws.column_dimensions[get_column_letter(c)].width or _DEFAULT_WIDTH
-            for c in range(1, columns + 1)]
+    return [column_width(ws, c) for c in range(1, columns + 1)]
 
 
 def _header_and_footer(ws: Worksheet, header: PrintHeader) -> None:
@@ -220,16 +218,20 @@ def _written_extent(ws: Worksheet) -> tuple[int, int]:
     return max(r for r, _ in used), max(c for _, c in used)
 
 
+def chart_top_left(chart) -> tuple[int, int]:
+    """The row and column of the cell a chart's top-left corner is anchored in."""
+    if isinstance(chart.anchor, OneCellAnchor):
+        return chart.anchor._from.row + 1, chart.anchor._from.col + 1
+    letters, row = coordinate_from_string(chart.anchor if isinstance(chart.anchor, str) else "A1")
+    return row, column_index_from_string(letters)
+
+
 def chart_corner(ws: Worksheet, chart) -> tuple[int, int]:
     """The row and column of a chart's bottom-right corner, from its anchor and size."""
     width_cm, height_cm = chart.width, chart.height
+    row, column = chart_top_left(chart)
     if isinstance(chart.anchor, OneCellAnchor):  # placed by add_chart_at
-        row, column = chart.anchor._from.row + 1, chart.anchor._from.col + 1
         width_cm += chart.anchor._from.colOff / cm_to_EMU(1)
-    else:
-        letters, row = coordinate_from_string(chart.anchor if isinstance(chart.anchor, str)
-                                              else "A1")
-        column = column_index_from_string(letters)
     while width_cm > 0:
         width_cm -= _column_cm(ws, column)
         column += 1
@@ -254,8 +256,7 @@ def add_chart_at(ws: Worksheet, chart, row: int, offset_cm: float) -> None:
 
 
 def _column_cm(ws: Worksheet, column: int) -> float:
-    return (ws.column_dimensions[get_column_letter(column)].width or _DEFAULT_WIDTH) \
-        * _CM_PER_WIDTH_UNIT
+    return column_width(ws, column) * _CM_PER_WIDTH_UNIT
 
 
 def _long_table_header(ws: Worksheet, bulk_rows: int | None) -> str | None:

@@ -11,6 +11,7 @@ import pandas as pd
 from hypothesis import example, given
 from hypothesis import strategies as st
 from openpyxl import Workbook
+from openpyxl.chart import BarChart
 from openpyxl.cell.cell import MergedCell
 from openpyxl.utils.cell import column_index_from_string, get_column_letter
 
@@ -27,6 +28,9 @@ from fleetplan.exports.xlsx_page_breaks import (
 from fleetplan.exports.xlsx_print import (
     PageOptions,
     PrintHeader,
+    add_chart_at,
+    chart_rows,
+    chart_top_left,
     printed_scale,
     ref_rows,
     repeated_columns,
@@ -91,6 +95,16 @@ def _sheet(rows_per_table: list[int]):
 def test_blocks_take_the_title_and_note_above_each_table():
     ws, _ = _sheet([3, 4])
     assert sheet_blocks(ws) == [Block(1, 6, 3), Block(8, 14, 10)]
+
+
+def test_a_chart_placed_beside_others_is_a_block_from_its_own_row():
+    ws = Workbook().active
+    chart = BarChart()
+    chart.height, chart.width = 7.5, 10.0
+    add_chart_at(ws, chart, 30, 12.0)  # 12 cm from the left edge: 0.8 cm into column H
+    assert chart_top_left(chart) == (30, 8)
+    assert sheet_blocks(ws) == [Block(30, 30 + chart_rows(7.5))]
+    assert not ws.column_dimensions  # measured, not widened to openpyxl's 13 characters
 
 
 def test_the_last_tables_header_repeats_when_it_runs_over_pages():
