@@ -1,6 +1,6 @@
 """The MILP against brute-force enumeration on small random instances, every plan re-checked
-against every constraint, and monotonicity (more demand never costs less, looser SLOs never
-cost more)."""
+against every constraint and its demand floor, and monotonicity (more demand never costs less,
+looser SLOs never cost more)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from fleetplan.optimizer.demand_floor import demand_floor_usd
+from fleetplan.optimizer.milp import build_model
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.solver import SolveOptions
 from tests.optimizer.instances import brute_force_usd, make_problem
@@ -73,10 +75,13 @@ def test_milp_matches_brute_force(problem):
 
 @pytest.mark.slow
 @SETTINGS
-@given(instances(n_periods=st.integers(1, 3)))
-def test_every_plan_satisfies_every_constraint(problem):
+@given(instances(n_periods=st.integers(1, 3), redundancy=st.integers(0, 2)))
+def test_every_plan_satisfies_every_constraint_and_costs_at_least_its_floor(problem):
     plan = optimize_problem(problem, EXACT)
     assert check_plan(plan, problem) == []
+    if plan.status == "optimal":  # the floor bounds every plan of the model with no solve
+        floor = demand_floor_usd(build_model(problem, cost_cover=False))
+        assert floor <= plan.objective_usd * (1 + 1e-9) + 1e-9
 
 
 @pytest.mark.slow
