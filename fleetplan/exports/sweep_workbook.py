@@ -19,7 +19,7 @@ import pandas as pd
 from openpyxl.cell.cell import Cell
 from openpyxl.formatting.rule import ColorScaleRule
 from openpyxl.styles import Font
-from openpyxl.utils.cell import get_column_letter
+from openpyxl.utils.cell import coordinate_from_string, get_column_letter
 
 from fleetplan.catalogs import load_catalogs
 from fleetplan.errors import InvalidValueError, check_range
@@ -190,10 +190,8 @@ def _chosen(catalogs: Any, gpus: list[str]) -> pd.DataFrame | None:
 def _chart_area(ws, table_row: int) -> str:
     """The Frontier sheet's printed part: its title, the chart and the first rows of the table
     below it, whose header is ``table_row``."""
-    corner = used_area(ws).split(":")[1]
-    last_row = min(int("".join(c for c in corner if c.isdigit())),
-                   table_row + FRONTIER_PRINT_ROWS)
-    return f"A1:{''.join(c for c in corner if c.isalpha())}{last_row}"
+    column, last_row = coordinate_from_string(used_area(ws).split(":")[1])
+    return f"A1:{column}{min(last_row, table_row + FRONTIER_PRINT_ROWS)}"
 
 
 def _default_catalogs() -> Any:

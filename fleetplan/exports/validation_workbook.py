@@ -126,9 +126,9 @@ def _summary(ws, by_metric: pd.DataFrame, rows: pd.DataFrame) -> PageOptions:
     anchor_row = after + 1
     value_column = list(rows.columns).index("value") + 1
     predicted_column = list(rows.columns).index("predicted") + 1
-    charted = rows[rows["validation"] == rows["validation"].iloc[0]] if "validation" in rows \
-        and len(rows) else rows  # the first validation's rows: in sample when there are any
-    label = str(charted["validation"].iloc[0]) if "validation" in charted and len(charted) else ""
+    # the first validation's rows (in sample when there are any), named in the charts' titles
+    label = str(rows["validation"].iloc[0]) if "validation" in rows and len(rows) else ""
+    charted = rows[rows["validation"] == label] if label else rows
     positions = charted.groupby("metric", sort=False).indices
     for number, (metric, at) in enumerate(positions.items()):
         first, last = 2 + int(at.min()), 2 + int(at.max())

@@ -143,10 +143,15 @@ def _labels(rows: pd.DataFrame, catalogs: Catalogs) -> np.ndarray:
     return MeasurementModel(rows, catalogs).configs["calibration"].to_numpy(dtype=object)
 
 
+def with_validation(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its ``validation`` column: rows without one are in sample."""
+    return frame if "validation" in frame else frame.assign(validation=IN_SAMPLE)
+
+
 def error_tables(frame: pd.DataFrame) -> pd.DataFrame:
     """One long table: rows, median and p90 absolute error and median signed error [%] by
     validation (in sample, held out), each dimension of ``DIMENSIONS`` and metric."""
-    frame = frame if "validation" in frame else frame.assign(validation=IN_SAMPLE)
+    frame = with_validation(frame)
     parts = []
     for dimension in ("overall", *DIMENSIONS):
         keys = ["validation", "metric"] if dimension == "overall" else ["validation", dimension, "metric"]
@@ -173,7 +178,7 @@ def error_bands(held_out: pd.DataFrame) -> pd.DataFrame:
 
 def summaries(compared: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Median and p90 absolute error by metric, and by each dimension and metric, per validation."""
-    frame = compared if "validation" in compared else compared.assign(validation=IN_SAMPLE)
+    frame = with_validation(compared)
     tables = {"by metric": ape_summary(frame, ["validation", "metric"])}
     for dimension in DIMENSIONS:
         tables[f"by {dimension.removesuffix('_id')}"] = ape_summary(frame, ["validation", dimension, "metric"])
