@@ -31,7 +31,6 @@ from fleetplan.optimizer import optimization, relaxed_variants
 from fleetplan.optimizer.decomposition import solve_whole
 from fleetplan.optimizer.example import example_data, example_scenario
 from fleetplan.optimizer.milp import build_model
-from fleetplan.optimizer.model_variants import CoverBuilds
 from fleetplan.optimizer.period_merging import merge_identical_periods
 from fleetplan.optimizer.period_solves import Deadline
 from fleetplan.optimizer.scenario_files import validate_scenario
@@ -97,7 +96,7 @@ def compare_cut() -> None:
     options = SolveOptions(time_limit_s=120.0, mip_gap=scenario.solver.mip_gap)
     for cut in (False, True):
         started = time.perf_counter()
-        model = build_model(problem, cost_cover=cut, cover_build=CoverBuilds())  # as plans do
+        model = build_model(problem, cost_cover=cut)
         built = time.perf_counter() - started
         lp = open_solver(model.program, model.cost, options).solve(
             time_limit_s=60.0, mip_gap=options.mip_gap, relax=True)

@@ -28,7 +28,6 @@ from fleetplan.optimizer.marginal_values import (
     start_slo_pricing,
 )
 from fleetplan.optimizer.milp import BuildStopped, build_model
-from fleetplan.optimizer.model_variants import CoverBuilds
 from fleetplan.optimizer.period_merging import merge_identical_periods, spread_periods
 from fleetplan.optimizer.plan_summary import usd
 from fleetplan.optimizer.problem_checks import check_problem
@@ -160,8 +159,8 @@ def _solve(problem: Problem, options: SolveOptions, what_if: WhatIfOptions,
     metadata["assumptions"] = {**problem_assumptions(problem), **metadata["assumptions"]}
     pruned, dropped = prune_dominated(problem)
     metadata["assumptions"]["dominated_configs"] = dropped
-    try:  # each pool's small model built once
-        model = build_model(pruned, cover_build=CoverBuilds(), time_left=deadline.remaining)
+    try:  # the cost-cover cut's small MILPs come from one model, built once (no variants)
+        model = build_model(pruned, time_left=deadline.remaining)
     except BuildStopped as stopped:
         return unbuilt_plan(pruned, stopped, deadline, metadata)
     resolve_options = side_by_side(SolveOptions(what_if.time_limit_s, options.mip_gap,
