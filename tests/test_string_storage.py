@@ -3,6 +3,7 @@ under either storage."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import subprocess
@@ -17,6 +18,8 @@ from fleetplan import chosen_string_storage
 from fleetplan.catalogs import load_catalogs
 from fleetplan.cli import main
 from fleetplan.exports.plan_json import read_plan_json
+from fleetplan.optimizer.optimization import optimize_problem
+from tests.optimizer.instances import make_problem
 
 #: The plan's tables that must agree row for row (solve times and dates may not).
 PLAN_TABLES = ("fleet", "fleet_by_period", "nodes", "routing", "workloads", "binding_constraints")
@@ -64,3 +67,25 @@ def test_the_example_plan_is_the_same_on_arrow_strings(tmp_path, capsys):
     for name in PLAN_TABLES:
         pdt.assert_frame_equal(getattr(ours, name), getattr(theirs, name), obj=name)
     assert not ours.binding_constraints.empty
+
+
+def _on_arrow_strings(frame: pd.DataFrame) -> pd.DataFrame:
+    text = [c for c in frame.columns if pd.api.types.is_string_dtype(frame[c])]
+    return frame.astype({c: pd.StringDtype("pyarrow", na_value=float("nan")) for c in text})
+
+
+def test_a_problem_made_of_arrow_strings_plans_the_same():
+    """Frames a caller made before importing fleetplan (or with Arrow storage on purpose) mix
+    with the package's own: their merges give ``object`` keys, and the plan is the same."""
+    problem = make_problem([[2.0, 1.0], [5.0, 3.0]], [[3.0, 1.0], [1.0, 2.0]],
+                           {("g0", "on_demand"): 1.0, ("g1", "on_demand"): 2.2,
+                            ("g1", "reserved_1y"): 1.5}, redundancy_k=1)
+    arrow = dataclasses.replace(problem, **{
+        field.name: _on_arrow_strings(getattr(problem, field.name))
+        for field in dataclasses.fields(problem)
+        if isinstance(getattr(problem, field.name), pd.DataFrame)})
+    assert arrow.configs["config"].dtype.storage == "pyarrow"
+    ours, theirs = optimize_problem(problem), optimize_problem(arrow)
+    assert (theirs.status, theirs.usd_per_month) == (ours.status, ours.usd_per_month)
+    assert theirs.fleet["replicas_peak"].tolist() == ours.fleet["replicas_peak"].tolist()
+    assert theirs.fleet["config"].tolist() == ours.fleet["config"].tolist()
