@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -35,10 +34,11 @@ import time
 
 import numpy as np
 import pandas as pd
+from bench_example_plan import cpu_s
 
 from fleetplan.catalogs import load_catalogs
 from fleetplan.optimizer.example import example_scenario
-from fleetplan.optimizer.fleet_problem import Problem
+from fleetplan.optimizer.fleet_problem import Problem, profile_periods
 from fleetplan.optimizer.optimization import optimize_problem
 from fleetplan.optimizer.scenario_planning import plan_scenario
 
@@ -71,8 +71,7 @@ def synthetic_problem(n_configs: int, n_buckets: int, n_periods: int, workloads:
     return Problem(
         workloads=pd.DataFrame({"workload": workloads, "pool": "p",
                                 "redundancy_k": redundancy_k}),
-        periods=pd.DataFrame({"period": range(n_periods), "month": 0, "hour": range(n_periods),
-                              "hours": HOURS_PER_MONTH / n_periods, "month_weight": 1.0}),
+        periods=profile_periods(n_periods, 1, HOURS_PER_MONTH, 1.0),
         demand=demand, configs=configs,
         candidates=cells[["workload", "bucket", "config", "req_s_per_replica"]],
         offers=offers,
@@ -97,12 +96,6 @@ def planner(case: str):
 
 def _summary(plan) -> tuple[str, float]:
     return plan.status, round(float(plan.usd_per_month), 2)
-
-
-def cpu_s() -> float:
-    """CPU time of this process so far, all its threads [s]."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def run_case(case: str, storage: str, repeat: int) -> dict:
