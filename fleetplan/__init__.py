@@ -3,8 +3,8 @@
 Importing fleetplan sets pandas' ``mode.string_storage`` to ``"python"``, so every text column
 the package makes (catalogs, sweep grids, MILP tables, plans) keeps its strings in a NumPy
 object array rather than an Arrow one. The values, the ``str`` dtype and every result are the
-same; a plan is thousands of operations on frames of a few rows to a few thousand, and on those
-Arrow-backed strings add a third or more to pandas' overhead per operation
+same; a plan is thousands of operations on frames of a few rows to a few thousand, and on
+Arrow-backed strings a tiny plan, nearly all such operations, takes about 1.5 times as long
 (``benchmarks/bench_small_plans.py`` measures both). One storage for the whole process also
 keeps merge keys of one dtype: a key column stored one way merged with one stored the other
 becomes ``object``.
