@@ -11,7 +11,7 @@ from fleetplan.cli.plan_supply import print_supply
 from fleetplan.cli.tables import number_text, print_table
 from fleetplan.exports.plan_quantities import price_table
 from fleetplan.optimizer.chargeback import chargeback_table
-from fleetplan.optimizer.fleet_changes import monthly_diff
+from fleetplan.optimizer.fleet_changes import monthly_diff, outcome_keys
 from fleetplan.optimizer.fleet_plan import STATUSES
 from fleetplan.optimizer.plan_summary import fixed_cost_line, months_text
 from fleetplan.optimizer.stay_the_course import UNSERVABLE
@@ -137,20 +137,24 @@ def _changes(plan) -> None:
     if plan.changes.empty:
         return
     diff = monthly_diff(plan.changes)
-    rows = [[int(d["month"]), d["bought"], d["released"], d["migrated"], d["kept"], d["changes"],
-             d["gpus"]] for d in diff.to_dict("records")]
-    print_table("\nChanges from today's fleet (GPUs)", ["month", "bought", "released", "migrated",
-                                                        "kept", "changes", "held"], rows,
-                numeric=[True] * 7)
+    outcomes = outcome_keys(diff)  # each demand scenario changes today's fleet its own way
+    rows = [[*(d[k] for k in outcomes), int(d["month"]), d["bought"], d["released"],
+             d["migrated"], d["kept"], d["changes"], d["gpus"]] for d in diff.to_dict("records")]
+    title = "\nChanges from today's fleet (GPUs" + (", in each demand scenario)" if outcomes
+                                                   else ")")
+    print_table(title, [*outcomes, "month", "bought", "released", "migrated", "kept", "changes",
+                        "held"], rows, numeric=[False] * len(outcomes) + [True] * 7)
     stay = plan.assumptions.get("stay_the_course")
     if not stay:
         return
+    expected = " (expected over the demand scenarios)" if outcomes else ""
     typer.echo(f"sunk commitments: ${number_text(stay['sunk_usd_total'])} (paid whatever the plan "
-               f"does); whole bill with the plan: ${number_text(stay['plan_usd_total'])}")
+               f"does); whole bill with the plan: ${number_text(stay['plan_usd_total'])}"
+               + expected)
     if math.isfinite(stay["stay_usd_total"]):
         typer.echo(f"stay the course (keep today's fleet, rent on demand the rest): "
                    f"${number_text(stay['stay_usd_total'])}; the plan saves "
-                   f"${number_text(stay['saving_usd_total'])} over the horizon")
+                   f"${number_text(stay['saving_usd_total'])} over the horizon{expected}")
         if stay["status"] == "time_limit":
             typer.echo("  (the stay-the-course cost is the best found in its time, not proven "
                        "the least: the saving may be overstated)")

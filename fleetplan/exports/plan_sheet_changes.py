@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 
+from openpyxl.utils import get_column_letter
 from openpyxl.worksheet.worksheet import Worksheet
 
 from fleetplan.exports import plan_quantities
@@ -30,7 +31,7 @@ from fleetplan.exports.xlsx_common import (
 from fleetplan.exports.xlsx_live import LiveColumn, write_live_table
 from fleetplan.exports.xlsx_package import Book
 from fleetplan.exports.xlsx_print import PageOptions
-from fleetplan.optimizer.fleet_changes import monthly_diff
+from fleetplan.optimizer.fleet_changes import monthly_diff, outcome_keys
 from fleetplan.optimizer.stay_the_course import UNSERVABLE
 
 MONTH = "mmm yyyy"
@@ -56,6 +57,9 @@ def has_current_fleet(plan) -> bool:
     return bool((plan.scenario.get("fleet") or {}).get("current"))
 
 
+#: The note under the bill of a plan with demand scenarios.
+EXPECTED = ("Costs are expected over the demand scenarios (each weighted by its probability); "
+            "each scenario changes today's fleet its own way, below")
 #: The note under a stay-the-course cost its solve did not prove within its time.
 UNPROVEN_STAY = ("Stay the course: the best found in its time, not proven the least; the "
                  "saving may be overstated")
@@ -79,13 +83,21 @@ def _bill(book: Book, ws: Worksheet, row: int, plan) -> int:
         put(ws, row + 4, 1, "Saving of the plan", font=LABEL_FONT)
         book.formulas.put(ws, row + 4, 2, f"B{row + 3}-B{row + 2}", kept - plan.objective_usd - sunk,
                           USD)
-        if stay.get("status") == "time_limit":
-            put(ws, row + 5, 1, UNPROVEN_STAY, font=NOTE_FONT)
     elif stay.get("status") == UNSERVABLE:
         put(ws, row + 3, 2, f"not possible: {UNSERVABLE}")
     else:
         put(ws, row + 3, 2, f"not priced: {stay.get('status', 'not computed')}")
-    return row + 6
+    notes = [EXPECTED] if "scenario" in plan.periods else []
+    notes += [UNPROVEN_STAY] if math.isfinite(kept) and stay.get("status") == "time_limit" else []
+    for offset, note in enumerate(notes):
+        put(ws, row + 5 + offset, 1, note, font=NOTE_FONT)
+    return row + 6 + len(notes)
+
+
+def _outcome_columns(table) -> list[LiveColumn]:
+    """The demand scenario of each row, as the first column, when the plan has scenarios."""
+    return [LiveColumn("scenario", table["scenario"].astype(str).tolist(), header="Scenario")
+            for _ in outcome_keys(table)]
 
 
 def changes_sheet(book: Book, ws: Worksheet, plan, start: dt.date) -> PageOptions:
@@ -99,23 +111,28 @@ def changes_sheet(book: Book, ws: Worksheet, plan, start: dt.date) -> PageOption
         put(ws, row, 1, "The plan has no changes table (no solution).", font=NOTE_FONT)
         return PageOptions()
     diff = monthly_diff(changes)
+    outcomes = _outcome_columns(diff)  # each demand scenario changes today's fleet its own way
     dates = [plan_quantities.month_start(start, int(m)) for m in diff["month"]]
-    columns = [LiveColumn("month", dates, number_format=MONTH, header=DIFF_HEADERS["month"])]
+    columns = [*outcomes,
+               LiveColumn("month", dates, number_format=MONTH, header=DIFF_HEADERS["month"])]
     count = _count_format(diff[list(DIFF_HEADERS)[1:]])
     columns += [LiveColumn(name, diff[name].tolist(), number_format=count,
                            header=DIFF_HEADERS[name])
                 for name in ("bought", "released", "migrated", "kept")]
+    bought, released, migrated = (get_column_letter(len(outcomes) + n) for n in (2, 3, 4))
     columns.append(LiveColumn("changes", diff["changes"].tolist(),
-                              lambda i, r: f"B{r}+C{r}+D{r}", number_format=count,
-                              header=DIFF_HEADERS["changes"]))
+                              lambda i, r: f"{bought}{r}+{released}{r}+{migrated}{r}",
+                              number_format=count, header=DIFF_HEADERS["changes"]))
     columns.append(LiveColumn("gpus", diff["gpus"].tolist(), number_format=count,
                               header=DIFF_HEADERS["gpus"]))
     put(ws, row, 1, "By month", font=LABEL_FONT)
     placed = write_live_table(book, ws, row + 1, columns, "ChangesByMonth", widths)
     row = placed.last + 3
     put(ws, row, 1, "By GPU type, pricing type and configuration", font=LABEL_FONT)
-    detail = changes.sort_values(["month", "gpu", "pricing_type", "config"])
-    columns = [LiveColumn("month", [plan_quantities.month_start(start, int(m))
+    detail = changes.sort_values([*outcome_keys(changes), "month", "gpu", "pricing_type",
+                                  "config"], kind="stable")
+    columns = [*_outcome_columns(detail),
+               LiveColumn("month", [plan_quantities.month_start(start, int(m))
                                     for m in detail["month"]], number_format=MONTH,
                           header=DETAIL_HEADERS["month"])]
     columns += [LiveColumn(name, detail[name].astype(str).tolist(), header=DETAIL_HEADERS[name])
@@ -127,5 +144,6 @@ def changes_sheet(book: Book, ws: Worksheet, plan, start: dt.date) -> PageOption
     columns.append(LiveColumn("config", detail["config"].astype(str).tolist(),
                               header=DETAIL_HEADERS["config"]))
     write_live_table(book, ws, row + 1, columns, "ChangesByConfiguration", widths)
-    set_widths(ws, {c: max(w, MIN_WIDTHS.get(c, 0)) for c, w in widths.items()})
+    least = MIN_WIDTHS if changes.columns[0] != "scenario" else {**MIN_WIDTHS, 9: 12, 10: 40}
+    set_widths(ws, {c: max(w, least.get(c, 0)) for c, w in widths.items()})
     return PageOptions()

@@ -1,7 +1,9 @@
 """What each commitment risks: expected and P90 cost, cost-at-risk, utilisation per scenario,
 and the value of the stochastic solution.
 
-A commitment option is a first stage: reserved replicas per configuration and pricing type.
+A commitment option is a first stage: reserved replicas per configuration and pricing type
+(reserved terms, and purchases where the plan may buy servers: both are held for the horizon
+whatever the outcome; ``reserved_gpus`` counts both).
 Each option is priced by re-solving the stochastic problem with that first stage fixed, so the
 recourse (on-demand and spot capacity) is chosen per scenario as it would be once the outcome
 is known. Options: the stochastic plan's own commitment, the P50-only plan's (the plan made as
@@ -48,7 +50,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.catalogs.conventions import LINKING_PRICING
 from fleetplan.optimizer.decomposition import solve_fleet
 from fleetplan.optimizer.dominance import prune_dominated
 from fleetplan.optimizer.fleet_plan import FleetPlan
@@ -92,7 +94,8 @@ COLUMNS = ("option", "status", "reserved_gpus", "scenario", "probability", "usd_
 
 
 def first_stage(model: FleetModel, values: np.ndarray) -> pd.DataFrame:
-    """The reserved replicas of a solved model: config, pricing_type, replicas."""
+    """The first stage of a solved model, reserved terms and purchases: config, pricing_type,
+    replicas."""
     return reserved_replicas(model, values)[["config", "pricing_type", "replicas"]]
 
 
@@ -287,7 +290,7 @@ def add_commitments(plan: FleetPlan, problem: Problem, options: SolveOptions) ->
     if not has_scenarios(problem) or not plan.feasible:
         return plan
     fleet = plan.fleet
-    reserved = fleet[fleet["pricing_type"].isin(RESERVED_PRICING)]
+    reserved = fleet[fleet["pricing_type"].isin(LINKING_PRICING)]  # terms and purchases
     chosen = pd.DataFrame({"config": reserved["config"], "pricing_type": reserved["pricing_type"],
                            "replicas": reserved["replicas_peak"].astype(float)})
     # the configurations the plan was chosen among: a dominated one never prices an option lower

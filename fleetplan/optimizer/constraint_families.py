@@ -34,6 +34,7 @@ import pandas as pd
 
 from fleetplan.catalogs.conventions import LINKING_PRICING
 from fleetplan.optimizer import api_supply as api
+from fleetplan.optimizer import change_limits
 from fleetplan.optimizer import config_fixed_cost as fixed
 from fleetplan.optimizer import current_fleet as current
 from fleetplan.optimizer import family_rules as rules
@@ -169,7 +170,7 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         swap_guard=lead.lead_swaps, binding_filter=lead.wanted_lead_rows),
     ConstraintFamily(
         "churn", "GPUs", ("max_changes_per_month",), ("fleet.max_changes_per_month",),
-        build=changes.define_churn,
+        build=change_limits.define_churn,
         check=lambda view: changes.churn_breaks(view.problem, view.changes),
         settings=lambda s: {"max_changes_per_month": s.fleet.max_changes_per_month},
         links_periods=lambda p: p.max_changes_per_month is not None,
@@ -179,7 +180,7 @@ FAMILIES: tuple[ConstraintFamily, ...] = (
         swap_guard=changes.freeze_swaps, split_guard=changes.freeze_swaps),
     ConstraintFamily(
         "min_committed", "GPUs", ("min_committed_gpus",), ("fleet.min_committed_gpus",),
-        build=changes.define_min_committed,
+        build=change_limits.define_min_committed,
         check=lambda view: changes.min_committed_breaks(view.problem, view.changes),
         settings=lambda s: {"min_committed_gpus": s.fleet.min_committed_gpus},
         links_periods=lambda p: p.min_committed_gpus is not None, in_period_subproblems=False,

@@ -12,33 +12,19 @@ Per month and (g, p), with :math:`\Delta_c = X_{gpcm} - X_{gpc,m-1}`: GPUs bough
 same GPUs moved to another configuration) :math:`(\sum_c |\Delta_c| - |\sum_c \Delta_c|)/2`,
 so bought + released + migrated :math:`= (\sum_c |\Delta_c| + |\sum_c \Delta_c|) / 2`.
 
-Churn limit (``churn`` family, one period per month): auxiliary :math:`u, d \ge 0` with
-:math:`\Delta_c = u_c - d_c` per (g, p, c, m) and :math:`b^+, b^- \ge 0` with
-:math:`\sum_c (u_c - d_c) = b^+ - b^-` per (g, p, m), and per month
-
-.. math:: \tfrac12 \textstyle\sum_{gpc} (u + d) + \tfrac12 \sum_{gp} (b^+ + b^-)
-          \le L + E_m
-
-where :math:`E_m` are the GPUs whose commitment ends in month m (released by the contract,
-not by the plan). Minimum commitment (``min_committed`` family): GPUs held at committed,
-owned, reserved or purchase pricing are at least ``min_committed_gpus`` in every period.
+The churn limit and the minimum commitment that bound these changes are MILP rows in
+``change_limits.py``. With demand scenarios each scenario changes today's fleet its own way:
+the tables here then hold one set of months per scenario.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from fleetplan.catalogs.conventions import EXISTING_PRICING, LINKING_PRICING
 from fleetplan.optimizer.current_fleet import existing_cap
-from fleetplan.optimizer.fleet_problem import Problem
-from fleetplan.optimizer.lead_times import require_monthly_periods
-from fleetplan.optimizer.milp_tables import add_keyed_rows, per_period
-
-if TYPE_CHECKING:
-    from fleetplan.optimizer.milp import FleetModel
+from fleetplan.optimizer.fleet_problem import Problem, month_keys
 
 IDLE = "(idle)"
 KEYS = ["gpu", "pricing_type", "config"]
@@ -81,154 +67,43 @@ def expiring(problem: Problem) -> pd.Series:
     return gpus.groupby(ends.astype(int).to_numpy()).sum().reindex(months, fill_value=0.0)
 
 
-def held_terms(model: FleetModel) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """GPUs held per (gpu, pricing_type, config, month) as terms (col, coef) and constants
-    (gpus): replicas on their configuration, the rest of the nodes idle (of committed and owned
-    GPUs, the rest of those that exist: they are the company's until their end)."""
-    p = model.problem
-    month = p.periods.set_index("period")["month"]
-    replicas = per_period(model.replicas, p.periods)
-    replicas = replicas.assign(month=replicas["period"].map(month), coef=replicas["tp"] * 1.0)
-    nodes = per_period(model.nodes, p.periods)
-    nodes = nodes.assign(month=nodes["period"].map(month), config=IDLE,
-                         coef=nodes["gpus_per_node"] * 1.0)
-    nodes = nodes[~nodes["pricing_type"].isin(EXISTING_PRICING)]
-    idle_use = replicas.assign(config=IDLE, coef=-replicas["coef"])
-    columns = [*KEYS, "month", "col", "coef"]
-    terms = pd.concat([replicas[columns], nodes[columns], idle_use[columns]], ignore_index=True)
-    committed = p.existing if not p.existing.empty \
-        else pd.DataFrame(columns=["gpu", "pricing_type"])
-    held = committed[["gpu", "pricing_type"]].drop_duplicates().merge(
-        pd.DataFrame({"month": np.sort(p.periods["month"].unique())}), how="cross")
-    constants = held.assign(config=IDLE, gpus=existing_cap(p, held))
-    return terms, constants[[*KEYS, "month", "gpus"]]
-
-
-def unknown_pairs(problem: Problem) -> pd.DataFrame:
-    """(gpu, pricing_type) of today's GPUs with no configuration named: whatever they run, the
-    plan's first month may put them on any configuration of their type without a change."""
-    today = baseline(problem)
-    return today.loc[today["config"] == IDLE, ["gpu", "pricing_type"]].drop_duplicates()
-
-
-def _in(table: pd.DataFrame, pairs: pd.DataFrame) -> np.ndarray:
-    return pd.MultiIndex.from_frame(table[["gpu", "pricing_type"]]).isin(
-        pd.MultiIndex.from_frame(pairs[["gpu", "pricing_type"]])) if len(pairs) else \
-        np.zeros(len(table), dtype=bool)
-
-
-def define_churn(model: FleetModel) -> None:
-    """GPUs bought + released + migrated in a month stay within max_changes_per_month."""
-    p = model.problem
-    if p.max_changes_per_month is None:
-        return
-    require_monthly_periods(p, "fleet.max_changes_per_month")
-    terms, constants = held_terms(model)
-    months = np.sort(p.periods["month"].unique())
-    period_of = p.periods.set_index("month")["period"]
-    constants = pd.concat([constants, baseline(p).assign(month=-1)], ignore_index=True)
-    level = constants.set_index([*KEYS, "month"])["gpus"]
-    keys = pd.concat([terms[KEYS], constants[KEYS]]).drop_duplicates().merge(
-        pd.DataFrame({"month": months}), how="cross")
-    keys = keys.assign(period=keys["month"].map(period_of))
-    free = (keys["month"] == 0).to_numpy() & _in(keys, unknown_pairs(p))
-    net = keys[["gpu", "pricing_type", "month", "period"]].drop_duplicates(
-        ["gpu", "pricing_type", "month"])
-    first = (net["month"] == 0).to_numpy() & _in(net, unknown_pairs(p))
-    keys = keys[~free]
-    up, down = model.new_columns(keys), model.new_columns(keys)
-    plus, minus = model.new_columns(net), model.new_columns(net)
-    change = pd.concat([terms, terms.assign(month=terms["month"] + 1, coef=-terms["coef"]),
-                        up.assign(coef=-1.0), down.assign(coef=1.0)], ignore_index=True)
-    change = change[change["month"].isin(months)]
-
-    def level_at(table: pd.DataFrame, shift: int = 0, keys: list[str] = KEYS) -> np.ndarray:
-        at = table[keys].assign(month=table["month"] + shift)
-        found = level.groupby(level=[*keys, "month"]).sum()
-        return found.reindex(pd.MultiIndex.from_frame(at)).fillna(0.0).to_numpy()
-
-    add_keyed_rows(model, "churn", change[[*KEYS, "month", "col", "coef"]], [*KEYS, "month"],
-                   "=", lambda t: level_at(t, -1) - level_at(t), rows=keys, unit="change",
-                   subject=lambda t: t["gpu"] + "/" + t["pricing_type"])
-    pair = ["gpu", "pricing_type", "month"]
-    moved = pd.concat([up.assign(coef=1.0), down.assign(coef=-1.0)])[[*pair, "col", "coef"]]
-    opened = terms[terms["month"] == 0][[*pair, "col", "coef"]]
-    balance = pd.concat([moved, opened[_in(opened, unknown_pairs(p))],
-                         plus[[*pair, "col"]].assign(coef=-1.0),
-                         minus[[*pair, "col"]].assign(coef=1.0)], ignore_index=True)
-    pairs = ["gpu", "pricing_type"]
-    add_keyed_rows(model, "churn", balance, pair, "=",
-                   lambda t: np.where((t["month"] == 0).to_numpy() & _in(t, unknown_pairs(p)),
-                                      level_at(t, -1, pairs) - level_at(t, 0, pairs), 0.0),
-                   rows=net, unit="change", subject=lambda t: t["gpu"] + "/" + t["pricing_type"])
-    weight = np.where(first, 1.0, 0.5)
-    total = pd.concat([up[["period", "col"]].assign(coef=0.5),
-                       down[["period", "col"]].assign(coef=0.5),
-                       plus[["period", "col"]].assign(coef=weight),
-                       minus[["period", "col"]].assign(coef=weight)], ignore_index=True)
-    month = p.periods.set_index("period")["month"]
-    allowance = expiring(p)
-    add_keyed_rows(model, "churn", total, ["period"], "<=",
-                   lambda t: p.max_changes_per_month
-                   + t["period"].map(month).map(allowance).fillna(0.0).to_numpy(),
-                   unit="GPUs", subject=lambda t: pd.Series(CHURN_SUBJECT, index=t.index))
-
-
-def define_min_committed(model: FleetModel) -> None:
-    """GPUs held under commitment in every period are at least min_committed_gpus."""
-    p = model.problem
-    if p.min_committed_gpus is None:
-        return
-    nodes = per_period(model.nodes, p.periods)
-    nodes = nodes[nodes["pricing_type"].isin(COMMITTED_PRICING)
-                  & ~nodes["pricing_type"].isin(EXISTING_PRICING)]
-    terms = nodes[["period"]].assign(col=nodes["col"].to_numpy(),
-                                     coef=nodes["gpus_per_node"].to_numpy(float))
-    month = p.periods.set_index("period")["month"]
-    committed = held_committed(p)
-
-    def limit(table: pd.DataFrame) -> np.ndarray:
-        there = table["period"].map(month).map(committed).fillna(0.0).to_numpy()
-        return p.min_committed_gpus - there
-
-    add_keyed_rows(model, "min_committed", terms, ["period"], ">=", limit,
-                   rows=p.periods[["period"]], unit="GPUs",
-                   subject=lambda t: pd.Series(MIN_COMMITTED_SUBJECT, index=t.index))
-
-
-def held_committed(problem: Problem) -> pd.Series:
-    """Committed and owned GPUs there per month [GPUs]."""
-    existing = problem.existing
-    months = np.sort(problem.periods["month"].unique())
-    if existing.empty:
-        return pd.Series(0.0, index=months)
-    keys = existing[["gpu", "pricing_type"]]
-    keys = keys.drop_duplicates().merge(pd.DataFrame({"month": months}), how="cross")
-    return pd.Series(existing_cap(problem, keys), index=keys["month"]).groupby(level=0).sum() \
-        .reindex(months, fill_value=0.0)
-
-
 def held_from_solution(problem: Problem, solution: dict) -> pd.DataFrame:
     """GPUs held per (gpu, pricing_type, config, month) in a solved plan (the most of any
-    period of the month): replicas' GPUs, and idle the rest of the nodes (or of the committed
-    and owned GPUs that exist)."""
-    month = problem.periods.set_index("period")["month"]
-    replicas = solution["replicas"].assign(month=lambda t: t["period"].map(month))
-    used = replicas.groupby([*KEYS, "month"], as_index=False)["gpus"].max()
-    nodes = solution["nodes"].assign(month=lambda t: t["period"].map(month))
-    held = nodes.groupby(["gpu", "pricing_type", "month"], as_index=False)["gpus"].max()
+    period of the month; per demand scenario too when the problem has them): replicas' GPUs,
+    and idle the rest of the nodes (or of the committed and owned GPUs that exist)."""
+    months = month_keys(problem.periods)
+    periods = problem.periods.set_index("period")
+
+    def dated(table: pd.DataFrame) -> pd.DataFrame:
+        return table.assign(**{key: table["period"].map(periods[key]) for key in months})
+
+    used = dated(solution["replicas"]).groupby([*KEYS, *months], as_index=False)["gpus"].max()
+    pair = ["gpu", "pricing_type", *months]
+    held = dated(solution["nodes"]).groupby(pair, as_index=False)["gpus"].max()
     there = held["pricing_type"].isin(EXISTING_PRICING)
     held.loc[there, "gpus"] = existing_cap(problem, held[there])
-    in_use = used.groupby(["gpu", "pricing_type", "month"])["gpus"].sum()
+    in_use = used.groupby(pair)["gpus"].sum()
     idle = held.assign(config=IDLE, gpus=(held["gpus"] - in_use.reindex(pd.MultiIndex.from_frame(
-        held[["gpu", "pricing_type", "month"]])).fillna(0.0).to_numpy()).clip(lower=0.0))
-    table = pd.concat([used, idle[[*KEYS, "month", "gpus"]]], ignore_index=True)
+        held[pair])).fillna(0.0).to_numpy()).clip(lower=0.0))
+    table = pd.concat([used, idle[[*KEYS, *months, "gpus"]]], ignore_index=True)
     return table[table["gpus"] > 1e-6].reset_index(drop=True)
 
 
 def changes_table(problem: Problem, held: pd.DataFrame) -> pd.DataFrame:
     """Per month and (gpu, pricing_type, config): GPUs before (the month before; today for
-    month 0) and after, added, removed and kept on the same configuration [GPUs]."""
+    month 0) and after, added, removed and kept on the same configuration [GPUs]. With demand
+    scenarios, one such table per scenario (column ``scenario`` first): each outcome changes
+    today's fleet month by month in its own way."""
+    if "scenario" not in problem.periods:
+        return _changes_of(problem, held)
+    names = problem.periods["scenario"].drop_duplicates()
+    tables = [_changes_of(problem, held[held["scenario"] == name].drop(columns="scenario"))
+              .assign(scenario=name) for name in names]
+    return pd.concat(tables, ignore_index=True)[["scenario", *CHANGE_COLUMNS]]
+
+
+def _changes_of(problem: Problem, held: pd.DataFrame) -> pd.DataFrame:
+    """``changes_table`` of one outcome: ``held`` per (gpu, pricing_type, config, month)."""
     months = np.sort(problem.periods["month"].unique())
     table = pd.concat([placed_today(problem, held).assign(month=-1), held], ignore_index=True)
     wide = table.pivot_table(index=KEYS, columns="month", values="gpus", aggfunc="sum",
@@ -268,21 +143,33 @@ def placed_today(problem: Problem, held: pd.DataFrame) -> pd.DataFrame:
 
 
 def monthly_diff(changes: pd.DataFrame) -> pd.DataFrame:
-    """Per month: GPUs bought, released, migrated (moved to another configuration of the same
-    GPUs), kept, changes (= bought + released + migrated) and held [GPUs]."""
-    columns = ["month", "bought", "released", "migrated", "kept", "changes", "gpus"]
+    """Per month (and demand scenario, when ``changes`` has them): GPUs bought, released,
+    migrated (moved to another configuration of the same GPUs), kept, changes (= bought +
+    released + migrated) and held [GPUs]."""
+    by = [*outcome_keys(changes), "month"]
+    columns = [*by, "bought", "released", "migrated", "kept", "changes", "gpus"]
     if changes.empty:
         return pd.DataFrame(columns=columns)
     pair = changes.assign(moved=changes["added"] + changes["removed"],
                           net=changes["gpus"] - changes["gpus_before"]).groupby(
-        ["month", "gpu", "pricing_type"]).agg(moved=("moved", "sum"), net=("net", "sum"),
-                                              kept=("kept", "sum"), gpus=("gpus", "sum"))
+        [*by, "gpu", "pricing_type"], sort=False).agg(
+        moved=("moved", "sum"), net=("net", "sum"), kept=("kept", "sum"), gpus=("gpus", "sum"))
     pair["bought"] = pair["net"].clip(lower=0.0) + 0.0  # + 0.0: no negative zeros
     pair["released"] = (-pair["net"]).clip(lower=0.0) + 0.0
     pair["migrated"] = (pair["moved"] - pair["net"].abs()).clip(lower=0.0) / 2 + 0.0
-    table = pair.groupby("month")[["bought", "released", "migrated", "kept", "gpus"]].sum()
+    table = pair.groupby(by, sort=False)[["bought", "released", "migrated", "kept", "gpus"]].sum()
     table["changes"] = table["bought"] + table["released"] + table["migrated"]
-    return table.reset_index()[columns]
+    return table.reset_index().sort_values(by, kind="stable").reset_index(drop=True)[columns]
+
+
+def outcome_keys(table: pd.DataFrame) -> list[str]:
+    """``["scenario"]`` when ``table``'s rows belong to demand scenarios, else none."""
+    return ["scenario"] if "scenario" in table else []
+
+
+def _when(row: dict) -> str:
+    scenario = f" of scenario {row['scenario']}" if "scenario" in row else ""
+    return f"month {row['month']:.0f}{scenario}"
 
 
 def churn_breaks(problem: Problem, changes: pd.DataFrame) -> list[str]:
@@ -290,11 +177,11 @@ def churn_breaks(problem: Problem, changes: pd.DataFrame) -> list[str]:
     limit = problem.max_changes_per_month
     if limit is None or changes.empty:
         return []
-    diff = monthly_diff(changes).set_index("month")
-    allowed = limit + expiring(problem).reindex(diff.index, fill_value=0.0)
-    over = diff.index[(diff["changes"] > allowed + 1e-6).to_numpy()]
-    return [f"churn: month {m} changes {diff.loc[m, 'changes']:.0f} GPUs, more than "
-            f"{allowed[m]:.0f}" for m in over]
+    diff = monthly_diff(changes)
+    diff["allowed"] = limit + diff["month"].map(expiring(problem)).fillna(0.0)
+    over = diff[diff["changes"] > diff["allowed"] + 1e-6]
+    return [f"churn: {_when(row)} changes {row['changes']:.0f} GPUs, more than "
+            f"{row['allowed']:.0f}" for row in over.to_dict("records")]
 
 
 def min_committed_breaks(problem: Problem, changes: pd.DataFrame) -> list[str]:
@@ -302,11 +189,13 @@ def min_committed_breaks(problem: Problem, changes: pd.DataFrame) -> list[str]:
     least = problem.min_committed_gpus
     if least is None:
         return []
-    months = np.sort(problem.periods["month"].unique())
-    held = changes[changes["pricing_type"].isin(COMMITTED_PRICING)].groupby("month")["gpus"] \
-        .sum().reindex(months, fill_value=0.0)
-    return [f"min_committed: month {m} holds {n:.0f} committed GPUs, fewer than {least:.0f}"
-            for m, n in held[held < least - 1e-6].items()]
+    months = month_keys(problem.periods)
+    every = pd.MultiIndex.from_frame(problem.periods[months].drop_duplicates())
+    committed = changes[changes["pricing_type"].isin(COMMITTED_PRICING)]
+    held = committed.groupby(months)["gpus"].sum().reindex(every, fill_value=0.0)
+    short = held[held < least - 1e-6].reset_index()
+    return [f"min_committed: {_when(row)} holds {row['gpus']:.0f} committed GPUs, fewer than "
+            f"{least:.0f}" for row in short.to_dict("records")]
 
 
 def largest_node(problem: Problem) -> int:

@@ -27,7 +27,7 @@ import pandas as pd
 from fleetplan.catalogs.conventions import EXISTING_PRICING
 from fleetplan.errors import InvalidValueError
 from fleetplan.optimizer.current_fleet import existing_cap
-from fleetplan.optimizer.fleet_problem import Problem, start_months
+from fleetplan.optimizer.fleet_problem import Problem, month_keys, start_months
 from fleetplan.optimizer.milp_tables import add_keyed_rows, per_period
 
 if TYPE_CHECKING:
@@ -85,8 +85,8 @@ def monthly_caps(problem: Problem) -> pd.Series:
 
 
 def require_monthly_periods(problem: Problem, what: str) -> None:
-    """One period per month, or an error naming ``what`` needs it."""
-    if problem.periods.groupby("month").size().max() > 1:
+    """One period per month (of each demand scenario), or an error naming ``what`` needs it."""
+    if problem.periods.groupby(month_keys(problem.periods)).size().max() > 1:
         message = (f"{what} needs one period per month: drop the hourly profiles, or the limit "
                    "(changes between hours of a day are not changes of the fleet)")
         raise InvalidValueError(message)
@@ -95,7 +95,9 @@ def require_monthly_periods(problem: Problem, what: str) -> None:
 def _node_terms(model: FleetModel) -> pd.DataFrame:
     p = model.problem
     nodes = per_period(model.nodes, p.periods)
-    nodes = nodes.assign(month=nodes["period"].map(p.periods.set_index("period")["month"]))
+    periods = p.periods.set_index("period")
+    nodes = nodes.assign(**{key: nodes["period"].map(periods[key])
+                            for key in month_keys(p.periods)})
     return nodes[covered(p, nodes)]
 
 
@@ -114,10 +116,13 @@ def define_lead_times(model: FleetModel) -> None:
     if capped.empty:
         return
     require_monthly_periods(p, "fleet.gpus[].max_new_gpus_per_month")
-    period_of = p.periods.set_index("month")["period"]
+    months = month_keys(p.periods)  # the month after, in the same demand scenario
+    period_of = p.periods.set_index(months)["period"]
     now = capped.assign(coef=capped["gpus_per_node"].astype(float))
     before = capped.assign(coef=-capped["gpus_per_node"].astype(float),
-                           period=(capped["month"] + 1).map(period_of))
+                           month=capped["month"] + 1)
+    after = pd.MultiIndex.from_frame(before[months]) if len(months) > 1 else before["month"]
+    before["period"] = period_of.reindex(after).to_numpy()
     terms = pd.concat([now, before.dropna(subset=["period"])], ignore_index=True)
     terms = terms.astype({"period": int})[["gpu", "period", "col", "coef"]]
     add_keyed_rows(model, "lead_time", terms, ["gpu", "period"], "<=",
@@ -127,14 +132,14 @@ def define_lead_times(model: FleetModel) -> None:
 
 def held_new_gpus(problem: Problem, held: pd.DataFrame) -> pd.DataFrame:
     """GPUs held per (gpu, month) at the pricing types lead times cover, from a table of
-    gpu, pricing_type, month, gpus."""
+    gpu, pricing_type, month, gpus (and scenario, with demand scenarios: per scenario)."""
     held = held[covered(problem, held)]
-    return held.groupby(["gpu", "month"], as_index=False)["gpus"].sum()
+    return held.groupby(["gpu", *month_keys(problem.periods)], as_index=False)["gpus"].sum()
 
 
 def lead_time_breaks(problem: Problem, held: pd.DataFrame) -> list[str]:
-    """Where GPUs held (gpu, pricing_type, month, gpus) come before their start month or grow
-    by more than the monthly cap."""
+    """Where GPUs held (gpu, pricing_type, month, gpus; and scenario, with demand scenarios)
+    come before their start month or grow by more than the monthly cap."""
     if problem.lead_times.empty or held.empty:
         return []
     new = held[covered(problem, held) & (held["gpus"] > 1e-6)]
@@ -142,16 +147,28 @@ def lead_time_breaks(problem: Problem, held: pd.DataFrame) -> list[str]:
     problems = [f"lead_time: {g} holds {n:.0f} new GPUs in month {m}, before its start month"
                 for g, m, n in early[["gpu", "month", "gpus"]].to_numpy()]
     caps = monthly_caps(problem)
+    if caps.empty:
+        return problems
+    months = month_keys(problem.periods)
+    every = problem.periods[months].drop_duplicates().sort_values(months)
     per_month = held_new_gpus(problem, held).pivot_table(
-        index="month", columns="gpu", values="gpus", aggfunc="sum", fill_value=0.0)
-    months = np.sort(problem.periods["month"].unique())
-    per_month = per_month.reindex(months, fill_value=0.0)
-    added = per_month.diff().fillna(per_month)
+        index=months, columns="gpu", values="gpus", aggfunc="sum", fill_value=0.0)
+    per_month = per_month.reindex(pd.MultiIndex.from_frame(every) if len(months) > 1
+                                  else pd.Index(every["month"]), fill_value=0.0)
+    outcomes = per_month.groupby(level="scenario") if len(months) > 1 else per_month
+    added = outcomes.diff().fillna(per_month)
     for gpu in caps.index.intersection(added.columns):
         over = added.index[(added[gpu] > caps[gpu] + 1e-6).to_numpy()]
-        problems += [f"lead_time: {gpu} grows by {added.loc[m, gpu]:.0f} GPUs in month {m}, "
-                     f"more than {caps[gpu]:.0f}" for m in over]
+        problems += [f"lead_time: {gpu} grows by {added.loc[when, gpu]:.0f} GPUs in "
+                     f"{_month_named(when)}, more than {caps[gpu]:.0f}" for when in over]
     return problems
+
+
+def _month_named(when) -> str:
+    """``month m`` (and ``of scenario s``) from a month or a (scenario, month) index key."""
+    if isinstance(when, tuple):
+        return f"month {when[1]} of scenario {when[0]}"
+    return f"month {when}"
 
 
 def check_lead_times(view: PlanView) -> list[str]:
@@ -189,8 +206,9 @@ def lift_lead_times(problem: Problem) -> Problem | None:
 def diagnose_lead_times(problem: Problem, solution: dict) -> list[str]:
     """What the plan without lead times needed before the start months or above the caps."""
     nodes = solution["nodes"]
-    held = nodes.assign(month=nodes["period"].map(problem.periods.set_index("period")["month"]))
-    held = held.groupby(["gpu", "pricing_type", "month"], as_index=False)["gpus"].max()
+    months, periods = month_keys(problem.periods), problem.periods.set_index("period")
+    held = nodes.assign(**{key: nodes["period"].map(periods[key]) for key in months})
+    held = held.groupby(["gpu", "pricing_type", *months], as_index=False)["gpus"].max()
     return [line.replace("lead_time: ", "needs: ", 1) for line in
             lead_time_breaks(problem, held)][:5]
 

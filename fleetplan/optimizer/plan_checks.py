@@ -14,7 +14,7 @@ import pandas as pd
 
 from fleetplan.catalogs.conventions import LINKING_PRICING
 from fleetplan.optimizer.fleet_plan import FleetPlan
-from fleetplan.optimizer.fleet_problem import Problem, charged_offers, start_months
+from fleetplan.optimizer.fleet_problem import Problem, charged_offers, month_keys, start_months
 from fleetplan.optimizer.hosted_apis import api_usd
 from fleetplan.optimizer.node_packing import nodes_needed_table
 
@@ -94,12 +94,14 @@ class PlanView:
     def held_gpus(self) -> pd.DataFrame:
         """GPUs held per (gpu, pricing_type, month): the plan's changes table when it has one
         (nodes bought, idle ones included), else its replicas' GPUs rounded up to nodes."""
+        months = month_keys(self.problem.periods)  # and demand scenarios: each its own fleet
         if not self.changes.empty:
-            return self.changes.groupby(["gpu", "pricing_type", "month"], as_index=False)[
+            return self.changes.groupby(["gpu", "pricing_type", *months], as_index=False)[
                 "gpus"].sum()
         gpus = self.gpus_bought()
-        gpus["month"] = gpus["period"].map(self.problem.periods.set_index("period")["month"])
-        gpus = gpus.groupby(["gpu", "pricing_type", "month"], as_index=False)["bought"].max()
+        periods = self.problem.periods.set_index("period")
+        gpus = gpus.assign(**{key: gpus["period"].map(periods[key]) for key in months})
+        gpus = gpus.groupby(["gpu", "pricing_type", *months], as_index=False)["bought"].max()
         return gpus.rename(columns={"bought": "gpus"})
 
 

@@ -21,7 +21,7 @@ from fleetplan.optimizer.capacity_profiles import (
 )
 from fleetplan.optimizer.commitment_risk import add_commitments
 from fleetplan.optimizer.constraint_families import scenario_settings
-from fleetplan.optimizer.current_fleet_inputs import replan_fields, replan_tables, replans
+from fleetplan.optimizer.current_fleet_inputs import replan_tables, replans
 from fleetplan.optimizer.demand import cycle_hours, demand_table, plan_periods, workload_buckets
 from fleetplan.optimizer.disaggregated_candidates import disaggregated_candidates
 from fleetplan.optimizer.fleet_plan import FleetPlan
@@ -40,11 +40,7 @@ from fleetplan.optimizer.slo_levels import slo_levels
 from fleetplan.optimizer.solve_results import Deadline
 from fleetplan.optimizer.solver import SolveOptions
 from fleetplan.optimizer.stay_the_course import stay_the_course
-from fleetplan.optimizer.stochastic_problem import (
-    has_scenarios,
-    scenario_set,
-    with_demand_scenarios,
-)
+from fleetplan.optimizer.stochastic_problem import has_scenarios, with_demand_scenarios
 
 logger = logging.getLogger(__name__)
 
@@ -218,11 +214,6 @@ def prepare(scenario: Scenario, catalogs: Catalogs | None = None, *, estimate=No
         notes=notes + term_notes + more_notes + supply_notes(supply) + replan.notes,
         existing=replan.existing, lead_times=replan.lead_times, **scenario_settings(scenario),
         **supply)
-    if replans(scenario) and not scenario_set(scenario).empty:
-        message = (f"demand scenarios cannot be combined with re-planning "
-                   f"({', '.join(replan_fields(scenario))}) yet: plan each demand scenario on its "
-                   f"own, or drop demand_scenarios")
-        raise ScenarioError(message)
     problem = with_demand_scenarios(scenario, problem, buckets)
     prices = prices.assign(term_charge_factor=term_charge_factors(problem, prices),
                            start_month=start_months(problem, prices))
@@ -258,16 +249,21 @@ def plan_scenario(scenario: Scenario, catalogs: Catalogs | None = None, *, estim
     plan = optimize_problem(prepared.problem, options, what_if_options,
                             scenario=scenario.model_dump(mode="json"), assumptions=assumptions,
                             prices=prepared.prices)
-    # the time the plan left, and at least the follow-up's share
-    follow_up = dataclasses.replace(options, time_limit_s=max(
-        call.remaining(), call.seconds * FOLLOW_UP_SHARE))
-    plan = add_commitments(plan, prepared.problem, follow_up)
+    plan = add_commitments(plan, prepared.problem, _follow_up(options, call, 2 if comparing else 1))
     plan.fleet = with_calibration(plan.fleet, prepared.candidates)
     if comparing and plan.feasible:
         plan.assumptions["stay_the_course"] = stay_the_course(prepared.problem, plan,
-                                                              follow_up)
+                                                              _follow_up(options, call, 1))
     plan.messages = [*prepared.problem.notes, *plan.messages, *prior_warnings(plan.fleet)]
     return plan
+
+
+def _follow_up(options: SolveOptions, call: Deadline, left: int) -> SolveOptions:
+    """``options`` for one of the ``left`` follow-ups still to run after the plan (the
+    commitments table, then the stay-the-course comparison): an even share of the time the
+    call has left, and at least that share of :data:`FOLLOW_UP_SHARE`."""
+    seconds = max(call.remaining(), call.seconds * FOLLOW_UP_SHARE) / left
+    return dataclasses.replace(options, time_limit_s=seconds)
 
 
 def solve_options(scenario: Scenario) -> SolveOptions:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalogs.conventions import RESERVED_PRICING
+from fleetplan.catalogs.conventions import LINKING_PRICING
 from fleetplan.optimizer.api_supply import api_shares
 from fleetplan.optimizer.config_fixed_cost import config_fixed_usd
 from fleetplan.optimizer.linear_program import INF
@@ -214,8 +214,9 @@ def cost_quantile(costs, probabilities, quantile: float) -> float:
 
 
 def reserved_replicas(model: FleetModel, values: np.ndarray) -> pd.DataFrame:
-    """The first stage at ``values``: config, gpu, tp, pricing_type, replicas."""
-    rows = model.replicas[model.replicas["pricing_type"].isin(RESERVED_PRICING)]
+    """The first stage at ``values``, reserved terms and purchases: config, gpu, tp,
+    pricing_type, replicas."""
+    rows = model.replicas[model.replicas["pricing_type"].isin(LINKING_PRICING)]
     return rows[["config", "gpu", "tp", "pricing_type"]].assign(
         replicas=np.round(values[rows["col"].to_numpy(dtype=np.int64)])).reset_index(drop=True)
 

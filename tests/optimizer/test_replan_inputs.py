@@ -4,6 +4,7 @@ bad rows."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -29,6 +30,7 @@ from fleetplan.optimizer.optimization import WhatIfOptions, optimize_problem
 from fleetplan.optimizer.scenario_files import load_scenario, validate_scenario
 from fleetplan.optimizer.scenario_planning import prepare
 from fleetplan.optimizer.stay_the_course import UNPRICED, UNSERVABLE
+from fleetplan.optimizer.stochastic_problem import with_demand_factors
 from tests.optimizer.test_replanning import EXACT, brute_force, tiny
 
 EXAMPLE = Path(fleetplan.__file__).parent / "examples" / "replan.yaml"
@@ -228,21 +230,32 @@ def test_bad_current_fleet_rows_name_the_field(catalogs, rows, fleet, message):
         prepare(scenario, catalogs)
 
 
-@pytest.mark.parametrize(("fleet", "named"), [
-    ({}, r"\(fleet.current, fleet.max_changes_per_month, fleet.gpus\[\].lead_time_months, "
-         r"fleet.gpus\[\].max_new_gpus_per_month\)"),
-    ({"current": None, "max_changes_per_month": None, "min_committed_gpus": 2},
-     r"\(fleet.min_committed_gpus, fleet.gpus\[\].lead_time_months, "
-     r"fleet.gpus\[\].max_new_gpus_per_month\)"),
-])
-def test_demand_scenarios_with_replanning_name_the_fields_in_the_way(catalogs, fleet, named):
-    data = _with_current([{"gpu": "l40s", "pricing_type": "committed", "count": 4,
-                           "usd_per_month": 2500}], **fleet)
-    data["workloads"][0]["demand_quantiles"] = {"p10": 0.7, "p50": 1.0, "p90": 1.4}
-    scenario = validate_scenario(data, source="test")
-    with pytest.raises(ScenarioError, match=r"demand scenarios cannot be combined with "
-                                            r"re-planning " + named):
-        prepare(scenario, catalogs)
+@pytest.mark.slow
+def test_demand_scenarios_replan_todays_fleet_scenario_by_scenario(tmp_path, capsys):
+    data = load_scenario(EXAMPLE).model_dump(mode="json")
+    for workload in data["workloads"]:
+        workload["demand_quantiles"] = {"p10": 0.7, "p50": 1.0, "p90": 1.4}
+    data["fleet"]["horizon_months"] = 6
+    path, out = tmp_path / "replan.yaml", tmp_path / "out.xlsx"
+    path.write_text(json.dumps(data))  # JSON is YAML
+    code = main(["plan", str(path), "-o", str(out), "--no-what-if"])
+    printed, _ = capsys.readouterr()
+    assert code == 0, printed
+    assert "Changes from today's fleet (GPUs, in each demand scenario)" in printed
+    assert "stay the course (keep today's fleet, rent on demand the rest)" in printed
+    assert "over the horizon (expected over the demand scenarios)" in printed
+    assert "Commitments under uncertain demand" in printed
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        sheet = openpyxl.load_workbook(out)["Changes"]
+    header = next(row for row in range(1, 40) if sheet.cell(row, 1).value == "Scenario")
+    assert [sheet.cell(header, c).value for c in range(2, 8)] == [
+        "Month", "Bought (GPUs)", "Released (GPUs)", "Migrated (GPUs)", "Kept (GPUs)",
+        "Changes (GPUs)"]
+    first = header + 1
+    assert sheet.cell(first, 7).value == f"=C{first}+D{first}+E{first}"
+    scenarios = {sheet.cell(row, 1).value for row in range(first, first + 18)}
+    assert scenarios == {"p10", "p50", "p90"}  # 6 months each
 
 
 @pytest.mark.parametrize(("row", "message"), [
@@ -276,6 +289,14 @@ def test_the_changes_table_is_a_parquet_table():
                                                "gpus_before", "gpus", "added", "removed", "kept"]
     assert not math.isnan(float(tables["changes"]["gpus"].sum()))
     assert isinstance(tables["changes"], pd.DataFrame)
+
+
+def test_the_changes_of_each_demand_scenario_are_one_parquet_table():
+    problem = with_demand_factors(tiny([2, 4, 1]), pd.DataFrame(
+        {"scenario": ["lo", "hi"], "probability": [0.5, 0.5], "factor": [0.5, 1.0]}))
+    changes = plan_tables(optimize_problem(problem, EXACT))["changes"]
+    assert list(changes.columns[:2]) == ["scenario", "month"]
+    assert changes.groupby("scenario")["month"].nunique().to_dict() == {"hi": 3, "lo": 3}
 
 
 def test_the_stay_the_course_comparison_shares_the_calls_time_limit(monkeypatch, catalogs):

@@ -65,10 +65,17 @@ def tiny(demand, *, committed=2, end=1, config="a1", start=0, max_new=math.nan, 
         max_changes_per_month=churn, min_committed_gpus=least)
 
 
-def brute_force(demand, *, committed=2, end=1, known=True, start=0, max_new=math.inf,
-                churn=math.inf, least=0.0):
+def brute_force(demand, **limits):
     """Least cost over every plan: per month committed GPUs used c <= what exists, on-demand
-    ga a and gb b, and purchased ga P held from the start month on; inf when none is valid."""
+    ga a and gb b, and purchased ga P held from the start month on; inf when none is valid.
+    ``limits``: those of :func:`least_given_purchase`."""
+    return min(least_given_purchase(demand, bought, **limits) for bought in range(MOST + 1))
+
+
+def least_given_purchase(demand, bought, *, committed=2, end=1, known=True, start=0,
+                         max_new=math.inf, churn=math.inf, least=0.0):
+    """Least cost over every plan that buys ``bought`` ga GPUs (held from the start month on);
+    inf when none is valid."""
     months = len(demand)
     there = np.array([committed if m < end else 0 for m in range(months)])
     options = [np.array(list(itertools.product(range(there[m] + 1),
@@ -76,19 +83,15 @@ def brute_force(demand, *, committed=2, end=1, known=True, start=0, max_new=math
                                                range(MOST + 1)))) for m in range(months)]
     choice = np.array(list(itertools.product(*(range(len(o)) for o in options))))
     plans = np.stack([options[m][choice[:, m]] for m in range(months)], axis=1)
-    best = math.inf
-    for bought in range(MOST + 1):
-        c, a, b = (plans[:, :, k] for k in range(3))  # plans x months
-        p = np.where(np.arange(months) >= start, bought, 0)[None, :].repeat(len(plans), 0)
-        ok = (c + a + b + p >= np.asarray(demand)).all(1)
-        new = np.diff(np.concatenate([np.zeros((len(plans), 1)), a + p], axis=1), axis=1)
-        ok &= (new <= max_new).all(1)
-        ok &= (there + p >= least).all(1)
-        ok &= (_changes(c, a, b, p, there, committed, known) <= churn + _ending(there)).all(1)
-        cost = (2.0 * a + 3.0 * b + 1.2 * p).sum(1)
-        if ok.any():
-            best = min(best, float(cost[ok].min()))
-    return best
+    c, a, b = (plans[:, :, k] for k in range(3))  # plans x months
+    p = np.where(np.arange(months) >= start, bought, 0)[None, :].repeat(len(plans), 0)
+    ok = (c + a + b + p >= np.asarray(demand) - 1e-9).all(1)
+    new = np.diff(np.concatenate([np.zeros((len(plans), 1)), a + p], axis=1), axis=1)
+    ok &= (new <= max_new).all(1)
+    ok &= (there + p >= least).all(1)
+    ok &= (_changes(c, a, b, p, there, committed, known) <= churn + _ending(there)).all(1)
+    cost = (2.0 * a + 3.0 * b + 1.2 * p).sum(1)
+    return float(cost[ok].min()) if ok.any() else math.inf
 
 
 def _ending(there):
