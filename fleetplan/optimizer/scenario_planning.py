@@ -249,20 +249,23 @@ def plan_scenario(scenario: Scenario, catalogs: Catalogs | None = None, *, estim
     plan = optimize_problem(prepared.problem, options, what_if_options,
                             scenario=scenario.model_dump(mode="json"), assumptions=assumptions,
                             prices=prepared.prices)
-    plan = add_commitments(plan, prepared.problem, _follow_up(options, call, 2 if comparing else 1))
+    follow_ups = 2 if comparing and has_scenarios(prepared.problem) else 1
+    plan = add_commitments(plan, prepared.problem, _follow_up(options, call, follow_ups,
+                                                              follow_ups))
     plan.fleet = with_calibration(plan.fleet, prepared.candidates)
     if comparing and plan.feasible:
         plan.assumptions["stay_the_course"] = stay_the_course(prepared.problem, plan,
-                                                              _follow_up(options, call, 1))
+                                                              _follow_up(options, call, 1,
+                                                                         follow_ups))
     plan.messages = [*prepared.problem.notes, *plan.messages, *prior_warnings(plan.fleet)]
     return plan
 
 
-def _follow_up(options: SolveOptions, call: Deadline, left: int) -> SolveOptions:
-    """``options`` for one of the ``left`` follow-ups still to run after the plan (the
-    commitments table, then the stay-the-course comparison): an even share of the time the
-    call has left, and at least that share of :data:`FOLLOW_UP_SHARE`."""
-    seconds = max(call.remaining(), call.seconds * FOLLOW_UP_SHARE) / left
+def _follow_up(options: SolveOptions, call: Deadline, left: int, every: int) -> SolveOptions:
+    """``options`` for the next of the ``left`` follow-ups still to run after the plan, of
+    ``every`` in all (the commitments table, the stay-the-course comparison): an even share of
+    the time the call has left, and at least an even share of :data:`FOLLOW_UP_SHARE`."""
+    seconds = max(call.remaining() / left, call.seconds * FOLLOW_UP_SHARE / every)
     return dataclasses.replace(options, time_limit_s=seconds)
 
 

@@ -327,6 +327,37 @@ def test_the_stay_the_course_comparison_shares_the_calls_time_limit(monkeypatch,
     assert 40.0 * scenario_planning.FOLLOW_UP_SHARE <= given["stay"] <= 40.0 - elapsed / 2
 
 
+@pytest.mark.slow
+def test_commitments_and_stay_the_course_split_what_the_plan_leaves(monkeypatch, catalogs):
+    # with demand scenarios on today's fleet both follow-ups run: each gets half of what the
+    # call has left when it starts, and at least half of FOLLOW_UP_SHARE
+    given = {}
+    real_commit, real_stay = scenario_planning.add_commitments, scenario_planning.stay_the_course
+
+    def commit(plan, problem, options):
+        given["commitments"] = (options.time_limit_s, time.perf_counter() - started)
+        return real_commit(plan, problem, options)
+
+    def stay(problem, plan, options):
+        given["stay"] = (options.time_limit_s, time.perf_counter() - started)
+        return real_stay(problem, plan, options)
+
+    monkeypatch.setattr(scenario_planning, "add_commitments", commit)
+    monkeypatch.setattr(scenario_planning, "stay_the_course", stay)
+    data = load_scenario(EXAMPLE).model_dump(mode="json")
+    data["workloads"][0]["demand_quantiles"] = {"p10": 0.7, "p50": 1.0, "p90": 1.4}
+    data["fleet"]["horizon_months"] = 4
+    data["solver"]["time_limit_s"] = 40.0
+    scenario = validate_scenario(data, source="test")
+    started = time.perf_counter()
+    plan = scenario_planning.plan_scenario(scenario, catalogs, what_if=False)
+    least = 40.0 * scenario_planning.FOLLOW_UP_SHARE / 2
+    (commit_s, commit_at), (stay_s, stay_at) = given["commitments"], given["stay"]
+    assert least <= commit_s <= max((40.0 - commit_at) / 2, least) + 0.01
+    assert least <= stay_s <= max(40.0 - stay_at, least) + 0.01
+    assert not plan.commitments.empty and plan.assumptions["stay_the_course"]
+
+
 @pytest.mark.parametrize(("status", "warned"), [("time_limit", True), ("optimal", False)])
 def test_a_stay_the_course_cost_cut_short_says_the_saving_may_be_overstated(
         monkeypatch, catalogs, capsys, tmp_path, status, warned):
