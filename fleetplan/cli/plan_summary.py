@@ -11,7 +11,8 @@ from fleetplan.cli.plan_supply import print_supply
 from fleetplan.cli.tables import number_text, print_table
 from fleetplan.exports.plan_quantities import price_table
 from fleetplan.optimizer.chargeback import chargeback_table
-from fleetplan.optimizer.fleet_changes import monthly_diff, outcome_keys
+from fleetplan.optimizer.fleet_changes import monthly_diff
+from fleetplan.optimizer.fleet_problem import outcome_keys
 from fleetplan.optimizer.fleet_plan import STATUSES
 from fleetplan.optimizer.plan_summary import fixed_cost_line, months_text
 from fleetplan.optimizer.stay_the_course import UNSERVABLE

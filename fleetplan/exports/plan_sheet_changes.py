@@ -31,7 +31,8 @@ from fleetplan.exports.xlsx_common import (
 from fleetplan.exports.xlsx_live import LiveColumn, write_live_table
 from fleetplan.exports.xlsx_package import Book
 from fleetplan.exports.xlsx_print import PageOptions
-from fleetplan.optimizer.fleet_changes import monthly_diff, outcome_keys
+from fleetplan.optimizer.fleet_changes import monthly_diff
+from fleetplan.optimizer.fleet_problem import outcome_keys
 from fleetplan.optimizer.stay_the_course import UNSERVABLE
 
 MONTH = "mmm yyyy"
@@ -144,6 +145,6 @@ def changes_sheet(book: Book, ws: Worksheet, plan, start: dt.date) -> PageOption
     columns.append(LiveColumn("config", detail["config"].astype(str).tolist(),
                               header=DETAIL_HEADERS["config"]))
     write_live_table(book, ws, row + 1, columns, "ChangesByConfiguration", widths)
-    least = MIN_WIDTHS if changes.columns[0] != "scenario" else {**MIN_WIDTHS, 9: 12, 10: 40}
+    least = {**MIN_WIDTHS, 9: 12, 10: 40} if outcome_keys(changes) else MIN_WIDTHS
     set_widths(ws, {c: max(w, least.get(c, 0)) for c, w in widths.items()})
     return PageOptions()

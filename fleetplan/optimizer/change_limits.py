@@ -35,7 +35,7 @@ from fleetplan.optimizer.fleet_changes import (
     baseline,
     expiring,
 )
-from fleetplan.optimizer.fleet_problem import Problem, month_keys
+from fleetplan.optimizer.fleet_problem import Problem, month_keys, outcome_keys, with_month_keys
 from fleetplan.optimizer.lead_times import require_monthly_periods
 from fleetplan.optimizer.milp_tables import add_keyed_rows, per_period
 
@@ -57,16 +57,11 @@ def held_terms(model: FleetModel) -> tuple[pd.DataFrame, pd.DataFrame]:
     GPUs, the rest of those that exist: they are the company's until their end). Per demand
     scenario too, when the problem has them."""
     p = model.problem
-    months, periods = month_keys(p.periods), p.periods.set_index("period")
-
-    def dated(table: pd.DataFrame, **columns) -> pd.DataFrame:
-        return table.assign(**{key: table["period"].map(periods[key]) for key in months},
-                            **columns)
-
-    replicas = per_period(model.replicas, p.periods)
-    replicas = dated(replicas, coef=replicas["tp"] * 1.0)
-    nodes = per_period(model.nodes, p.periods)
-    nodes = dated(nodes, config=IDLE, coef=nodes["gpus_per_node"] * 1.0)
+    months = month_keys(p.periods)
+    replicas = with_month_keys(per_period(model.replicas, p.periods), p.periods)
+    replicas = replicas.assign(coef=replicas["tp"] * 1.0)
+    nodes = with_month_keys(per_period(model.nodes, p.periods), p.periods)
+    nodes = nodes.assign(config=IDLE, coef=nodes["gpus_per_node"] * 1.0)
     nodes = nodes[~nodes["pricing_type"].isin(EXISTING_PRICING)]
     idle_use = replicas.assign(config=IDLE, coef=-replicas["coef"])
     columns = [*KEYS, *months, "col", "coef"]
@@ -98,8 +93,7 @@ def define_churn(model: FleetModel) -> None:
     if p.max_changes_per_month is None:
         return
     require_monthly_periods(p, "fleet.max_changes_per_month")
-    months = month_keys(p.periods)
-    outcomes = months[:-1]  # the scenario, when there are demand scenarios
+    months, outcomes = month_keys(p.periods), outcome_keys(p.periods)
     terms, constants = held_terms(model)
     every = timeline(p)
     today = baseline(p).merge(every[outcomes].drop_duplicates(), how="cross") if outcomes \

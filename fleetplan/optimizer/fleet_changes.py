@@ -24,7 +24,13 @@ import pandas as pd
 
 from fleetplan.catalogs.conventions import EXISTING_PRICING, LINKING_PRICING
 from fleetplan.optimizer.current_fleet import existing_cap
-from fleetplan.optimizer.fleet_problem import Problem, month_keys
+from fleetplan.optimizer.fleet_problem import (
+    Problem,
+    month_keys,
+    month_named,
+    outcome_keys,
+    with_month_keys,
+)
 
 IDLE = "(idle)"
 KEYS = ["gpu", "pricing_type", "config"]
@@ -72,14 +78,11 @@ def held_from_solution(problem: Problem, solution: dict) -> pd.DataFrame:
     period of the month; per demand scenario too when the problem has them): replicas' GPUs,
     and idle the rest of the nodes (or of the committed and owned GPUs that exist)."""
     months = month_keys(problem.periods)
-    periods = problem.periods.set_index("period")
-
-    def dated(table: pd.DataFrame) -> pd.DataFrame:
-        return table.assign(**{key: table["period"].map(periods[key]) for key in months})
-
-    used = dated(solution["replicas"]).groupby([*KEYS, *months], as_index=False)["gpus"].max()
+    used = with_month_keys(solution["replicas"], problem.periods).groupby(
+        [*KEYS, *months], as_index=False)["gpus"].max()
     pair = ["gpu", "pricing_type", *months]
-    held = dated(solution["nodes"]).groupby(pair, as_index=False)["gpus"].max()
+    held = with_month_keys(solution["nodes"], problem.periods).groupby(
+        pair, as_index=False)["gpus"].max()
     there = held["pricing_type"].isin(EXISTING_PRICING)
     held.loc[there, "gpus"] = existing_cap(problem, held[there])
     in_use = used.groupby(pair)["gpus"].sum()
@@ -162,16 +165,6 @@ def monthly_diff(changes: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index().sort_values(by, kind="stable").reset_index(drop=True)[columns]
 
 
-def outcome_keys(table: pd.DataFrame) -> list[str]:
-    """``["scenario"]`` when ``table``'s rows belong to demand scenarios, else none."""
-    return ["scenario"] if "scenario" in table else []
-
-
-def _when(row: dict) -> str:
-    scenario = f" of scenario {row['scenario']}" if "scenario" in row else ""
-    return f"month {row['month']:.0f}{scenario}"
-
-
 def churn_breaks(problem: Problem, changes: pd.DataFrame) -> list[str]:
     """Months whose changes (less GPUs released at their commitment's end) pass the limit."""
     limit = problem.max_changes_per_month
@@ -180,7 +173,7 @@ def churn_breaks(problem: Problem, changes: pd.DataFrame) -> list[str]:
     diff = monthly_diff(changes)
     diff["allowed"] = limit + diff["month"].map(expiring(problem)).fillna(0.0)
     over = diff[diff["changes"] > diff["allowed"] + 1e-6]
-    return [f"churn: {_when(row)} changes {row['changes']:.0f} GPUs, more than "
+    return [f"churn: {month_named(row)} changes {row['changes']:.0f} GPUs, more than "
             f"{row['allowed']:.0f}" for row in over.to_dict("records")]
 
 
@@ -194,7 +187,7 @@ def min_committed_breaks(problem: Problem, changes: pd.DataFrame) -> list[str]:
     committed = changes[changes["pricing_type"].isin(COMMITTED_PRICING)]
     held = committed.groupby(months)["gpus"].sum().reindex(every, fill_value=0.0)
     short = held[held < least - 1e-6].reset_index()
-    return [f"min_committed: {_when(row)} holds {row['gpus']:.0f} committed GPUs, fewer than "
+    return [f"min_committed: {month_named(row)} holds {row['gpus']:.0f} committed GPUs, fewer than "
             f"{least:.0f}" for row in short.to_dict("records")]
 
 

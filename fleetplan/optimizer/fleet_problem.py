@@ -264,6 +264,27 @@ def month_keys(periods: pd.DataFrame) -> list[str]:
     return ["scenario", "month"] if "scenario" in periods else ["month"]
 
 
+def outcome_keys(table: pd.DataFrame) -> list[str]:
+    """``["scenario"]`` when ``table``'s rows belong to demand scenarios, else none: the month
+    keys (:func:`month_keys`) less the month."""
+    return month_keys(table)[:-1]
+
+
+def with_month_keys(table: pd.DataFrame, periods: pd.DataFrame) -> pd.DataFrame:
+    """``table`` (with a ``period`` column) with the month keys of its periods
+    (:func:`month_keys`: the month, and the scenario with demand scenarios)."""
+    by_period = periods.set_index("period")
+    return table.assign(**{key: table["period"].map(by_period[key])
+                           for key in month_keys(periods)})
+
+
+def month_named(row: dict) -> str:
+    """``month m``, and ``of scenario s`` when the row names one (a row of a table keyed by
+    :func:`month_keys`)."""
+    scenario = f" of scenario {row['scenario']}" if "scenario" in row else ""
+    return f"month {row['month']:.0f}{scenario}"
+
+
 def period_probability(periods: pd.DataFrame) -> pd.Series:
     """Each period's probability (1 without demand scenarios), indexed by period."""
     probability = periods["probability"] if "probability" in periods else 1.0

@@ -27,7 +27,13 @@ import pandas as pd
 from fleetplan.catalogs.conventions import EXISTING_PRICING
 from fleetplan.errors import InvalidValueError
 from fleetplan.optimizer.current_fleet import existing_cap
-from fleetplan.optimizer.fleet_problem import Problem, month_keys, start_months
+from fleetplan.optimizer.fleet_problem import (
+    Problem,
+    month_keys,
+    month_named,
+    start_months,
+    with_month_keys,
+)
 from fleetplan.optimizer.milp_tables import add_keyed_rows, per_period
 
 if TYPE_CHECKING:
@@ -94,10 +100,7 @@ def require_monthly_periods(problem: Problem, what: str) -> None:
 
 def _node_terms(model: FleetModel) -> pd.DataFrame:
     p = model.problem
-    nodes = per_period(model.nodes, p.periods)
-    periods = p.periods.set_index("period")
-    nodes = nodes.assign(**{key: nodes["period"].map(periods[key])
-                            for key in month_keys(p.periods)})
+    nodes = with_month_keys(per_period(model.nodes, p.periods), p.periods)
     return nodes[covered(p, nodes)]
 
 
@@ -121,8 +124,7 @@ def define_lead_times(model: FleetModel) -> None:
     now = capped.assign(coef=capped["gpus_per_node"].astype(float))
     before = capped.assign(coef=-capped["gpus_per_node"].astype(float),
                            month=capped["month"] + 1)
-    after = pd.MultiIndex.from_frame(before[months]) if len(months) > 1 else before["month"]
-    before["period"] = period_of.reindex(after).to_numpy()
+    before["period"] = period_of.reindex(before.set_index(months).index).to_numpy()
     terms = pd.concat([now, before.dropna(subset=["period"])], ignore_index=True)
     terms = terms.astype({"period": int})[["gpu", "period", "col", "coef"]]
     add_keyed_rows(model, "lead_time", terms, ["gpu", "period"], "<=",
@@ -153,22 +155,14 @@ def lead_time_breaks(problem: Problem, held: pd.DataFrame) -> list[str]:
     every = problem.periods[months].drop_duplicates().sort_values(months)
     per_month = held_new_gpus(problem, held).pivot_table(
         index=months, columns="gpu", values="gpus", aggfunc="sum", fill_value=0.0)
-    per_month = per_month.reindex(pd.MultiIndex.from_frame(every) if len(months) > 1
-                                  else pd.Index(every["month"]), fill_value=0.0)
+    per_month = per_month.reindex(every.set_index(months).index, fill_value=0.0)
     outcomes = per_month.groupby(level="scenario") if len(months) > 1 else per_month
-    added = outcomes.diff().fillna(per_month)
+    added = outcomes.diff().fillna(per_month).reset_index()
     for gpu in caps.index.intersection(added.columns):
-        over = added.index[(added[gpu] > caps[gpu] + 1e-6).to_numpy()]
-        problems += [f"lead_time: {gpu} grows by {added.loc[when, gpu]:.0f} GPUs in "
-                     f"{_month_named(when)}, more than {caps[gpu]:.0f}" for when in over]
+        over = added[added[gpu] > caps[gpu] + 1e-6]
+        problems += [f"lead_time: {gpu} grows by {row[gpu]:.0f} GPUs in {month_named(row)}, "
+                     f"more than {caps[gpu]:.0f}" for row in over.to_dict("records")]
     return problems
-
-
-def _month_named(when) -> str:
-    """``month m`` (and ``of scenario s``) from a month or a (scenario, month) index key."""
-    if isinstance(when, tuple):
-        return f"month {when[1]} of scenario {when[0]}"
-    return f"month {when}"
 
 
 def check_lead_times(view: PlanView) -> list[str]:
@@ -206,9 +200,8 @@ def lift_lead_times(problem: Problem) -> Problem | None:
 def diagnose_lead_times(problem: Problem, solution: dict) -> list[str]:
     """What the plan without lead times needed before the start months or above the caps."""
     nodes = solution["nodes"]
-    months, periods = month_keys(problem.periods), problem.periods.set_index("period")
-    held = nodes.assign(**{key: nodes["period"].map(periods[key]) for key in months})
-    held = held.groupby(["gpu", "pricing_type", *months], as_index=False)["gpus"].max()
+    held = with_month_keys(nodes, problem.periods).groupby(
+        ["gpu", "pricing_type", *month_keys(problem.periods)], as_index=False)["gpus"].max()
     return [line.replace("lead_time: ", "needs: ", 1) for line in
             lead_time_breaks(problem, held)][:5]
 

@@ -14,7 +14,13 @@ import pandas as pd
 
 from fleetplan.catalogs.conventions import LINKING_PRICING
 from fleetplan.optimizer.fleet_plan import FleetPlan
-from fleetplan.optimizer.fleet_problem import Problem, charged_offers, month_keys, start_months
+from fleetplan.optimizer.fleet_problem import (
+    Problem,
+    charged_offers,
+    month_keys,
+    start_months,
+    with_month_keys,
+)
 from fleetplan.optimizer.hosted_apis import api_usd
 from fleetplan.optimizer.node_packing import nodes_needed_table
 
@@ -98,9 +104,7 @@ class PlanView:
         if not self.changes.empty:
             return self.changes.groupby(["gpu", "pricing_type", *months], as_index=False)[
                 "gpus"].sum()
-        gpus = self.gpus_bought()
-        periods = self.problem.periods.set_index("period")
-        gpus = gpus.assign(**{key: gpus["period"].map(periods[key]) for key in months})
+        gpus = with_month_keys(self.gpus_bought(), self.problem.periods)
         gpus = gpus.groupby(["gpu", "pricing_type", *months], as_index=False)["bought"].max()
         return gpus.rename(columns={"bought": "gpus"})
 
