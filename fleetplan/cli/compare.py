@@ -23,7 +23,7 @@ from fleetplan.cli.options import (
 )
 from fleetplan.cli.tables import print_table
 from fleetplan.exports import write_compare
-from fleetplan.exports.compare_summary import not_priced_to_buy
+from fleetplan.exports.compare_summary import buying_basis, not_priced_to_buy
 from fleetplan.sweeps.rent_or_buy import compare
 
 #: (column, header with unit) shown on the terminal.
@@ -47,6 +47,12 @@ def compare_command(
     usd_per_kwh: Annotated[float, typer.Option(help="Electricity price [USD/kWh]")] = 0.10,
     pue: Annotated[float, typer.Option(help="Power usage effectiveness of the data center [1-5]")] = 1.4,
     power_load: Annotated[float, typer.Option(help="Average draw as a share of the servers' maximum power")] = 0.75,
+    cost_of_capital: Annotated[float, typer.Option(
+        help="Annual cost of capital (discount rate) of bought servers, e.g. 0.08 "
+             "[fraction/year, 0-1]; 0 = straight-line")] = 0.0,
+    residual_value: Annotated[float, typer.Option(
+        help="What a bought server sells for at the end of its life "
+             "[fraction of its price, 0-1]")] = 0.0,
     output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the full table (.csv, .json or .xlsx)")] = None,
     catalog: CatalogOption = None,
     price_choice: PriceRuleOption = DEFAULT_PRICE_RULE, provider: ProviderOption = None, region: RegionOption = None,
@@ -57,12 +63,14 @@ def compare_command(
     catalogs = catalogs_from(catalog, price_rule(price_choice, provider, region, max_price_age_days, mix_providers))
     workload = {"model": model, "quant": quant, "input_len": input_len, "output_len": output_len,
                 "tpot_slo_ms": tpot_slo_ms, "ttft_slo_ms": ttft_slo_ms, "demand_req_s": demand_req_s}
+    financing = {"cost_of_capital": cost_of_capital, "residual_value": residual_value}
     table = compare(workload, named_ids(gpus, "--gpus"), catalogs, utilization=utilization, usd_per_kwh=usd_per_kwh, pue=pue,
-                    power_load=power_load)
+                    power_load=power_load, **financing)
     echo_price_warnings(catalogs.chosen_prices(list(table["gpu"]), PRICING_TYPES), list(table["gpu"]))
     _print(table, catalogs.price_rule.describe())
     if output is not None:
-        params = {"hours_per_month": HOURS_PER_MONTH, "usd_per_kwh": usd_per_kwh, "pue": pue, "power_load": power_load}
+        params = {"hours_per_month": HOURS_PER_MONTH, "usd_per_kwh": usd_per_kwh, "pue": pue,
+                  "power_load": power_load, **financing}
         write_compare(table, output, params, workload={**workload, "utilization": utilization}, catalogs=catalogs,
                       price_rule=catalogs.price_rule.describe())
         typer.echo(f"wrote {output}", err=True)
@@ -72,8 +80,8 @@ def _print(table, rule: str) -> None:
     rows = [[row[name] for name, _ in SHOWN] for row in table.to_dict("records")]
     caption = "\n".join([*(f"{row['gpu']}: {row['reserved_vs_on_demand']}" for row in table.to_dict("records")),
                          _calibration_line(table),
-                         f"Prices: {rule}. Buying: server list prices written off over their life, plus power "
-                         "and hosting.", *filter(None, [not_priced_to_buy(table)])])
+                         f"Prices: {rule}. Buying: {buying_basis(table)}.",
+                         *filter(None, [not_priced_to_buy(table)])])
     print_table("Rent or buy, per GPU option", [header for _, header in SHOWN], rows,
                 numeric=[name != "gpu" for name, _ in SHOWN], caption=caption)
 

@@ -144,6 +144,25 @@ def not_priced_to_buy(table: pd.DataFrame) -> str:
             f"{'its' if one else 'their'} power and buy columns show '-'.")
 
 
+def buying_basis(table: pd.DataFrame) -> str:
+    """How buying is costed per month, with the table's cost of capital and resale value.
+
+    >>> buying_basis(pd.DataFrame({"cost_of_capital": [0.08], "residual_value": [0.1]}))
+    'server list prices recovered over their life at a cost of capital of 8.0% a year, less a ...'
+    >>> buying_basis(pd.DataFrame({"cost_of_capital": [0.0], "residual_value": [0.0]}))[:60]
+    'server list prices written off straight-line over their life'
+    """
+    def first(name: str) -> float:
+        return float(table[name].iloc[0]) if name in table and len(table) else 0.0
+
+    rate, resale = first("cost_of_capital"), first("residual_value")
+    capital = (f"recovered over their life at a cost of capital of {rate:.1%} a year" if rate > 0
+               else "written off straight-line over their life (no cost of capital)")
+    sold = (f", less a resale value of {resale:.0%} of the price" if resale > 0
+            else ", no resale value")
+    return f"server list prices {capital}{sold}, plus power and hosting"
+
+
 def _sentences(ws, row: int, ranked: pd.DataFrame, price_rule: str) -> int:
     put(ws, row, 1, "Reserved against on-demand prices", font=LABEL_FONT)
     row += 1
@@ -159,8 +178,8 @@ def _sentences(ws, row: int, ranked: pd.DataFrame, price_rule: str) -> int:
     notes = ([f"Prices: {price_rule}."] if price_rule else [])
     notes += [f"Price warning, {w}." for w in warnings]
     notes += [note for note in (not_priced_to_buy(ranked),) if note]
-    notes.append("Buying is straight-line depreciation of list prices with no financing cost or "
-                 "resale value.")
+    notes.append(f"Buying: {buying_basis(ranked)}; the 1- and 3-year costs are cash paid, "
+                 "undiscounted and before any resale.")
     for note in notes:
         ws.merge_cells(start_row=row + 1, start_column=1, end_row=row + 1, end_column=12)
         wrap(ws, put(ws, row + 1, 1, note, font=NOTE_FONT), 160)

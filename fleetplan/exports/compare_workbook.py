@@ -53,11 +53,21 @@ from fleetplan.sweeps.efficiencies import WILDCARD
 SERVER_INPUTS = (("usd_per_node", "Server price (USD/node)", "server", MONEY),
                  ("node_power_kw", "Power (kW/node)", "kw", KW),
                  ("life_years", "Life (years)", "life", "0.0"),
-                 ("hosting_usd_per_node_month", "Hosting (USD/node-month)", "hosting", MONEY))
+                 ("hosting_usd_per_node_month", "Hosting (USD per node-month)", "hosting", MONEY))
 GENERAL_INPUTS = (("hours_per_month", "hours", "Hours in a month: every $/month is $/hour x this", "#,##0.0"),
                   ("usd_per_kwh", "USD/kWh", "Electricity price of owned servers", '"$"#,##0.000'),
                   ("pue", "ratio", "Data-center power usage effectiveness (cooling overhead)", "0.00"),
-                  ("power_load", "fraction", "Average draw as a share of the servers' maximum power", "0%"))
+                  ("power_load", "fraction", "Average draw as a share of the servers' maximum power", "0%"),
+                  ("cost_of_capital", "per year",
+                   "Annual cost of capital (discount rate) of bought servers; 0 = straight-line "
+                   "write-off", "0.0%"),
+                  ("residual_value", "fraction",
+                   "What a server sells for at the end of its life, as a share of its price", "0%"))
+#: The price table's wrapped columns [characters]: narrower than the plan's, whose Assumptions
+#: print two pages across anyway, so that this one prints on one page across at a legible size.
+COMPARE_WRAPPED = {"source": 32, "warning": 20}
+#: Financing inputs a comparison table carries in its own columns (``rent_or_buy.compare``).
+FINANCING = ("cost_of_capital", "residual_value")
 
 
 @dataclass(frozen=True)
@@ -85,8 +95,13 @@ METRICS = (
     Metric("capex_usd", "Buy: servers (USD)", MONEY, "{nodes}*{server}"),
     Metric("buy_opex_usd_per_month", "Buy: power and hosting (USD/month)", MONEY,
            "{nodes}*{kw}*in_power_load*in_pue*in_hours_per_month*in_usd_per_kwh+{nodes}*{hosting}"),
-    Metric("buy_usd_per_month", "Buy, servers written off over their life (USD/month)", MONEY,
-           "{capex_usd}/(12*{life})+{buy_opex_usd_per_month}"),
+    # PMT: the level payment repaying the servers less their resale's present value (rent_or_buy)
+    Metric("buy_capital_usd_per_month",
+           "Buy: servers' capital recovered over their life (USD/month)", MONEY,
+           "PMT((1+in_cost_of_capital)^(1/12)-1,12*{life},-{capex_usd},"
+           "{capex_usd}*in_residual_value)"),
+    Metric("buy_usd_per_month", "Buy: capital, power and hosting (USD/month)", MONEY,
+           "{buy_capital_usd_per_month}+{buy_opex_usd_per_month}"),
     Metric("usd_per_m_output_tokens_buy", "Buy per 1M output tokens (USD)", PER_TOKEN,
            "{buy_usd_per_month}/(in_output_tokens_per_hour*in_hours_per_month)*1000000"),
     Metric("tco_1y_on_demand_usd", "1 year: rent on demand (USD)", MONEY, "12*{rent_on_demand_usd_per_month}"),
@@ -107,9 +122,12 @@ METRICS = (
 def write_compare_xlsx(table: pd.DataFrame, path: str | Path, *, params: dict,
                        workload: Mapping[str, Any] | None = None, catalogs: Any = None,
                        price_rule: str = "") -> Path:
-    """Write the comparison workbook; ``params``: hours_per_month, usd_per_kwh, pue, power_load;
+    """Write the comparison workbook; ``params``: hours_per_month, usd_per_kwh, pue, power_load
+    (cost_of_capital and residual_value default to the table's columns, else 0);
     ``workload``: the compared workload (model, quant, demand_req_s, lengths, SLOs)."""
     workload = dict(workload or {})
+    params = {**{name: float(table[name].iloc[0]) if name in table and len(table) else 0.0
+                 for name in FINANCING}, **params}
     subject = f"Rent or buy: {workload.get('model', 'workload')}"
     book = Book(header=PrintHeader(subject))
     wb = book.wb
@@ -167,15 +185,19 @@ def _assumptions(book: Book, table: pd.DataFrame, params: dict, workload: dict) 
                  "the fleet was sized for it)", "#,##0", editable=False, named=True, label="Output tokens per hour")
     _workload_rows(sheet, workload)
     sheet.row += 1
+    # the servers before the rental prices: the last table, the longest, repeats its header on
+    # each page it runs on (xlsx_page_breaks)
+    sheet.section("Servers to buy",
+                  "Price, power, life and hosting of one node (ownership catalog), all inputs.")
+    names = _server_rows(book, sheet, table)
     sheet.section("Rental prices", "USD per GPU-hour chosen by the price rule on Summary; each with the "
                   "provider, date and source of its row.")
     prices = pd.DataFrame(_price_records(table))
-    names: dict[tuple[str, str], str] = {}
-    if not prices.empty:
-        for (gpu, kind), name in sheet.prices(prices, keys=["gpu", "pricing_type"]).items():
+    if not prices.empty:  # one column for both: the sheet prints at a legible size
+        prices["provider"] = (prices["provider"] + " " + prices.pop("region")).str.strip()
+        for (gpu, kind), name in sheet.prices(prices, keys=["gpu", "pricing_type"],
+                                              wrapped=COMPARE_WRAPPED).items():
             names[(gpu, f"price_{kind}")] = name
-    sheet.section("Servers to buy", "Price, power, life and hosting of one node (ownership catalog), all inputs.")
-    names.update(_server_rows(book, sheet, table))
     sheet.finish()
     return names
 

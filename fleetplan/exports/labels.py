@@ -51,7 +51,7 @@ LABELS: dict[str, str] = {
     "usd_per_m_output_tokens": "Cost per 1M output tokens", "usd_per_m_total_tokens": "Cost per 1M tokens",
     "usd_per_m_tokens": "Cost per 1M tokens", "usd_per_k_requests": "Cost per 1k requests",
     "reserved_usd": "Reserved", "on_demand_usd": "On demand", "spot_usd": "Spot",
-    "same_provider_on_demand_usd_per_gpu_hour": "Its provider's on-demand price",
+    "same_provider_on_demand_usd_per_gpu_hour": "Provider's on-demand",
     "term_charge_factor": "Charged per listed (a term past the horizon is paid in full)",
     "objective_usd": "Cost over the horizon", "solve_seconds": "Solve time",
     # efficiency factors

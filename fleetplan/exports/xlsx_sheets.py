@@ -81,14 +81,16 @@ class Assumptions:
 
     def prices(self, frame: pd.DataFrame, keys: Sequence[str], *, table: str = "Prices",
                price_column: str = "usd_per_gpu_hour",
-               factor_column: str | None = None) -> dict[tuple, str]:
+               factor_column: str | None = None,
+               wrapped: Mapping[str, float] = WRAPPED) -> dict[tuple, str]:
         """A table of prices, one input cell (and defined name) per row of ``frame``.
 
         ``keys`` are the columns identifying a price (e.g. gpu, pricing_type); other columns
         (provider, source, as_of, ...) are shown for reference. Returns ``{key tuple: name}``,
         or with ``factor_column`` (a multiplier of the price, such as a reserved term charged
         beyond the horizon) ``name*name_term`` where the factor is not 1, its cell named
-        ``name_term``.
+        ``name_term``. ``wrapped``: the reference columns that wrap, with their widths
+        [characters].
         """
         columns = [*keys, price_column, "name",
                    *[c for c in frame.columns if c not in (*keys, price_column)]]
@@ -127,10 +129,10 @@ class Assumptions:
                 cell.alignment = Alignment(vertical="top")
                 if column > 1:
                     indent_text(cell)
-                if field in WRAPPED:  # long texts wrap instead of widening the page
-                    wrap(ws, cell, WRAPPED[field])
-            if field in WRAPPED:
-                width = WRAPPED[field]
+                if field in wrapped:  # long texts wrap instead of widening the page
+                    wrap(ws, cell, wrapped[field])
+            if field in wrapped:
+                width = wrapped[field]
             self.widths[column] = max(self.widths.get(column, 0), width)
         self.row = first + max(len(frame), 1) + 2
         return names

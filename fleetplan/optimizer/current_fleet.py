@@ -84,14 +84,16 @@ def owned_usd_per_gpu_hour(node_power_kw, hosting_usd_per_node_month, gpus_per_n
 
 def purchase_usd_per_gpu_hour(usd_per_node, life_years, node_power_kw,
                               hosting_usd_per_node_month, gpus_per_node, usd_per_kwh,
-                              hours_per_month, pue=SERVER_PUE, load=SERVER_POWER_LOAD):
-    """A bought server per GPU-hour: its price written off over its life, plus power and
-    hosting [USD/GPU-hour].
+                              hours_per_month, pue=SERVER_PUE, load=SERVER_POWER_LOAD,
+                              cost_of_capital=0.0, residual_value=0.0):
+    """A bought server per GPU-hour: its capital recovered over its life at the cost of capital,
+    less its resale value, plus power and hosting [USD/GPU-hour].
 
     Parameters
     ----------
-    usd_per_node : server price [USD]; life_years : depreciation life [years]; the rest as
-    :func:`owned_usd_per_gpu_hour`.
+    usd_per_node : server price [USD]; life_years : life [years];
+    cost_of_capital : annual discount rate [fraction per year]; residual_value : resale at the
+    end of its life [fraction of the price]; the rest as :func:`owned_usd_per_gpu_hour`.
 
     Returns
     -------
@@ -99,18 +101,23 @@ def purchase_usd_per_gpu_hour(usd_per_node, life_years, node_power_kw,
 
     Notes
     -----
-    ``buy_usd_per_month(1, price, life, power, hosting) / (gpus_per_node * H)`` with
-    ``buy = price / (12 life) + power + hosting`` (``sweeps/rent_or_buy.py``) [1].
+    ``buy_usd_per_month(1, price, life, power, hosting, i, s) / (gpus_per_node * H)``, the
+    capital term Excel's ``PMT`` (``sweeps/rent_or_buy.py``) [1]; straight-line
+    ``price / (12 life)`` at ``i = s = 0``.
 
     References
     ----------
-    [1] seeds 003 (rent or buy); ownership catalog sources.
+    [1] seeds 003 (rent or buy); ownership catalog sources; "Capital recovery factor".
 
     >>> round(float(purchase_usd_per_gpu_hour(255237.04, 5, 10.2, 1988.49, 8, 0.10, 730.0)), 3)
     1.203
+    >>> round(float(purchase_usd_per_gpu_hour(255237.04, 5, 10.2, 1988.49, 8, 0.10, 730.0,
+    ...                                       cost_of_capital=0.08)), 3)
+    1.355
     """
     power = power_usd_per_month(1, node_power_kw, load, pue, usd_per_kwh, hours_per_month)
-    monthly = buy_usd_per_month(1, usd_per_node, life_years, power, hosting_usd_per_node_month)
+    monthly = buy_usd_per_month(1, usd_per_node, life_years, power, hosting_usd_per_node_month,
+                                cost_of_capital, residual_value)
     return monthly / (np.asarray(gpus_per_node) * hours_per_month)
 
 

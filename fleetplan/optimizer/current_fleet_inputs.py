@@ -151,12 +151,24 @@ def _purchases(scenario: Scenario, catalogs: Catalogs, gpu_ids: list[str]) -> tu
         price = purchase_usd_per_gpu_hour(
             server["usd_per_node"], server["life_years"], server["node_power_kw"],
             server["hosting_usd_per_node_month"], server["gpus_per_node"], fleet.energy_usd_per_kwh,
-            fleet.hours_per_month)
+            fleet.hours_per_month, cost_of_capital=fleet.cost_of_capital,
+            residual_value=fleet.residual_value)
         rows.append({"gpu": gpu, "pricing_type": "purchase", "usd_per_gpu_hour": float(price),
                      "gpus": math.nan, "provider": "ownership catalog",
-                     "source": f"ownership catalog (price over {server['life_years']:g} years, power, "
-                               f"hosting): {server['source']}", "as_of": str(server["as_of"])})
+                     "source": f"ownership catalog ({_recovery(server['life_years'], fleet)}, "
+                               f"power, hosting): {server['source']}",
+                     "as_of": str(server["as_of"])})
     return rows, notes
+
+
+def _recovery(life_years: float, fleet) -> str:
+    """How a purchase's price is recovered, as its price row's source says it."""
+    text = f"price over {life_years:g} years"
+    if fleet.cost_of_capital > 0:
+        text += f" at a cost of capital of {fleet.cost_of_capital:.1%} a year"
+    if fleet.residual_value > 0:
+        text += f", less a resale value of {fleet.residual_value:.0%}"
+    return text
 
 
 def _lead_times(scenario: Scenario, gpu_ids: list[str]) -> pd.DataFrame:

@@ -263,6 +263,14 @@ class Fleet(StrictModel):
     start_date: dt.date | None = Field(None, description="Date of the plan's first month (for end dates)")
     energy_usd_per_kwh: float = Field(
         0.10, ge=0, le=10, description="Electricity price of owned and purchased servers [USD/kWh]")
+    cost_of_capital: float = Field(
+        0.0, ge=0, le=1, allow_inf_nan=False,
+        description="Annual cost of capital (discount rate) of purchased servers: their price is "
+                    "recovered over their life at this rate [fraction per year]; 0 = straight-line")
+    residual_value: float = Field(
+        0.0, ge=0, le=1, allow_inf_nan=False,
+        description="What a purchased server sells for at the end of its life [fraction of its "
+                    "price]")
     max_changes_per_month: int | None = Field(
         None, ge=0, le=MAX_GPUS, description="Most GPUs bought, released or moved to another "
                                              "configuration in one month [GPUs]")

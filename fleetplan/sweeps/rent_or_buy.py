@@ -6,13 +6,17 @@ fits a node; the TP degree needing the fewest GPUs wins. Renting is priced by th
 rule (``fleetplan.catalogs.prices``: the user's own rows first, then cheapest, median or one
 provider; reserved prices from the on-demand row's provider where it lists them), and each option
 says in one sentence how its reserved prices compare with the same provider's on-demand price;
-buying at the ownership catalog's server price amortized over its life, plus power and hosting.
+buying at the ownership catalog's server price recovered over its life at a cost of capital, less
+its resale value, plus power and hosting.
 
 Formulas (one function each below): replicas ``n = ceil(demand / (capacity * utilization))``;
 GPUs ``n * tp``; nodes ``ceil(GPUs / gpus_per_node)``; rent per month ``GPUs * price * hours``;
-buy per month ``nodes * price_node / (12 * life) + power + hosting`` with power
-``nodes * kW * load * PUE * hours * $/kWh``; TCO over ``m`` months renting ``m * rent``, buying
-``nodes * price_node + m * (power + hosting)``; break-even ``capex / (rent - opex)`` months.
+buy per month ``nodes * capital + power + hosting``, with ``capital`` the level monthly payment
+that repays a server's price less the present value of its resale at the cost of capital
+(straight-line ``price * (1 - resale) / (12 * life)`` at a cost of capital of 0) and power
+``nodes * kW * load * PUE * hours * $/kWh``; TCO over ``m`` months (cash paid, undiscounted,
+before any resale) renting ``m * rent``, buying ``nodes * price_node + m * (power + hosting)``;
+break-even ``capex / (rent - opex)`` months.
 """
 
 from __future__ import annotations
@@ -58,14 +62,80 @@ def power_usd_per_month(nodes, node_power_kw, load, pue, usd_per_kwh, hours_per_
     return np.asarray(nodes, dtype=float) * node_power_kw * load * pue * hours_per_month * usd_per_kwh
 
 
-def buy_usd_per_month(nodes, usd_per_node, life_years, power_usd, hosting_usd_per_node_month):
-    """Owning ``nodes`` servers: straight-line depreciation plus power and hosting [USD/month].
+def monthly_rate(annual_rate):
+    """The monthly rate compounding to ``annual_rate`` [fraction per month].
+
+    ``r = (1 + i) ** (1 / 12) - 1`` for an effective annual rate ``i`` [fraction per year].
+
+    >>> round(float(monthly_rate(0.08)), 6)
+    0.006434
+    """
+    return (1.0 + np.asarray(annual_rate, dtype=float)) ** (1.0 / 12.0) - 1.0
+
+
+def capital_recovery_factor(rate, periods):
+    """Level payment per period that repays 1 USD borrowed now over ``periods`` periods at
+    ``rate`` per period [1/period].
+
+    ``CRF = r (1 + r)^n / ((1 + r)^n - 1)``, ``1 / n`` at ``r = 0`` [1]: 10 yearly payments
+    of $163 repay $1,000 at 10%.
+
+    References
+    ----------
+    [1] "Capital recovery factor", Wikipedia
+        (https://en.wikipedia.org/wiki/Capital_recovery_factor); PyPSA's ``annuity(n, r)`` is
+        the same factor.
+
+    >>> round(float(capital_recovery_factor(0.10, 10)), 4), float(capital_recovery_factor(0.0, 4))
+    (0.1627, 0.25)
+    """
+    rate = np.asarray(rate, dtype=float)
+    periods = np.asarray(periods, dtype=float)
+    growth = (1.0 + rate) ** periods
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(rate > 0, rate * growth / (growth - 1.0), 1.0 / periods)
+
+
+def capital_usd_per_month(usd_per_node, life_years, cost_of_capital=0.0, residual_value=0.0):
+    """Owning one server: the level monthly payment that repays its price, less the present
+    value of what it sells for at the end of its life, at the cost of capital [USD/month].
+
+    Parameters
+    ----------
+    usd_per_node : server price ``P`` [USD]
+    life_years : life ``L`` [years], ``n = 12 L`` months
+    cost_of_capital : effective annual rate ``i`` (discount rate, WACC) [fraction per year]
+    residual_value : resale value at the end of its life ``s`` [fraction of the price]
+
+    Notes
+    -----
+    ``C = (P - s P (1 + r)^-n) CRF(r, n)`` with ``r = (1 + i)^(1/12) - 1`` (:func:`monthly_rate`,
+    :func:`capital_recovery_factor`): Excel's ``PMT(r, n, -P, s P)``; straight-line
+    ``P (1 - s) / n`` at ``i = 0``.
+
+    >>> float(capital_usd_per_month(240000.0, 5)), float(capital_usd_per_month(240000.0, 5, 0, 0.1))
+    (4000.0, 3600.0)
+    >>> round(float(capital_usd_per_month(240000.0, 5, 0.08)), 2)
+    4834.33
+    """
+    rate = monthly_rate(cost_of_capital)
+    months = 12.0 * np.asarray(life_years, dtype=float)
+    price = np.asarray(usd_per_node, dtype=float)
+    recovered = price * (1.0 - np.asarray(residual_value, dtype=float) * (1.0 + rate) ** -months)
+    return recovered * capital_recovery_factor(rate, months)
+
+
+def buy_usd_per_month(nodes, usd_per_node, life_years, power_usd, hosting_usd_per_node_month,
+                      cost_of_capital=0.0, residual_value=0.0):
+    """Owning ``nodes`` servers: each one's capital recovery (:func:`capital_usd_per_month`)
+    plus power and hosting [USD/month].
 
     >>> float(buy_usd_per_month(1, 240000.0, 5, 1000.0, 2000.0))
     7000.0
     """
     nodes = np.asarray(nodes, dtype=float)
-    return nodes * usd_per_node / (12.0 * np.asarray(life_years)) + power_usd + nodes * hosting_usd_per_node_month
+    capital = capital_usd_per_month(usd_per_node, life_years, cost_of_capital, residual_value)
+    return nodes * capital + power_usd + nodes * hosting_usd_per_node_month
 
 
 def break_even_months(capex_usd, rent_usd_per_month, opex_usd_per_month):
@@ -99,13 +169,16 @@ def saving_fraction(price, reference):
         return 1.0 - np.asarray(price, dtype=float) / np.asarray(reference, dtype=float)
 
 
-def check_inputs(demand_req_s: float, utilization: float, usd_per_kwh: float, pue: float, load: float) -> None:
+def check_inputs(demand_req_s: float, utilization: float, usd_per_kwh: float, pue: float,
+                 load: float, cost_of_capital: float = 0.0, residual_value: float = 0.0) -> None:
     """One-line errors naming the input and its allowed range."""
     check_range("demand_req_s", demand_req_s, 0, None, low_inclusive=False)
     check_range("utilization", utilization, 0, 1, low_inclusive=False)
     check_range("usd_per_kwh", usd_per_kwh, 0, 10)
     check_range("pue", pue, 1, 5)
     check_range("power_load", load, 0, 1, low_inclusive=False)
+    check_range("cost_of_capital", cost_of_capital, 0, 1)
+    check_range("residual_value", residual_value, 0, 1)
 
 
 def _capacities(workload: dict, gpus: list[str], catalogs) -> pd.DataFrame:
@@ -119,20 +192,28 @@ def _capacities(workload: dict, gpus: list[str], catalogs) -> pd.DataFrame:
 
 
 def compare(workload: dict, gpus: list[str], catalogs: Catalogs | None = None, *, utilization: float = 0.8, usd_per_kwh: float = 0.10,
-            pue: float = 1.4, power_load: float = 0.75, hours_per_month: float = HOURS_PER_MONTH) -> pd.DataFrame:
-    """One row per GPU option: sizing, rent and buy costs, TCO over 1 and 3 years, break-even."""
+            pue: float = 1.4, power_load: float = 0.75, hours_per_month: float = HOURS_PER_MONTH,
+            cost_of_capital: float = 0.0, residual_value: float = 0.0) -> pd.DataFrame:
+    """One row per GPU option: sizing, rent and buy costs, TCO over 1 and 3 years, break-even.
+
+    ``cost_of_capital`` [fraction per year] and ``residual_value`` [fraction of the server price
+    at the end of its life] set the capital recovery of buying (:func:`capital_usd_per_month`);
+    both are kept in the table's columns of the same names."""
     catalogs = catalog_or_default(catalogs)
-    check_inputs(workload["demand_req_s"], utilization, usd_per_kwh, pue, power_load)
+    check_inputs(workload["demand_req_s"], utilization, usd_per_kwh, pue, power_load,
+                 cost_of_capital, residual_value)
     gpus = catalogs.require("gpu", gpus)
     options = _capacities({k: v for k, v in workload.items() if k != "demand_req_s"}, gpus, catalogs)
     options["replicas"] = replicas_needed(workload["demand_req_s"], options["capacity_req_s"], utilization)
     options["gpus_needed"] = options["replicas"] * options["tp"]
     best = options.sort_values(["gpu", "gpus_needed", "tp"], na_position="last").drop_duplicates("gpu")
+    financing = {"cost_of_capital": float(cost_of_capital), "residual_value": float(residual_value)}
     return _costs(best.set_index("gpu").reindex(gpus).reset_index(), workload, catalogs, usd_per_kwh, pue,
-                  power_load, hours_per_month)
+                  power_load, hours_per_month, financing)
 
 
-def _costs(best: pd.DataFrame, workload: dict, catalogs, usd_per_kwh, pue, load, hours) -> pd.DataFrame:
+def _costs(best: pd.DataFrame, workload: dict, catalogs, usd_per_kwh, pue, load, hours,
+           financing: dict[str, float]) -> pd.DataFrame:
     per_node = catalogs.gpus["gpus_per_node"].reindex(best["gpu"]).to_numpy(dtype=float)
     owned = catalogs.ownership.set_index("gpu").reindex(best["gpu"])
     out = best[["gpu", "tp", "replicas", "gpus_needed", "capacity_req_s",
@@ -156,8 +237,13 @@ def _costs(best: pd.DataFrame, workload: dict, catalogs, usd_per_kwh, pue, load,
     power = power_usd_per_month(out["nodes"], owned["node_power_kw"].to_numpy(), load, pue, usd_per_kwh, hours)
     hosting = owned["hosting_usd_per_node_month"].to_numpy(dtype=float)
     out["capex_usd"] = out["nodes"] * owned["usd_per_node"].to_numpy(dtype=float)
+    for name, value in financing.items():
+        out[name] = value
+    out["buy_capital_usd_per_month"] = out["nodes"] * capital_usd_per_month(
+        owned["usd_per_node"].to_numpy(dtype=float), owned["life_years"].to_numpy(dtype=float),
+        **financing)
     out["buy_usd_per_month"] = buy_usd_per_month(out["nodes"], owned["usd_per_node"].to_numpy(), owned["life_years"].to_numpy(),
-                                                 power, hosting)
+                                                 power, hosting, **financing)
     opex = power + out["nodes"] * hosting
     out["buy_opex_usd_per_month"] = opex
     out["output_tokens_per_month"] = tokens_per_month

@@ -187,11 +187,11 @@ COMPARE_WORKLOAD = {"model": "llama-3.1-70b", "quant": "fp8", "input_len": 1000,
                     "tpot_slo_ms": 40.0, "ttft_slo_ms": 1000.0, "demand_req_s": 50.0}
 
 
-def compare_table(catalogs, gpus=("h100-sxm", "h200", "mi300x", "b200")) -> pd.DataFrame:
-    """The rent-or-buy comparison of COMPARE_WORKLOAD on ``gpus``."""
+def compare_table(catalogs, gpus=("h100-sxm", "h200", "mi300x", "b200"), **options) -> pd.DataFrame:
+    """The rent-or-buy comparison of COMPARE_WORKLOAD on ``gpus`` (``options``: ``compare``'s)."""
     from fleetplan.sweeps.rent_or_buy import compare
 
-    return compare(COMPARE_WORKLOAD, list(gpus), catalogs)
+    return compare(COMPARE_WORKLOAD, list(gpus), catalogs, **options)
 
 
 def whatif_results() -> tuple[pd.DataFrame, list[str]]:

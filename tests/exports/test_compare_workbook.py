@@ -18,9 +18,13 @@ PARAMS = {"hours_per_month": 730.0, "usd_per_kwh": 0.1, "pue": 1.4, "power_load"
 GPUS = ("h100-sxm", "b200", "a100-80gb-sxm")
 
 
+#: Buying financed at 8% a year, servers sold for 10% of their price at the end of their life.
+FINANCING = {"cost_of_capital": 0.08, "residual_value": 0.1}
+
+
 @pytest.fixture(scope="module")
 def workbook(tmp_path_factory, shipped):
-    table = compare_table(shipped, GPUS)
+    table = compare_table(shipped, GPUS, **FINANCING)
     path = tmp_path_factory.mktemp("compare") / "compare.xlsx"
     write_compare_xlsx(table, path, params=PARAMS, workload={"model": "llama-3.1-70b", "quant": "fp8"},
                        catalogs=shipped, price_rule=shipped.price_rule.describe())
@@ -116,3 +120,37 @@ def test_the_compare_command_says_why_too(capsys):
                  "--demand-req-s", "20", "--tpot-slo-ms", "50"]) == 0
     printed = " ".join(capsys.readouterr().out.split())
     assert "Not priced to buy: l40s (the ownership catalog holds no server for it" in printed
+
+
+def test_the_financing_inputs_are_named_inputs(workbook):
+    path, _ = workbook
+    book = openpyxl.load_workbook(path)
+    for name, value in FINANCING.items():
+        sheet, cell = _cell_of(book, f"in_{name}")
+        assert (sheet, book[sheet][cell].value) == ("Assumptions", value)
+
+
+@pytest.mark.libreoffice
+def test_buying_recovers_the_servers_at_the_cost_of_capital(workbook, libreoffice, tmp_path):
+    """At 8% the capital row is the annuity; set to 0% in the workbook it is straight-line
+    less the resale, and the buy costs move by exactly the difference."""
+    path, table = workbook
+    book = openpyxl.load_workbook(path)
+    sheet, cell = _cell_of(book, "in_cost_of_capital")
+    book[sheet][cell].value = 0.0
+    edited = tmp_path / "straight_line.xlsx"
+    book.save(edited)
+    before = cell_values(libreoffice.recalculate(path))
+    after = cell_values(libreoffice.recalculate(edited))
+    server = table.set_index("gpu").loc["h100-sxm"]
+    price = server["nodes"] * server["usd_per_node"]
+    months = 12 * server["life_years"]
+    rate = 1.08 ** (1 / 12) - 1
+    annuity = (price - 0.1 * price * (1 + rate) ** -months) * rate / (1 - (1 + rate) ** -months)
+    capital = _options_cell(book, "h100-sxm", "buy_capital_usd_per_month")
+    assert before[capital] == pytest.approx(annuity, rel=1e-9)
+    assert after[capital] == pytest.approx(0.9 * price / months, rel=1e-9)
+    buy = _options_cell(book, "h100-sxm", "buy_usd_per_month")
+    assert before[buy] - after[buy] == pytest.approx(annuity - 0.9 * price / months, rel=1e-9)
+    tco = _options_cell(book, "h100-sxm", "tco_3y_buy_usd")  # cash: no financing in it
+    assert before[tco] == after[tco]

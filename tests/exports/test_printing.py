@@ -67,7 +67,7 @@ def _printed_sizes(libreoffice, path):
 def test_plan_tables_that_fit_on_a_page_print_whole_on_one(tmp_path, libreoffice, example_plan):
     """Before page breaks kept them whole, the efficiency factors began at the foot of the
     Assumptions' first page and went on, headerless, on the next; so did the parameters on
-    Sources."""
+    Sources, which, now taller than a page, repeat their header on each page instead."""
     path = write_plan(example_plan, tmp_path / "plan.xlsx")
     book = openpyxl.load_workbook(path)
     efficiency = book["Assumptions"].tables["EfficiencyFactors"].ref
@@ -83,10 +83,16 @@ def test_plan_tables_that_fit_on_a_page_print_whole_on_one(tmp_path, libreoffice
     for lines in titled:
         rows = [line.split()[0] for line in lines if line.split()[0] in ("*", "vllm")]
         assert rows == engines and any(line.lstrip().startswith("Engine") for line in lines)
-    text = ["\n".join(lines) for sheet, lines in pages if sheet == "Sources"
-            and any(line.startswith("Parameters") for line in lines)]
-    assert len(text) == 1 and len(parameters) > 40
-    assert all(name in text[0] for name in parameters)
+    sources_pages = [lines for sheet, lines in pages if sheet == "Sources"]
+    start = next(i for i, lines in enumerate(sources_pages)
+                 if any(line.startswith("Parameters") for line in lines))
+    # the last table, taller than a page: its header atop each page it runs on
+    running = [lines for lines in sources_pages[start:]
+               if any(line.strip().startswith("scenario.") for line in lines)]
+    assert len(parameters) > 40 and running
+    assert all(any(line.split()[:2] == ["Name", "Value"] for line in lines) for lines in running)
+    text = "\n".join("\n".join(lines) for lines in running)
+    assert all(name in text for name in parameters)
 
 
 def test_small_workbooks_print_with_libreoffices_default_settings(
@@ -104,7 +110,9 @@ def test_small_workbooks_print_with_libreoffices_default_settings(
 def test_compare_prints_its_ranking_and_options_on_a_page_each_and_every_sheet_legibly(
         tmp_path, libreoffice, shipped):
     """Each sheet was squeezed onto one page: Sources printed at 21% of its size and
-    Assumptions at 44% (the built-in comparison of benchmarks/bench_printing.py)."""
+    Assumptions at 44% (the built-in comparison of benchmarks/bench_printing.py), then
+    Assumptions at 50%, its rental prices' provider and region in two columns; the prices, its
+    last table, repeat their header on each page they run on."""
     path = write_compare_xlsx(compare_table(shipped), tmp_path / "compare.xlsx", catalogs=shipped,
                               params={"hours_per_month": 730.0, "usd_per_kwh": 0.1, "pue": 1.4,
                                       "power_load": 0.75},
@@ -112,7 +120,11 @@ def test_compare_prints_its_ranking_and_options_on_a_page_each_and_every_sheet_l
     pages = _printed(libreoffice, path)
     assert pages["Summary"] == 1 and pages["Options"] == 1 and sum(pages.values()) <= 10, pages
     scales = _printed_sizes(libreoffice, path)
-    assert all(scale >= 0.5 for scale in scales.values()), scales
+    assert all(scale >= 0.5 for scale in scales.values()) and scales["Assumptions"] >= 0.55, scales
+    priced = [lines for sheet, lines in printed_pages(libreoffice.print(path))
+              if sheet == "Assumptions" and any("price_" in line for line in lines)]
+    assert len(priced) > 1 and all(any("Name in formulas" in line for line in lines)
+                                   for lines in priced)
 
 
 def test_whatif_prints_with_a_one_page_summary(tmp_path, libreoffice):

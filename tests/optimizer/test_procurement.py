@@ -1,12 +1,26 @@
-"""Rent-or-buy comparison: figures checked by hand on a small case, and bad input."""
+"""Rent-or-buy comparison and a plan's purchases: figures checked by hand on a small case, the
+capital recovery at a cost of capital, and bad input."""
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from fleetplan.cli import main
-from fleetplan.errors import InvalidValueError, UnknownNameError
-from fleetplan.sweeps.rent_or_buy import HOURS_PER_MONTH, compare, rent_prices
+from fleetplan.errors import InvalidValueError, ScenarioError, UnknownNameError
+from fleetplan.optimizer.current_fleet import purchase_usd_per_gpu_hour
+from fleetplan.optimizer.current_fleet_inputs import replan_tables
+from fleetplan.optimizer.scenario_files import load_scenario, validate_scenario
+from fleetplan.sweeps.rent_or_buy import (
+    HOURS_PER_MONTH,
+    capital_recovery_factor,
+    capital_usd_per_month,
+    compare,
+    monthly_rate,
+    rent_prices,
+)
+from tests.optimizer.test_replan_inputs import EXAMPLE
 
 WORKLOAD = {"model": "llama-3.1-8b", "quant": "fp8", "input_len": 512, "output_len": 256, "tpot_slo_ms": 30.0,
             "ttft_slo_ms": 500.0, "demand_req_s": 40.0}
@@ -88,3 +102,105 @@ def test_cli(tmp_path, capsys):
     assert list(pd.read_csv(out)["gpu"]) == ["h100-sxm", "b200"]
     assert main(["compare", "--model", "llama-3.1-8b", "--gpus", "h100-sxm", "--demand-req-s", "4", "-o",
                  str(tmp_path / "x.txt")]) == 2
+
+
+def test_capital_recovery_known_values():
+    # a $1,000 loan at 10% is repaid by 10 yearly payments of $163 (Wikipedia's example)
+    assert 1000 * capital_recovery_factor(0.10, 10) == pytest.approx(162.745, abs=1e-3)
+    assert capital_recovery_factor(0.0, 60) == pytest.approx(1 / 60)
+    assert (1 + monthly_rate(0.08)) ** 12 == pytest.approx(1.08)
+    assert capital_usd_per_month(240_000.0, 5, 0.0, 0.25) == pytest.approx(3000.0)
+
+
+@given(price=st.floats(1e3, 1e7), life=st.floats(1, 10), rate=st.floats(0, 1),
+       resale=st.floats(0, 1))
+@example(price=1e3, life=1.0, rate=0.0, resale=1.0)
+@example(price=1e7, life=10.0, rate=1.0, resale=0.0)
+def test_the_payments_are_worth_the_price_less_the_resale(price, life, rate, resale):
+    """Discounted at the cost of capital, the monthly payments and the resale at the end of the
+    life are worth the price today."""
+    months = int(round(12 * life))
+    life = months / 12
+    r = float(monthly_rate(rate))
+    payment = float(capital_usd_per_month(price, life, rate, resale))
+    discount = (1 + r) ** -np.arange(1, months + 1)
+    worth = payment * discount.sum() + resale * price * (1 + r) ** -months
+    assert worth == pytest.approx(price, rel=1e-9)
+
+
+def test_financing_raises_the_cost_of_buying_and_resale_lowers_it(shipped, table):
+    financed = compare(WORKLOAD, ["h100-sxm", "b200"], shipped, utilization=0.8, usd_per_kwh=0.1,
+                       pue=1.5, power_load=0.5, cost_of_capital=0.08, residual_value=0.1)
+    server = shipped.ownership.set_index("gpu").loc["h100-sxm"]
+    plain, row = table.set_index("gpu").loc["h100-sxm"], financed.set_index("gpu").loc["h100-sxm"]
+    capital = row["nodes"] * capital_usd_per_month(server["usd_per_node"], server["life_years"],
+                                                   0.08, 0.1)
+    assert row["buy_capital_usd_per_month"] == pytest.approx(capital)
+    assert row["buy_usd_per_month"] == pytest.approx(capital + row["buy_opex_usd_per_month"])
+    straight_line = row["nodes"] * server["usd_per_node"] / 60
+    assert plain["buy_capital_usd_per_month"] == pytest.approx(straight_line)
+    assert row["buy_usd_per_month"] > plain["buy_usd_per_month"]
+    assert row["tco_3y_buy_usd"] == plain["tco_3y_buy_usd"]  # cash paid: undiscounted, no resale
+    assert (financed["cost_of_capital"] == 0.08).all() and (financed["residual_value"] == 0.1).all()
+    resold = compare(WORKLOAD, ["h100-sxm"], shipped, residual_value=0.5)
+    assert resold["buy_capital_usd_per_month"].iloc[0] == pytest.approx(
+        resold["nodes"].iloc[0] * server["usd_per_node"] * 0.5 / 60)
+
+
+@pytest.mark.parametrize(("option", "value", "match"), [
+    ("cost_of_capital", 1.5, "cost_of_capital must be >= 0 and <= 1, got 1.5"),
+    ("cost_of_capital", -0.01, "cost_of_capital must be >= 0 and <= 1, got -0.01"),
+    ("cost_of_capital", float("inf"), "cost_of_capital must be a finite number, got inf"),
+    ("residual_value", 2.0, "residual_value must be >= 0 and <= 1, got 2"),
+])
+def test_bad_financing(shipped, option, value, match):
+    with pytest.raises(InvalidValueError, match=match):
+        compare(WORKLOAD, ["h100-sxm"], shipped, **{option: value})
+
+
+def test_the_compare_command_refuses_bad_financing_and_states_the_basis(capsys):
+    args = ["compare", "--model", "llama-3.1-8b", "--gpus", "h100-sxm", "--demand-req-s", "20"]
+    assert main([*args, "--cost-of-capital", "1.5"]) == 2
+    assert "cost_of_capital must be >= 0 and <= 1, got 1.5" in capsys.readouterr().err
+    assert main([*args, "--cost-of-capital", "0.08", "--residual-value", "0.1"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert ("recovered over their life at a cost of capital of 8.0% a year, less a resale value "
+            "of 10% of the price") in printed
+
+
+def _replan_example(**fleet):
+    data = load_scenario(EXAMPLE).model_dump(mode="json")
+    data["fleet"].update(fleet)
+    return validate_scenario(data, source="test")
+
+
+def test_a_plans_purchases_are_priced_at_its_cost_of_capital(shipped):
+    """The re-planning example buys H100 servers: their price per GPU-hour is the compare
+    command's buy cost at the scenario's cost of capital and resale, and says so."""
+    scenario = _replan_example(cost_of_capital=0.08, residual_value=0.1)
+    tables = replan_tables(scenario, shipped, ["h100-sxm", "l40s"])
+    offers = tables.offers.set_index(["gpu", "pricing_type"])["usd_per_gpu_hour"]
+    server = shipped.ownership.set_index("gpu").loc["h100-sxm"]
+    expected = purchase_usd_per_gpu_hour(
+        server["usd_per_node"], server["life_years"], server["node_power_kw"],
+        server["hosting_usd_per_node_month"], 8, 0.10, scenario.fleet.hours_per_month,
+        cost_of_capital=0.08, residual_value=0.1)
+    assert offers[("h100-sxm", "purchase")] == pytest.approx(expected)
+    plain = replan_tables(_replan_example(), shipped, ["h100-sxm", "l40s"]).offers.set_index(
+        ["gpu", "pricing_type"])["usd_per_gpu_hour"]
+    assert offers[("h100-sxm", "purchase")] > plain[("h100-sxm", "purchase")]
+    assert offers[("h100-sxm", "owned")] == plain[("h100-sxm", "owned")]  # sunk: no capital
+    source = tables.prices.set_index(["gpu", "pricing_type"]).loc[("h100-sxm", "purchase"),
+                                                                  "source"]
+    assert ("price over 5 years at a cost of capital of 8.0% a year, less a resale value of 10%"
+            in source)
+
+
+@pytest.mark.parametrize(("fleet", "match"), [
+    ({"cost_of_capital": 1.5}, "fleet.cost_of_capital: must be <= 1, got 1.5"),
+    ({"cost_of_capital": float("nan")}, "fleet.cost_of_capital: must be a finite number, got nan"),
+    ({"residual_value": -0.2}, "fleet.residual_value: must be >= 0, got -0.2"),
+])
+def test_bad_financing_in_a_scenario(fleet, match):
+    with pytest.raises(ScenarioError, match=match):
+        _replan_example(**fleet)
