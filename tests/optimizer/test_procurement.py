@@ -204,3 +204,15 @@ def test_a_plans_purchases_are_priced_at_its_cost_of_capital(shipped):
 def test_bad_financing_in_a_scenario(fleet, match):
     with pytest.raises(ScenarioError, match=match):
         _replan_example(**fleet)
+
+
+def test_compare_and_a_plan_price_a_bought_gpu_hour_alike(shipped):
+    """The same server at the same cost of capital, resale and electricity costs the same per
+    GPU-hour in ``fleetplan compare`` (at a plan's PUE and load) and in a plan's purchases."""
+    row = compare(WORKLOAD, ["h100-sxm"], shipped, usd_per_kwh=0.1, pue=1.4, power_load=0.75,
+                  cost_of_capital=0.08, residual_value=0.1).iloc[0]
+    tables = replan_tables(_replan_example(cost_of_capital=0.08, residual_value=0.1), shipped,
+                           ["h100-sxm", "l40s"])
+    planned = tables.offers.set_index(["gpu", "pricing_type"]).loc[
+        ("h100-sxm", "purchase"), "usd_per_gpu_hour"]
+    assert row["buy_usd_per_month"] / (row["nodes"] * 8 * HOURS_PER_MONTH) == pytest.approx(planned)
