@@ -14,7 +14,9 @@ named ``cases``. Axes:
   alternatives;
 - ``disaggregation: {name: settings or null}``: named ``fleet.disaggregation`` settings (null =
   colocated replicas only), e.g. ``{colocated: null, pairs: {}}``;
-- ``engine: [engine ids]``: the efficiency profile (``fleet.engine``; ``*`` = the default rows).
+- ``engine: [engine ids]``: the efficiency profile (``fleet.engine``; ``*`` = the default rows);
+- ``cost_of_capital``, ``residual_value``: set on the fleet (what purchases' price is recovered
+  at, and what a bought server sells for at the end of its life).
 
 Cases that differ only in ``demand_multiplier``, per-GPU ``price_multiplier`` and ``max_gpus``
 are solved as variants of one built model (``whatif_variants.py``), with the rows a full plan
@@ -49,7 +51,9 @@ log = logging.getLogger(__name__)
 SCALAR_AXES = ("demand_multiplier", "tpot_slo_ms", "ttft_slo_ms", "input_tokens", "monthly_growth")
 PER_GPU_AXES = ("price_multiplier", "max_gpus")
 NAMED_AXES = ("allowed_gpus", "pricing", "disaggregation")
-FLEET_AXES = ("engine",)
+FLEET_AXES = ("engine", "cost_of_capital", "residual_value")
+#: Fleet axes that are numbers, and the base scenario's own value on them.
+FLEET_NUMBER_AXES = ("cost_of_capital", "residual_value")
 _DEMAND_FIELDS = ("requests_per_s", "tokens_per_s", "tokens_per_month")
 
 
@@ -74,6 +78,8 @@ class Axes(NumbersNotBooleans):
     pricing: dict[str, _Names] | None = Field(None, min_length=1)
     disaggregation: dict[str, dict[str, Any] | None] | None = Field(None, min_length=1)
     engine: list[str] | None = Field(None, min_length=1)
+    cost_of_capital: list[float] | None = Field(None, min_length=1)
+    residual_value: list[float] | None = Field(None, min_length=1)
 
 
 class Grid(BaseModel):
@@ -184,6 +190,8 @@ def base_axis_values(scenario: Scenario, columns: list[str]) -> dict[str, float]
             cap = caps.get(column[len("max_gpus["):-1].lower())
             if cap is not None:
                 values[column] = float(cap)
+        elif column in FLEET_NUMBER_AXES:
+            values[column] = float(getattr(scenario.fleet, column))
         elif column in SCALAR_AXES:
             shared = {getattr(workload, column) for workload in workloads}
             if len(shared) == 1 and None not in shared:
@@ -219,6 +227,8 @@ def apply_case(base: dict, case: dict, grid: Grid) -> tuple[dict, dict[str, floa
             scenario["fleet"]["disaggregation"] = named.get("disaggregation", {}).get(value, value)
         elif column == "engine":
             scenario["fleet"]["engine"] = None if value in ("*", None) else value
+        elif column in FLEET_NUMBER_AXES:
+            scenario["fleet"][column] = value
         else:
             axes = ", ".join(SCALAR_AXES + PER_GPU_AXES + NAMED_AXES + FLEET_AXES)
             message = f"unknown what-if axis '{column}' (axes: {axes})"

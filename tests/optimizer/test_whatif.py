@@ -365,3 +365,21 @@ def test_gpu_counts_of_a_result_row_are_whole_numbers():
     row = summary_row({}, status="optimal", gap=0.0, usd_per_month=1.0, tokens_per_month=None,
                       served_fraction=None, gpus_peak=peaks, solve_seconds=0.1, message="")
     assert (row["gpus_peak"], row["gpus_h100-sxm"], row["gpus_l40s"]) == (32.0, 27.0, 5.0)
+
+
+def test_a_cost_of_capital_axis_prices_the_servers_a_plan_buys(tmp_path):
+    """Buying is the cheapest here; at a dearer cost of capital the plan costs more, and a
+    rate out of range is that case's one-line error, not the grid's."""
+    base = tmp_path / "buy.yaml"
+    base.write_text(SMALL.read_text().replace("pricing: [on_demand]",
+                                              "pricing: [on_demand, purchase]"))
+    path = tmp_path / "grid.yaml"
+    path.write_text(f"base: {base}\naxes:\n  cost_of_capital: [0, 0.3, 2]\n  residual_value: [0]\n")
+    grid, data = load_grid(path)
+    cases = expand(grid)
+    assert cases[1] == {"cost_of_capital": 0.3, "residual_value": 0}
+    assert apply_case(data, cases[1], grid)[0]["fleet"]["cost_of_capital"] == 0.3
+    results = run_grid(grid, data, cases, tmp_path / "cases").set_index("cost_of_capital")
+    assert list(results["status"]) == ["optimal", "optimal", "error"]
+    assert results.loc[0.3, "usd_per_month"] > results.loc[0.0, "usd_per_month"]
+    assert "fleet.cost_of_capital: must be <= 1, got 2" in results.loc[2.0, "message"]
