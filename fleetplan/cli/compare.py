@@ -63,14 +63,14 @@ def compare_command(
     catalogs = catalogs_from(catalog, price_rule(price_choice, provider, region, max_price_age_days, mix_providers))
     workload = {"model": model, "quant": quant, "input_len": input_len, "output_len": output_len,
                 "tpot_slo_ms": tpot_slo_ms, "ttft_slo_ms": ttft_slo_ms, "demand_req_s": demand_req_s}
-    financing = {"cost_of_capital": cost_of_capital, "residual_value": residual_value}
     table = compare(workload, named_ids(gpus, "--gpus"), catalogs, utilization=utilization, usd_per_kwh=usd_per_kwh, pue=pue,
-                    power_load=power_load, **financing)
+                    power_load=power_load, cost_of_capital=cost_of_capital,
+                    residual_value=residual_value)
     echo_price_warnings(catalogs.chosen_prices(list(table["gpu"]), PRICING_TYPES), list(table["gpu"]))
     _print(table, catalogs.price_rule.describe())
     if output is not None:
         params = {"hours_per_month": HOURS_PER_MONTH, "usd_per_kwh": usd_per_kwh, "pue": pue,
-                  "power_load": power_load, **financing}
+                  "power_load": power_load}
         write_compare(table, output, params, workload={**workload, "utilization": utilization}, catalogs=catalogs,
                       price_rule=catalogs.price_rule.describe())
         typer.echo(f"wrote {output}", err=True)

@@ -27,6 +27,7 @@ from fleetplan.exports.xlsx_common import (
 )
 from fleetplan.exports.xlsx_package import Book
 from fleetplan.exports.xlsx_print import chart_rows
+from fleetplan.sweeps.rent_or_buy import financing_of, financing_words
 
 MONEY, KW, MONTHS, RATE = '"$"#,##0', "#,##0.0", '#,##0', "#,##0.00"
 PER_TOKEN = '"$"#,##0.0000'
@@ -152,14 +153,11 @@ def buying_basis(table: pd.DataFrame) -> str:
     >>> buying_basis(pd.DataFrame({"cost_of_capital": [0.0], "residual_value": [0.0]}))[:60]
     'server list prices written off straight-line over their life'
     """
-    def first(name: str) -> float:
-        return float(table[name].iloc[0]) if name in table and len(table) else 0.0
-
-    rate, resale = first("cost_of_capital"), first("residual_value")
-    capital = (f"recovered over their life at a cost of capital of {rate:.1%} a year" if rate > 0
+    financing = financing_of(table)
+    rate, resale = financing["cost_of_capital"], financing["residual_value"]
+    capital = (f"recovered over their life{financing_words(rate, 0.0)}" if rate > 0
                else "written off straight-line over their life (no cost of capital)")
-    sold = (f", less a resale value of {resale:.0%} of the price" if resale > 0
-            else ", no resale value")
+    sold = financing_words(0.0, resale) if resale > 0 else ", no resale value"
     return f"server list prices {capital}{sold}, plus power and hosting"
 
 

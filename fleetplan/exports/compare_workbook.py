@@ -49,6 +49,7 @@ from fleetplan.exports.xlsx_print import PageOptions, PrintHeader
 from fleetplan.exports.xlsx_sheets import Assumptions
 from fleetplan.exports.xlsx_sources import catalog_rows, sources_sheet
 from fleetplan.sweeps.efficiencies import WILDCARD
+from fleetplan.sweeps.rent_or_buy import financing_of
 
 SERVER_INPUTS = (("usd_per_node", "Server price (USD/node)", "server", MONEY),
                  ("node_power_kw", "Power (kW/node)", "kw", KW),
@@ -66,8 +67,6 @@ GENERAL_INPUTS = (("hours_per_month", "hours", "Hours in a month: every $/month 
 #: The price table's wrapped columns [characters]: narrower than the plan's, whose Assumptions
 #: print two pages across anyway, so that this one prints on one page across at a legible size.
 COMPARE_WRAPPED = {"source": 32, "warning": 20}
-#: Financing inputs a comparison table carries in its own columns (``rent_or_buy.compare``).
-FINANCING = ("cost_of_capital", "residual_value")
 
 
 @dataclass(frozen=True)
@@ -123,11 +122,10 @@ def write_compare_xlsx(table: pd.DataFrame, path: str | Path, *, params: dict,
                        workload: Mapping[str, Any] | None = None, catalogs: Any = None,
                        price_rule: str = "") -> Path:
     """Write the comparison workbook; ``params``: hours_per_month, usd_per_kwh, pue, power_load
-    (cost_of_capital and residual_value default to the table's columns, else 0);
+    (the cost of capital and resale value come from the table, ``rent_or_buy.financing_of``);
     ``workload``: the compared workload (model, quant, demand_req_s, lengths, SLOs)."""
     workload = dict(workload or {})
-    params = {**{name: float(table[name].iloc[0]) if name in table and len(table) else 0.0
-                 for name in FINANCING}, **params}
+    params = {**params, **financing_of(table)}
     subject = f"Rent or buy: {workload.get('model', 'workload')}"
     book = Book(header=PrintHeader(subject))
     wb = book.wb

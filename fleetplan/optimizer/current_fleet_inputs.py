@@ -34,6 +34,7 @@ from fleetplan.optimizer.lead_times import LEAD_COLUMNS
 from fleetplan.optimizer.scenario import Scenario
 from fleetplan.optimizer.scenario_current import CURRENT_COLUMNS, CurrentGpus
 from fleetplan.optimizer.scenario_files import TOP_LEVEL, error_message
+from fleetplan.sweeps.rent_or_buy import financing_words
 
 
 @dataclass
@@ -163,12 +164,8 @@ def _purchases(scenario: Scenario, catalogs: Catalogs, gpu_ids: list[str]) -> tu
 
 def _recovery(life_years: float, fleet) -> str:
     """How a purchase's price is recovered, as its price row's source says it."""
-    text = f"price over {life_years:g} years"
-    if fleet.cost_of_capital > 0:
-        text += f" at a cost of capital of {fleet.cost_of_capital:.1%} a year"
-    if fleet.residual_value > 0:
-        text += f", less a resale value of {fleet.residual_value:.0%}"
-    return text
+    return f"price over {life_years:g} years" + financing_words(fleet.cost_of_capital,
+                                                                fleet.residual_value)
 
 
 def _lead_times(scenario: Scenario, gpu_ids: list[str]) -> pd.DataFrame:

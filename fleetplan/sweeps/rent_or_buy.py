@@ -31,6 +31,8 @@ from fleetplan.sweeps import estimate_cases
 from fleetplan.sweeps.inputs import catalog_or_default
 
 RENT_TYPES = PRICING_TYPES
+#: The financing inputs of buying, kept in a comparison table's columns of these names.
+FINANCING = ("cost_of_capital", "residual_value")
 
 
 def replicas_needed(demand_req_s, capacity_req_s, utilization):
@@ -138,6 +140,25 @@ def buy_usd_per_month(nodes, usd_per_node, life_years, power_usd, hosting_usd_pe
     return nodes * capital + power_usd + nodes * hosting_usd_per_node_month
 
 
+def financing_of(table: pd.DataFrame) -> dict[str, float]:
+    """The cost of capital and resale value a comparison table was priced at (its columns of
+    those names, :func:`compare`), 0 where it has none."""
+    return {name: float(table[name].iloc[0]) if name in table and len(table) else 0.0
+            for name in FINANCING}
+
+
+def financing_words(cost_of_capital: float, residual_value: float) -> str:
+    """What a buy price is recovered at, for a sentence (empty at 0 and 0).
+
+    >>> financing_words(0.08, 0.1)
+    ' at a cost of capital of 8.0% a year, less a resale value of 10% of the price'
+    """
+    rate = f" at a cost of capital of {cost_of_capital:.1%} a year" if cost_of_capital > 0 else ""
+    resale = (f", less a resale value of {residual_value:.0%} of the price" if residual_value > 0
+              else "")
+    return rate + resale
+
+
 def break_even_months(capex_usd, rent_usd_per_month, opex_usd_per_month):
     """Months after which buying has cost less than renting; infinite if renting stays cheaper,
     NaN where a price is unknown (no rent price listed, or no ownership row).
@@ -207,7 +228,7 @@ def compare(workload: dict, gpus: list[str], catalogs: Catalogs | None = None, *
     options["replicas"] = replicas_needed(workload["demand_req_s"], options["capacity_req_s"], utilization)
     options["gpus_needed"] = options["replicas"] * options["tp"]
     best = options.sort_values(["gpu", "gpus_needed", "tp"], na_position="last").drop_duplicates("gpu")
-    financing = {"cost_of_capital": float(cost_of_capital), "residual_value": float(residual_value)}
+    financing = dict(zip(FINANCING, (float(cost_of_capital), float(residual_value)), strict=True))
     return _costs(best.set_index("gpu").reindex(gpus).reset_index(), workload, catalogs, usd_per_kwh, pue,
                   power_load, hours_per_month, financing)
 
@@ -242,10 +263,9 @@ def _costs(best: pd.DataFrame, workload: dict, catalogs, usd_per_kwh, pue, load,
     out["buy_capital_usd_per_month"] = out["nodes"] * capital_usd_per_month(
         owned["usd_per_node"].to_numpy(dtype=float), owned["life_years"].to_numpy(dtype=float),
         **financing)
-    out["buy_usd_per_month"] = buy_usd_per_month(out["nodes"], owned["usd_per_node"].to_numpy(), owned["life_years"].to_numpy(),
-                                                 power, hosting, **financing)
     opex = power + out["nodes"] * hosting
     out["buy_opex_usd_per_month"] = opex
+    out["buy_usd_per_month"] = out["buy_capital_usd_per_month"] + opex  # buy_usd_per_month's sum
     out["output_tokens_per_month"] = tokens_per_month
     out["usd_per_m_output_tokens_on_demand"] = out["rent_on_demand_usd_per_month"] / tokens_per_month * 1e6
     out["usd_per_m_output_tokens_buy"] = out["buy_usd_per_month"] / tokens_per_month * 1e6
